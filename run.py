@@ -1,0 +1,86 @@
+r"""tlm entry point: parses flags, picks a mode, and calls into `tlm/`.
+
+  python run.py --mode=reproduce                       # the embedded miniature reproduction
+  python run.py --mode=train --config=large_temporal   # a paper model (needs data + checkpoint)
+  python run.py --mode=eval_future --config=large_temporal
+
+Every mode is a function `main(flags)` in `tlm/cli/`, imported only when chosen so that the
+numpy-only data modes never import jax. Errors the user can cause (`tlm.errors.UserError`)
+are printed as one line on stderr with a non-zero exit status.
+"""
+
+import importlib
+import sys
+
+from absl import app, flags
+
+# mode -> "module:function". Each function takes the parsed absl FLAGS.
+MODES = {
+  # Model I/O (tlm/cli/inference.py, tlm/cli/convert.py).
+  "predict": "tlm.cli.inference:predict",
+  "score": "tlm.cli.inference:score",
+  "convert": "tlm.cli.convert:main",
+  # Data builders, numpy only (tlm/cli/data.py).
+  "build_world": "tlm.cli.data:build_world",
+  "build_templama": "tlm.cli.data:build_templama",
+  "build_ssm": "tlm.cli.data:build_ssm",
+  # Training (tlm/cli/train.py).
+  "train": "tlm.cli.train:main",
+  # The paper's experiments (tlm/cli/experiments.py).
+  "eval": "tlm.cli.experiments:evaluate",
+  "eval_future": "tlm.cli.experiments:eval_future",
+  "adapt": "tlm.cli.experiments:adapt",
+  "cronquestions": "tlm.cli.experiments:cronquestions",
+  "reproduce": "tlm.cli.experiments:reproduce",
+}
+
+flags.DEFINE_enum("mode", "reproduce", sorted(MODES), "What to run.")
+flags.DEFINE_string("config", None, "Named config from tlm/configs.py, e.g. tiny_temporal.")
+flags.DEFINE_multi_string("set", [], "Config override dotted.key=value; repeatable.")
+flags.DEFINE_string("workdir", None, "Directory for checkpoints, metrics and results.")
+flags.DEFINE_bool("dry_run", False, "train: compile the step on the mesh and report its cost.")
+# Checkpoints and files.
+flags.DEFINE_string("checkpoint", None, "HF dir, Mesh-TF checkpoint prefix, or tlm checkpoint/workdir.")
+flags.DEFINE_string("input_file", None, "JSON lines input (predict, score).")
+flags.DEFINE_string("output_file", None, "JSON lines output (predict, score).")
+flags.DEFINE_string("output_dir", None, "Output directory (convert, build_*).")
+flags.DEFINE_enum("format", "hf", ["hf", "tlm"], "convert: output checkpoint format.")
+flags.DEFINE_integer("batch_size", 32, "predict/score: examples per batch.")
+flags.DEFINE_integer("max_decode_length", 32, "predict: maximum number of decoded tokens.")
+flags.DEFINE_integer("beam_size", 1, "predict: 1 is greedy decoding.")
+flags.DEFINE_string("vocab", None, "SentencePiece model (default: the one beside the checkpoint).")
+# Data builders.
+flags.DEFINE_string("facts", None, "build_templama: Wikidata-style facts TSV.")
+flags.DEFINE_string("entities", None, "build_templama: entities TSV (qid, name, popularity).")
+flags.DEFINE_string("news", None, "build_ssm: news JSON lines.")
+flags.DEFINE_string("data", None, "cronquestions: directory with the released files.")
+flags.DEFINE_integer("min_year", 2010, "build_templama: first year.")
+flags.DEFINE_integer("max_year", 2020, "build_templama: last year.")
+flags.DEFINE_integer("max_subjects_per_relation", 1000, "build_templama: most popular subjects kept.")
+flags.DEFINE_enum("granularity", "year", ["year", "quarter", "month"], "build_templama: time bucket.")
+flags.DEFINE_integer("seed", 0, "Seed for data builders.")
+flags.DEFINE_float("scale", 1.0, "build_world: size of the synthetic world.")
+# Multi-host (otherwise taken from the cluster environment, if any).
+flags.DEFINE_string("coordinator_address", None, "jax.distributed coordinator host:port.")
+flags.DEFINE_integer("num_processes", None, "jax.distributed number of processes.")
+flags.DEFINE_integer("process_id", None, "jax.distributed index of this process.")
+
+FLAGS = flags.FLAGS
+
+
+def main(argv):
+  if len(argv) > 1:
+    raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
+  from tlm.errors import UserError
+
+  module_name, function_name = MODES[FLAGS.mode].split(":")
+  fn = getattr(importlib.import_module(module_name), function_name)
+  try:
+    fn(FLAGS)
+  except UserError as e:
+    print(f"error: {e}", file=sys.stderr)
+    sys.exit(1)
+
+
+if __name__ == "__main__":
+  app.run(main)

@@ -1,0 +1,104 @@
+"""Atomic file and directory output, so that a failed run leaves nothing half-written.
+
+Every command that writes results goes through these helpers: the content is produced under a
+temporary sibling name and renamed into place only when it is complete. A crash or a
+`UserError` in the middle leaves the destination untouched (absent, or as it was).
+"""
+
+import contextlib
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Iterator
+from typing import Any
+
+
+@contextlib.contextmanager
+def atomic_output_file(path: str, mode: str = "w") -> Iterator[Any]:
+  """Opens a temporary file that replaces `path` only if the block exits cleanly."""
+  directory = os.path.dirname(os.path.abspath(path))
+  os.makedirs(directory, exist_ok=True)
+  fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=directory)
+  try:
+    with os.fdopen(fd, mode) as f:
+      yield f
+    os.replace(tmp, path)
+  except BaseException:
+    with contextlib.suppress(FileNotFoundError):
+      os.remove(tmp)
+    raise
+
+
+@contextlib.contextmanager
+def atomic_output_dir(path: str) -> Iterator[str]:
+  """Yields a temporary directory that becomes `path` only if the block exits cleanly.
+
+  An existing `path` is replaced as a whole on success and left as it was on failure.
+  """
+  path = os.path.abspath(path)
+  parent = os.path.dirname(path)
+  os.makedirs(parent, exist_ok=True)
+  tmp = tempfile.mkdtemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=parent)
+  try:
+    yield tmp
+  except BaseException:
+    shutil.rmtree(tmp, ignore_errors=True)
+    raise
+  if os.path.exists(path):
+    old = tmp + ".old"
+    os.replace(path, old)
+    os.replace(tmp, path)
+    shutil.rmtree(old, ignore_errors=True)
+  else:
+    os.replace(tmp, path)
+
+
+def write_json(path: str, obj: Any) -> None:
+  """Writes `obj` as indented JSON, atomically."""
+  with atomic_output_file(path) as f:
+    json.dump(obj, f, indent=2, sort_keys=False)
+    f.write("\n")
+
+
+def write_jsonl(path: str, rows) -> None:
+  """Writes an iterable of JSON-serialisable rows, one per line, atomically."""
+  with atomic_output_file(path) as f:
+    for row in rows:
+      f.write(json.dumps(row, ensure_ascii=False))
+      f.write("\n")
+
+
+def read_jsonl(path: str, required: tuple[str, ...] = ()) -> list[dict]:
+  """Reads a JSON-lines file; blank lines are skipped.
+
+  Args:
+    path: the file.
+    required: keys every object must have.
+
+  Returns:
+    The objects, in file order.
+
+  Raises:
+    DataError: naming the file and line of a malformed line, a non-object, or a missing key.
+  """
+  from tlm.errors import DataError
+
+  if not os.path.isfile(path):
+    raise DataError("no such file", path)
+  rows = []
+  with open(path, encoding="utf-8") as f:
+    for line_no, line in enumerate(f, start=1):
+      if not line.strip():
+        continue
+      try:
+        obj = json.loads(line)
+      except json.JSONDecodeError as e:
+        raise DataError(f"malformed JSON ({e.msg})", path, line_no) from None
+      if not isinstance(obj, dict):
+        raise DataError("expected a JSON object", path, line_no)
+      missing = [k for k in required if k not in obj]
+      if missing:
+        raise DataError(f"missing field(s) {', '.join(map(repr, missing))}", path, line_no)
+      rows.append(obj)
+  return rows

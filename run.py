@@ -20,8 +20,8 @@ MODES = {
   "predict": "tlm.cli.inference:predict",
   "score": "tlm.cli.inference:score",
   "convert": "tlm.cli.convert:main",
-  # Data builders, numpy only (tlm/cli/data.py).
-  "build_world": "tlm.cli.data:build_world",
+  # Data builders, numpy only (tlm/cli/world.py, tlm/cli/data.py).
+  "build_world": "tlm.cli.world:build_world",
   "build_templama": "tlm.cli.data:build_templama",
   "build_ssm": "tlm.cli.data:build_ssm",
   # Training (tlm/cli/train.py).

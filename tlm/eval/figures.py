@@ -1,0 +1,127 @@
+"""PNG figures for the paper's Figures 2-5, drawn from plain result dictionaries.
+
+matplotlib is optional (requirements.txt lists it; nothing else needs it): without it every
+function raises `FiguresUnavailable`, whose message says how to install it, and callers write
+their JSON results anyway. The Agg backend is forced so figures render on headless machines.
+"""
+
+from collections.abc import Mapping
+
+from tlm.errors import UserError
+
+
+class FiguresUnavailable(UserError):
+  """matplotlib is not installed."""
+
+
+def _pyplot():
+  try:
+    import matplotlib
+  except ImportError:
+    raise FiguresUnavailable(
+      "matplotlib is not installed, so no PNG figures were drawn (pip install matplotlib); "
+      "the JSON results are complete"
+    ) from None
+  matplotlib.use("Agg")
+  import matplotlib.pyplot as plt
+
+  return plt
+
+
+def _save(fig, path: str) -> None:
+  from tlm.files import atomic_output_file
+
+  fig.tight_layout()
+  with atomic_output_file(path, "wb") as f:
+    fig.savefig(f, format="png", dpi=120)
+  _pyplot().close(fig)
+
+
+def _sorted_items(d: Mapping):
+  return sorted(((float(k), v) for k, v in d.items()), key=lambda kv: kv[0])
+
+
+def figure2(
+  f1_by_gap: Mapping[str, Mapping], f1_by_duration: Mapping[str, Mapping], path: str
+) -> None:
+  """Figure 2. Left: F1 of the yearly experts against test year - train year, one line per
+  benchmark (e.g. TempLAMA, news SSM). Right: TempLAMA F1 by fact duration (years), one line per
+  model (Uniform, Yearly, Temporal)."""
+  plt = _pyplot()
+  fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
+  for name, curve in f1_by_gap.items():
+    xs, ys = zip(*_sorted_items(curve))
+    left.plot(xs, ys, marker="o", label=name)
+  left.axvline(0, color="gray", lw=0.8, ls="--")
+  left.set_xlabel("test year - train year")
+  left.set_ylabel("F1")
+  left.set_title("Yearly experts away from their year")
+  left.legend()
+  for name, curve in f1_by_duration.items():
+    xs, ys = zip(*_sorted_items(curve))
+    right.plot(xs, ys, marker="o", label=name)
+  right.set_xlabel("fact duration (years)")
+  right.set_ylabel("TempLAMA F1")
+  right.set_title("F1 by how long the answer holds")
+  right.legend()
+  _save(fig, path)
+
+
+def figure3(delta_loglik: Mapping[str, Mapping[str, Mapping]], path: str) -> None:
+  """Figure 3: change of log-likelihood of the 2018-correct answer as the query year goes into
+  the future, `delta_loglik[model][single|multiple][year]`, one panel per model."""
+  plt = _pyplot()
+  models = list(delta_loglik)
+  fig, axes = plt.subplots(1, len(models), figsize=(4.5 * len(models), 3.8), squeeze=False)
+  for ax, model in zip(axes[0], models):
+    for group, curve in delta_loglik[model].items():
+      if curve:
+        xs, ys = zip(*_sorted_items(curve))
+        ax.plot(xs, ys, marker="o", label=group)
+    ax.axhline(0, color="gray", lw=0.8, ls="--")
+    ax.set_title(model)
+    ax.set_xlabel("query year")
+    ax.set_ylabel("log-likelihood change vs 2018")
+    ax.legend()
+  _save(fig, path)
+
+
+def figure4(entropy: Mapping[str, Mapping[str, Mapping]], path: str) -> None:
+  """Figure 4: entropy over the candidate set by year, `entropy[model][set][year]`, one panel
+  per model, one line per query set (frequent / rare / never)."""
+  plt = _pyplot()
+  models = list(entropy)
+  fig, axes = plt.subplots(1, len(models), figsize=(4.5 * len(models), 3.8), squeeze=False)
+  for ax, model in zip(axes[0], models):
+    for name, curve in entropy[model].items():
+      xs, ys = zip(*_sorted_items(curve))
+      ax.plot(xs, ys, marker="o", label=name)
+    ax.set_title(model)
+    ax.set_xlabel("query year")
+    ax.set_ylabel("entropy (nats)")
+    ax.legend()
+  _save(fig, path)
+
+
+def figure5(
+  adapted: Mapping[str, Mapping], retrained: Mapping[str, Mapping[str, float]], path: str
+) -> None:
+  """Figure 5: F1 after adaptation against alpha, `adapted[model][alpha][slice]`, one panel per
+  slice, with the retrained-from-scratch model `retrained[model][slice]` as a dashed line."""
+  plt = _pyplot()
+  slices = sorted({s for curves in adapted.values() for row in curves.values() for s in row})
+  fig, axes = plt.subplots(1, len(slices), figsize=(4.5 * len(slices), 3.8), squeeze=False)
+  for ax, slice_name in zip(axes[0], slices):
+    for model, curve in adapted.items():
+      pts = [(a, row[slice_name]) for a, row in _sorted_items(curve)]
+      xs, ys = zip(*pts)
+      (line,) = ax.plot(xs, ys, marker="o", label=f"{model} adapted")
+      if model in retrained and slice_name in retrained[model]:
+        ax.axhline(
+          retrained[model][slice_name], color=line.get_color(), ls="--", label=f"{model} retrained"
+        )
+    ax.set_title(f"F1 on {slice_name}")
+    ax.set_xlabel("alpha (share of the new year)")
+    ax.set_ylabel("F1")
+    ax.legend(fontsize="small")
+  _save(fig, path)

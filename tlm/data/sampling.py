@@ -1,0 +1,224 @@
+"""The deterministic year-uniform mixture sampler (paper §2.1, §2.3 and §4).
+
+The paper trains on CustomNews salient-span-masking examples and TempLAMA-train queries
+mixed 1000:1, with documents sampled uniformly over the yearly slices 2010-2018 (§2.1, §2.3);
+the Yearly experts see one year's slice only; the adaptation experiment of §4 samples the new
+slice (2019) with probability alpha and the old slices (2010-2018) with probability 1 - alpha.
+Every draw here is: choose the source at the configured ratio, choose the year (uniformly, or
+the adaptation mixture), then an example uniformly within that source's year slice.
+
+Determinism: draw k of row r at step s is a pure function of (seed, s, r, k). Its random
+numbers come from a counter-based generator (SplitMix64's finaliser chained over the seed
+key, step, row, k and a lane number, as in Steele et al., "Fast splittable pseudorandom number
+generators", OOPSLA 2014), never from a stateful stream, so the order of calls, the steps
+drawn before, and which process asks make no difference, and resuming at step s needs only s.
+The hash is vectorised over numpy uint64 arrays, so thousands of draws cost well under 1 ms.
+"""
+
+from collections.abc import Mapping, Sequence
+from typing import NamedTuple
+
+import numpy as np
+
+from tlm.data.formatting import check_conditioning, format_input
+from tlm.errors import ConfigError
+
+# Source names used by the glue (tlm.data.datasets) and the configs.
+NEWS_SSM = "news_ssm"
+TEMPLAMA = "templama"
+
+_GOLDEN = np.uint64(0x9E3779B97F4A7C15)  # SplitMix64's increment (2**64 / golden ratio)
+_MUL1 = np.uint64(0xBF58476D1CE4E5B9)
+_MUL2 = np.uint64(0x94D049BB133111EB)
+_TO_UNIT = 2.0**-53
+# Independent random numbers per draw: which source, new-vs-old year, which year, which example.
+_LANE_SOURCE, _LANE_NEW, _LANE_YEAR, _LANE_EXAMPLE = 1, 2, 3, 4
+
+
+def _mix(x: np.ndarray) -> np.ndarray:
+  """SplitMix64's finaliser: a bijection of uint64 with full avalanche."""
+  x = x ^ (x >> np.uint64(30))
+  x = x * _MUL1
+  x = x ^ (x >> np.uint64(27))
+  x = x * _MUL2
+  return x ^ (x >> np.uint64(31))
+
+
+def _counter(values, name: str) -> np.ndarray:
+  """Checks that step/row/k values are non-negative integers; returns them as uint64."""
+  a = np.asarray(values)
+  if a.dtype.kind not in "iu":
+    raise TypeError(f"{name} must be integers, got dtype {a.dtype}")
+  if a.size and a.min() < 0:
+    raise ValueError(f"{name} must be non-negative")
+  return a.astype(np.uint64)
+
+
+def _unit(h: np.ndarray, lane: int) -> np.ndarray:
+  """A float64 uniform in [0, 1) from a draw hash and a lane number (53 random bits)."""
+  return (_mix(h + _GOLDEN * np.uint64(lane)) >> np.uint64(11)).astype(np.float64) * _TO_UNIT
+
+
+def _below(u: np.ndarray, n: np.ndarray | int) -> np.ndarray:
+  """floor(u * n) as int64, i.e. uniform over [0, n) for uniform u (bias < n * 2**-53)."""
+  n = np.asarray(n, dtype=np.int64)
+  return np.minimum((u * n).astype(np.int64), np.maximum(n - 1, 0))
+
+
+class Draw(NamedTuple):
+  """One sampled example, ready to tokenise.
+
+  Attributes:
+    inputs: input text with the time conditioning applied.
+    targets: target text.
+    year: the example's year bucket.
+    source: the source name (e.g. "news_ssm", "templama").
+  """
+
+  inputs: str
+  targets: str
+  year: int
+  source: str
+
+
+class MixtureSampler:
+  """Year-uniform mixture of example sources, a pure function of (seed, step, row, k).
+
+  Args:
+    sources: source name -> year -> examples (`TextExample` or `(inputs, targets)` pairs).
+      Sources and years that the mixture never draws from may be absent.
+    seed: the sampling seed; any Python int.
+    years: the year slices drawn uniformly (Yearly experts: a single year).
+    source_weights: source name -> relative weight (1000:1 news to TempLAMA in the paper).
+      Sources with weight 0 are never drawn and need not be present.
+    conditioning: time conditioning applied to every input ("temporal", "none", "in_text").
+    new_years: the adaptation slices (the paper's 2019), drawn with probability
+      `new_year_prob`, uniformly among themselves; `years` get the rest, uniformly.
+    new_year_prob: the paper's alpha, in [0, 1].
+
+  Raises:
+    ConfigError: for an empty year list, a negative or all-zero weight, overlapping year
+      lists, alpha outside [0, 1] or without new years, or a drawn (source, year) slice
+      with no examples.
+  """
+
+  def __init__(
+    self,
+    sources: Mapping[str, Mapping[int, Sequence]],
+    *,
+    seed: int,
+    years: Sequence[int],
+    source_weights: Mapping[str, float],
+    conditioning: str = "temporal",
+    new_years: Sequence[int] = (),
+    new_year_prob: float = 0.0,
+  ):
+    self.conditioning = check_conditioning(conditioning)
+    self.years = tuple(int(y) for y in years)
+    self.new_years = tuple(int(y) for y in new_years)
+    self.new_year_prob = float(new_year_prob)
+    if not 0.0 <= self.new_year_prob <= 1.0:
+      raise ConfigError(f"new_year_prob must be in [0, 1], got {new_year_prob}")
+    if self.new_year_prob > 0 and not self.new_years:
+      raise ConfigError("new_year_prob > 0 needs at least one new year")
+    if not self.years and self.new_year_prob < 1.0:
+      raise ConfigError("the sampler needs at least one year")
+    if len(set(self.years + self.new_years)) != len(self.years) + len(self.new_years):
+      raise ConfigError(f"repeated year in years={self.years} / new_years={self.new_years}")
+    bad = {k: w for k, w in source_weights.items() if not w >= 0}
+    if bad:
+      raise ConfigError(f"source weights must be >= 0, got {bad}")
+    # Sorted so that the draws do not depend on the order a mapping was built in.
+    self.source_names = tuple(sorted(k for k, w in source_weights.items() if w > 0))
+    if not self.source_names:
+      raise ConfigError(f"all source weights are zero: {dict(source_weights)}")
+    weights = np.array([float(source_weights[s]) for s in self.source_names])
+    self._source_cdf = np.cumsum(weights) / weights.sum()
+    self.source_probs = dict(zip(self.source_names, (weights / weights.sum()).tolist()))
+
+    drawn_years = (self.years if self.new_year_prob < 1.0 else ()) + (
+      self.new_years if self.new_year_prob > 0.0 else ()
+    )
+    self._all_years = self.years + self.new_years
+    self._examples: list = []
+    offsets, counts = [], []
+    for name in self.source_names:
+      if name not in sources:
+        raise ConfigError(f"source {name!r} has weight > 0 but no data was given")
+      by_year = sources[name]
+      row_off, row_cnt = [], []
+      for year in self._all_years:
+        examples = by_year.get(year, ())
+        if year in drawn_years and not examples:
+          raise ConfigError(f"source {name!r} has no examples for year {year}")
+        row_off.append(len(self._examples))
+        row_cnt.append(len(examples))
+        self._examples.extend(examples)
+      offsets.append(row_off)
+      counts.append(row_cnt)
+    self._offsets = np.array(offsets, dtype=np.int64)  # [sources, years]
+    self._counts = np.array(counts, dtype=np.int64)
+    self._slice_starts = self._offsets.ravel()
+    self._key = np.random.SeedSequence(int(seed) % 2**128).generate_state(1, np.uint64)[0]
+
+  def __len__(self) -> int:
+    """Number of examples in the flat table that `flat_ids` indexes."""
+    return len(self._examples)
+
+  def _hash(self, step, rows, ks) -> np.ndarray:
+    """Per-draw 64-bit hash of (seed, step, row, k), broadcast over rows and ks."""
+    step = _counter(step, "step")
+    rows = _counter(rows, "rows")
+    ks = _counter(ks, "ks")
+    h = _mix(self._key + _GOLDEN * (step + np.uint64(1)))
+    h = _mix(h + _GOLDEN * (rows + np.uint64(1)))
+    return _mix(h + _GOLDEN * (ks + np.uint64(1)))
+
+  def flat_ids(self, step: int, rows, ks) -> np.ndarray:
+    """Indices into the flat example table of the draws (step, row, k).
+
+    Args:
+      step: the training step.
+      rows: global row indices (any shape; broadcast against `ks`).
+      ks: positions in each row's example stream.
+
+    Returns:
+      int64 array of the broadcast shape; `example(i)` gives the draw's text.
+    """
+    # uint64 arithmetic is meant to wrap; numpy warns about it on 0-d operands only.
+    with np.errstate(over="ignore"):
+      h = self._hash(step, rows, ks)
+      u_source, u_new, u_year, u_example = (
+        _unit(h, lane) for lane in (_LANE_SOURCE, _LANE_NEW, _LANE_YEAR, _LANE_EXAMPLE)
+      )
+    source = np.searchsorted(self._source_cdf, u_source, side="right")
+    source = np.minimum(source, len(self.source_names) - 1)
+    n_old, n_new = len(self.years), len(self.new_years)
+    if self.new_year_prob > 0.0:
+      is_new = u_new < self.new_year_prob
+      year = np.where(is_new, n_old + _below(u_year, n_new), _below(u_year, n_old))
+    else:
+      year = _below(u_year, n_old)
+    index = _below(u_example, self._counts[source, year])
+    return self._offsets[source, year] + index
+
+  def example(self, flat_id: int) -> Draw:
+    """The draw with flat index `flat_id`, with the time conditioning applied."""
+    flat_id = int(flat_id)
+    slot = int(np.searchsorted(self._slice_starts, flat_id, side="right")) - 1
+    source, year = divmod(slot, len(self._all_years))
+    inputs, targets = self._examples[flat_id][:2]
+    year = self._all_years[year]
+    return Draw(
+      format_input(inputs, year, self.conditioning), targets, year, self.source_names[source]
+    )
+
+  def draw(self, step: int, row: int, k: int) -> Draw:
+    """Draw k of row `row` at step `step`."""
+    return self.example(self.flat_ids(step, row, k))
+
+  def source_and_year(self, flat_ids) -> tuple[np.ndarray, np.ndarray]:
+    """Source indices (into `source_names`) and years of flat ids, vectorised."""
+    slot = np.searchsorted(self._slice_starts, np.asarray(flat_ids), side="right") - 1
+    source, year = np.divmod(slot, len(self._all_years))
+    return source, np.asarray(self._all_years, dtype=np.int64)[year]

@@ -1,0 +1,225 @@
+"""Glue from data directories to sampler sources, building the synthetic world on first use.
+
+The paper trains on CustomNews salient-span-masking examples and TempLAMA-train queries (§2.1,
+§2.3). Without those data at hand, `ensure_synthetic_data` builds the embedded stand-in once
+per (directory, seed, scale): the world (`tlm.data.synthetic.build_world`), TempLAMA built
+from the world's facts exactly as from Wikidata (`tlm.data.templama.build_templama`), and SSM
+examples from the world's news (`tlm.data.ssm.build_ssm`). `load_sources` then reads either
+kind of directory into the per-source, per-year example lists `MixtureSampler` takes.
+
+Concurrent first use (several processes of one run, or two runs sharing a cache) is safe:
+each part is built under a temporary name and renamed into place once complete, while an
+advisory lock keeps the other processes waiting instead of building it again.
+"""
+
+import contextlib
+import dataclasses
+import fcntl
+import json
+import os
+import shutil
+import tempfile
+from collections.abc import Callable, Iterator, Sequence
+
+from tlm.data.formatting import TextExample, ssm_text, templama_text
+from tlm.data.sampling import NEWS_SSM, TEMPLAMA
+from tlm.errors import ConfigError, DataError
+from tlm.files import write_json
+
+SPLITS = ("train", "val", "test")
+_BUILD_INFO = "tlm_build.json"
+
+
+@dataclasses.dataclass(frozen=True)
+class SyntheticData:
+  """Where `ensure_synthetic_data` put things.
+
+  Attributes:
+    world_dir: the world (news.jsonl, facts.tsv, entities.tsv, ...).
+    news_ssm_dir: SSM examples, `{train,val,test}/<year>.jsonl` and stats.json.
+    templama_dir: TempLAMA train.json, val.json, test.json.
+    vocab_path: the world's SentencePiece model.
+    future_relations_dir: the world's future-relations query sets.
+  """
+
+  world_dir: str
+  news_ssm_dir: str
+  templama_dir: str
+  vocab_path: str
+  future_relations_dir: str
+
+
+@contextlib.contextmanager
+def _locked(path: str) -> Iterator[None]:
+  """An exclusive advisory lock on `path` (created if needed), held for the block."""
+  with open(path, "a") as f:
+    fcntl.flock(f, fcntl.LOCK_EX)
+    try:
+      yield
+    finally:
+      fcntl.flock(f, fcntl.LOCK_UN)
+
+
+def _build_once(dest: str, build: Callable[[str], None]) -> None:
+  """Runs `build(out)` into a fresh path and renames it to `dest`, unless `dest` exists.
+
+  If another process renamed its own build into place first, ours is discarded; either way
+  `dest` is complete whenever it exists.
+  """
+  if os.path.isdir(dest):
+    return
+  parent = os.path.dirname(dest)
+  tmp = tempfile.mkdtemp(prefix=f".{os.path.basename(dest)}.", suffix=".tmp", dir=parent)
+  try:
+    out = os.path.join(tmp, "out")
+    build(out)
+    try:
+      os.rename(out, dest)
+    except OSError:
+      if not os.path.isdir(dest):
+        raise
+  finally:
+    shutil.rmtree(tmp, ignore_errors=True)
+
+
+def ensure_synthetic_data(directory: str, seed: int = 0, scale: float = 1.0) -> SyntheticData:
+  """Builds the synthetic world, its TempLAMA and its SSM data under `directory` if missing.
+
+  Args:
+    directory: the cache directory (e.g. `~/.cache/tlm/world-s0-x1.0`); created if needed.
+    seed: the world's seed (also the TempLAMA split seed).
+    scale: the world's size.
+
+  Returns:
+    The paths of the parts.
+
+  Raises:
+    ConfigError: if `directory` already holds a world built with another seed or scale.
+  """
+  directory = os.path.abspath(os.path.expanduser(directory))
+  world = os.path.join(directory, "world")
+  paths = SyntheticData(
+    world_dir=world,
+    news_ssm_dir=os.path.join(directory, "ssm"),
+    templama_dir=os.path.join(directory, "templama"),
+    vocab_path=os.path.join(world, "spiece.model"),
+    future_relations_dir=os.path.join(world, "future_relations"),
+  )
+  wanted = {"seed": int(seed), "scale": float(scale)}
+  parts = (paths.world_dir, paths.templama_dir, paths.news_ssm_dir)
+  if not all(os.path.isdir(p) for p in parts):
+    os.makedirs(directory, exist_ok=True)
+    with _locked(os.path.join(directory, ".lock")):
+      _build_once(world, lambda out: _build_world(out, wanted))
+      _check_world(world, wanted)
+      _build_once(paths.templama_dir, lambda out: _build_templama(world, out, seed))
+      _build_once(paths.news_ssm_dir, lambda out: _build_ssm(world, out))
+  _check_world(world, wanted)
+  return paths
+
+
+def _build_world(out: str, params: dict) -> None:
+  from tlm.data import synthetic
+
+  synthetic.build_world(out, seed=params["seed"], scale=params["scale"])
+  write_json(os.path.join(out, _BUILD_INFO), params)
+
+
+def _check_world(world: str, wanted: dict) -> None:
+  info_path = os.path.join(world, _BUILD_INFO)
+  try:
+    with open(info_path, encoding="utf-8") as f:
+      have = json.load(f)
+  except (OSError, json.JSONDecodeError):
+    raise ConfigError(
+      f"{world} was not built by ensure_synthetic_data (no readable {_BUILD_INFO})"
+    ) from None
+  if have != wanted:
+    raise ConfigError(
+      f"{world} holds a synthetic world with {have}, not {wanted}; use another cache directory"
+    )
+
+
+def _build_templama(world: str, out: str, seed: int) -> None:
+  from tlm.data import templama
+
+  templama.build_templama(
+    os.path.join(world, "facts.tsv"), os.path.join(world, "entities.tsv"), out, seed=seed
+  )
+
+
+def _build_ssm(world: str, out: str) -> None:
+  from tlm.data import ssm
+
+  ssm.build_ssm(os.path.join(world, "news.jsonl"), out)
+
+
+def _load_ssm_year(path: str, year: int) -> list[TextExample]:
+  if not os.path.isfile(path):
+    raise DataError("no such file (SSM examples for this split and year)", path)
+  examples = []
+  with open(path, encoding="utf-8") as f:
+    for line_no, line in enumerate(f, start=1):
+      if not line.strip():
+        continue
+      try:
+        obj = json.loads(line)
+      except json.JSONDecodeError as e:
+        raise DataError(f"malformed JSON ({e.msg})", path, line_no) from None
+      if not isinstance(obj, dict):
+        raise DataError("expected a JSON object", path, line_no)
+      for key in ("inputs", "targets"):
+        if not isinstance(obj.get(key), str):
+          raise DataError(f"field {key!r} missing or not a string", path, line_no)
+      if "year" in obj and obj["year"] != year:
+        raise DataError(f"year {obj['year']!r} in a file for {year}", path, line_no)
+      examples.append(ssm_text(obj, year))
+  return examples
+
+
+def load_sources(
+  ssm_dir: str | None = None,
+  templama_dir: str | None = None,
+  *,
+  years: Sequence[int],
+  split: str,
+) -> dict[str, dict[int, list[TextExample]]]:
+  """Reads SSM and TempLAMA directories into the sources `MixtureSampler` takes.
+
+  Args:
+    ssm_dir: SSM examples (`<split>/<year>.jsonl`); None or "" leaves the news source out.
+    templama_dir: TempLAMA (`train.json`, `val.json`, `test.json`); None or "" leaves it out.
+    years: the year slices to load.
+    split: "train", "val" or "test".
+
+  Returns:
+    {"news_ssm": {year: examples}, "templama": {year: examples}} for the sources given;
+    every requested year has a (possibly empty, for TempLAMA) list.
+
+  Raises:
+    ConfigError: for an unknown split or no directory at all.
+    DataError: for a missing or malformed file, naming the file and line.
+  """
+  if split not in SPLITS:
+    raise ConfigError(f"unknown split {split!r}; expected one of {SPLITS}")
+  if not ssm_dir and not templama_dir:
+    raise ConfigError("load_sources needs an SSM directory, a TempLAMA directory or both")
+  years = [int(y) for y in years]
+  sources: dict[str, dict[int, list[TextExample]]] = {}
+  if ssm_dir:
+    sources[NEWS_SSM] = {
+      y: _load_ssm_year(os.path.join(ssm_dir, split, f"{y}.jsonl"), y) for y in years
+    }
+  if templama_dir:
+    from tlm.data.templama import load_templama
+
+    path = os.path.join(templama_dir, f"{split}.json")
+    by_year: dict[int, list[TextExample]] = {y: [] for y in years}
+    for ex in load_templama(path):
+      if ex.year in by_year:
+        try:
+          by_year[ex.year].append(templama_text(ex))
+        except DataError as e:
+          raise DataError(str(e), path) from None
+    sources[TEMPLAMA] = by_year
+  return sources

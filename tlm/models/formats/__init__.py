@@ -1,0 +1,11 @@
+"""Checkpoint file formats, each read (and where needed written) as a flat {name: np.ndarray}.
+
+- `safetensors`: HF `model.safetensors` (read and write; numpy + ml_dtypes).
+- `torch_pickle`: HF `pytorch_model.bin`, zip and legacy `torch.save` formats, without torch.
+- `flax_msgpack`: HF `flax_model.msgpack`, names joined with ".".
+- `tensorbundle`: TensorFlow / Mesh-TF checkpoints (`.index` + `.data-*`), without TensorFlow.
+- `orbax_params`: tlm's own params pytree (orbax), restored to numpy or onto shardings.
+
+These modules know file layouts only; which names map to which parameters, and how kernels are
+transposed, is decided by tlm/models/checkpoints.py.
+"""

@@ -1,0 +1,56 @@
+"""HF Flax checkpoints (`flax_model.msgpack`) read into a flat {name: array} dict.
+
+transformers' `FlaxPreTrainedModel.save_pretrained` wrote the parameter tree with
+`flax.serialization.to_bytes` (msgpack; arrays as ext records with dtype and shape, very large
+ones chunked), e.g. `{"shared": {"embedding": ...}, "encoder": {"block": {"0": {"layer": {"0":
+{"SelfAttention": {"q": {"kernel": ...}}}}}}}}` for T5. This module restores that tree with
+`flax.serialization.msgpack_restore` (which understands both) and joins the path with ".",
+giving `encoder.block.0.layer.0.SelfAttention.q.kernel`: HF's PyTorch names with Flax leaf
+names (`kernel` [in, out], `embedding`, `weight` for norms). Renaming and transposing is the
+job of the checkpoint maps.
+"""
+
+import numpy as np
+from flax import serialization
+
+from tlm.errors import CheckpointError
+
+
+def _flatten(tree, path: str, prefix: str, out: dict):
+  if isinstance(tree, dict):
+    for key, value in tree.items():
+      _flatten(value, path, f"{prefix}.{key}" if prefix else str(key), out)
+  elif isinstance(tree, (np.ndarray, np.generic, int, float, bool)):
+    out[prefix] = np.asarray(tree)
+  else:
+    raise CheckpointError(f"{path}: '{prefix}' is a {type(tree).__name__}, not an array")
+
+
+def read(path: str) -> dict[str, np.ndarray]:
+  """Reads a Flax msgpack checkpoint.
+
+  Args:
+    path: e.g. `flax_model.msgpack`.
+
+  Returns:
+    {dotted name: array}, e.g. `shared.embedding`, `lm_head.kernel`.
+
+  Raises:
+    CheckpointError: naming the file if it is missing, truncated or not a Flax checkpoint.
+  """
+  try:
+    with open(path, "rb") as f:
+      data = f.read()
+  except OSError as e:
+    raise CheckpointError(f"{path}: cannot read ({e.strerror})") from None
+  try:
+    tree = serialization.msgpack_restore(data)
+  except Exception as e:  # msgpack raises its own exception types, ValueError, ...
+    raise CheckpointError(
+      f"{path}: corrupt or truncated msgpack checkpoint ({type(e).__name__})"
+    ) from None
+  if not isinstance(tree, dict):
+    raise CheckpointError(f"{path}: expected a tree of parameters, found {type(tree).__name__}")
+  out: dict[str, np.ndarray] = {}
+  _flatten(tree, path, "", out)
+  return out

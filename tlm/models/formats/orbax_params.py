@@ -1,0 +1,102 @@
+"""A params pytree saved and restored with orbax (the `params/` of a tlm model directory).
+
+A thin layer over `orbax.checkpoint.PyTreeCheckpointer` (tensorstore, OCDBT) that fixes the
+two ways tlm restores parameters: to host numpy arrays (conversion, inspection, tests), or
+straight onto given shardings (each process reads only its shards; T5X/big_vision style). Orbax
+writes into a temporary directory and renames it on success, so a failed save leaves nothing.
+Any orbax or tensorstore failure becomes a one-line `CheckpointError` naming the directory.
+"""
+
+import os
+
+import jax
+import numpy as np
+import orbax.checkpoint as ocp
+
+from tlm.errors import CheckpointError
+
+
+def _one_line(e: Exception) -> str:
+  # tensorstore appends its whole JSON spec to messages: keep the first line, without it.
+  text = str(e).strip().split("\n")[0].split(" [tensorstore_spec=")[0]
+  text = text if len(text) <= 300 else text[:297] + "..."
+  return f"{type(e).__name__}: {text}" if text else type(e).__name__
+
+
+def _keys(tree) -> dict[str, object]:
+  leaves = jax.tree_util.tree_flatten_with_path(tree)[0]
+  return {"/".join(str(getattr(k, "key", k)) for k in path): leaf for path, leaf in leaves}
+
+
+def save(directory: str, params) -> None:
+  """Saves a pytree of arrays (numpy or jax, possibly sharded) to a new directory.
+
+  Args:
+    directory: where to write; must not exist yet. On multi-host runs every process calls this
+      with the same directory and its own shards.
+    params: nested dicts of arrays (plain, not `nn.Partitioned`-boxed).
+
+  Raises:
+    CheckpointError: if the directory exists or orbax fails.
+  """
+  directory = os.path.abspath(directory)
+  if os.path.exists(directory):
+    raise CheckpointError(f"{directory}: already exists (refusing to overwrite)")
+  for name, leaf in _keys(params).items():
+    if not hasattr(leaf, "shape") or not hasattr(leaf, "dtype"):
+      raise CheckpointError(f"{directory}: parameter '{name}' is a {type(leaf).__name__}")
+  try:
+    ocp.PyTreeCheckpointer().save(directory, params)
+  except Exception as e:  # orbax/tensorstore raise many types; all mean "not saved"
+    raise CheckpointError(f"{directory}: cannot save parameters ({_one_line(e)})") from None
+
+
+def metadata(directory: str) -> dict:
+  """The saved tree with `ArrayMetadata` leaves (`.shape`, `.dtype`), read without the data."""
+  if not os.path.isdir(directory):
+    raise CheckpointError(f"{directory}: no such orbax checkpoint directory")
+  try:
+    meta = ocp.PyTreeCheckpointer().metadata(directory)
+  except Exception as e:
+    raise CheckpointError(f"{directory}: not an orbax checkpoint ({_one_line(e)})") from None
+  tree = getattr(meta, "item_metadata", meta)
+  return getattr(tree, "tree", tree)
+
+
+def restore(directory: str, shardings=None):
+  """Restores a params pytree saved by `save`.
+
+  Args:
+    directory: the checkpoint directory.
+    shardings: None to get numpy arrays on the host, or a pytree with the saved structure whose
+      leaves are `jax.sharding.Sharding`s, to get jax Arrays laid out that way.
+
+  Returns:
+    The pytree, with the saved shapes and dtypes.
+
+  Raises:
+    CheckpointError: naming the directory (and the keys) if it is missing or corrupt, or if
+      `shardings` does not have the saved structure.
+  """
+  tree = metadata(directory)
+  if shardings is None:
+    args = jax.tree.map(lambda m: ocp.RestoreArgs(restore_type=np.ndarray, dtype=m.dtype), tree)
+  else:
+    saved, given = _keys(tree), _keys(shardings)
+    missing, unexpected = sorted(set(saved) - set(given)), sorted(set(given) - set(saved))
+    if missing or unexpected:
+      raise CheckpointError(
+        f"{directory}: shardings do not match the saved parameters "
+        f"(no sharding for {missing[:5]}, not saved: {unexpected[:5]})"
+      )
+    args = jax.tree.map(
+      lambda m, s: ocp.ArrayRestoreArgs(sharding=s, global_shape=m.shape, dtype=m.dtype),
+      tree,
+      shardings,
+    )
+  try:
+    return ocp.PyTreeCheckpointer().restore(
+      directory, args=ocp.args.PyTreeRestore(restore_args=args)
+    )
+  except Exception as e:
+    raise CheckpointError(f"{directory}: cannot restore parameters ({_one_line(e)})") from None

@@ -1,0 +1,575 @@
+"""TensorFlow checkpoints (TensorBundle V2) read with numpy only, no TensorFlow.
+
+This is the format of the original Mesh-TF T5 checkpoints and of the paper's T5-CBQA / SSM
+baselines (`model.ckpt-1000000.index` + `model.ckpt-1000000.data-00000-of-00016`). It mirrors
+TensorFlow's `tensorflow/core/util/tensor_bundle/tensor_bundle.{h,cc,proto}`:
+
+- `PREFIX.index` is a LevelDB-format SSTable (`tensorflow/core/lib/io/table*`): data blocks of
+  prefix-compressed keys with restart points, an index block of block handles, a 48-byte footer
+  ending in a magic number; every block carries a type byte (0 raw, 1 snappy; TensorFlow writes
+  raw blocks, snappy is decoded for completeness) and a masked CRC32C, which is verified.
+- Its values are `BundleEntryProto`s (dtype, shape, shard_id, offset, size, masked crc32c,
+  slices) keyed by variable name, decoded here by hand from the protobuf wire format; the key ""
+  holds the `BundleHeaderProto` (num_shards, endianness, version).
+- `PREFIX.data-SSSSS-of-NNNNN` hold the raw little-endian tensor bytes at those offsets. A
+  partitioned variable (saved by `tf.compat.v1.train.Saver` from a `partitioner=`) has a full
+  entry listing its slices, each slice stored under an OrderedCode-encoded key
+  (`checkpoint::EncodeTensorNameSlice`); they are reassembled into the full tensor.
+
+Every variable is returned, optimizer slots and `global_step` included: deciding what to keep
+is the checkpoint maps' job (tlm/models/checkpoints.py).
+"""
+
+import os
+import struct
+
+import ml_dtypes
+import numpy as np
+
+from tlm.errors import CheckpointError
+
+# tensorflow/core/framework/types.proto DataType -> numpy dtype (little-endian).
+_DTYPES = {
+  1: np.dtype("<f4"),  # DT_FLOAT
+  2: np.dtype("<f8"),  # DT_DOUBLE
+  3: np.dtype("<i4"),  # DT_INT32
+  4: np.dtype("u1"),  # DT_UINT8
+  5: np.dtype("<i2"),  # DT_INT16
+  6: np.dtype("i1"),  # DT_INT8
+  9: np.dtype("<i8"),  # DT_INT64
+  10: np.dtype("?"),  # DT_BOOL
+  14: np.dtype(ml_dtypes.bfloat16),  # DT_BFLOAT16
+  17: np.dtype("<u2"),  # DT_UINT16
+  19: np.dtype("<f2"),  # DT_HALF
+  22: np.dtype("<u4"),  # DT_UINT32
+  23: np.dtype("<u8"),  # DT_UINT64
+}
+_DT_STRING = 7
+
+_TABLE_MAGIC = 0xDB4775248B80FB57
+_FOOTER_SIZE = 48
+_BLOCK_TRAILER_SIZE = 5  # 1 byte compression type + 4 bytes masked crc32c
+
+
+# ---------------------------------------------------------------------------------------------
+# CRC32C (Castagnoli), as in tensorflow/core/lib/hash/crc32c.h.
+
+
+def _make_crc_table() -> np.ndarray:
+  table = np.arange(256, dtype=np.uint32)
+  for _ in range(8):
+    table = np.where(table & 1, (table >> 1) ^ np.uint32(0x82F63B78), table >> 1)
+  return table.astype(np.uint32)
+
+
+_CRC_TABLE = _make_crc_table()
+_CRC_TABLE_LIST = [int(x) for x in _CRC_TABLE]
+_MASK_DELTA = 0xA282EAD8
+
+
+def _raw_crc_small(data, reg: int = 0) -> int:
+  """The CRC register after feeding `data` (no pre/post inversion)."""
+  table = _CRC_TABLE_LIST
+  for byte in data:
+    reg = table[(reg ^ byte) & 0xFF] ^ (reg >> 8)
+  return reg
+
+
+_BYTE_BITS = (np.arange(256)[:, None] >> np.arange(8)) & 1  # [byte value, bit]
+
+
+class _Gf2Operator:
+  """A linear map on 32-bit CRC registers, applied to numpy arrays through byte tables."""
+
+  def __init__(self, columns: np.ndarray):
+    self.columns = np.asarray(columns, np.uint32)  # columns[j] = image of 1 << j
+    # tables[k][b] = image of (b << 8k): the xor of the columns of b's set bits.
+    self._tables = [
+      np.bitwise_xor.reduce(
+        np.where(_BYTE_BITS, self.columns[8 * k : 8 * k + 8], 0), axis=1
+      ).astype(np.uint32)
+      for k in range(4)
+    ]
+
+  def __call__(self, v):
+    v = np.asarray(v, np.uint32)
+    t = self._tables
+    return t[0][v & 0xFF] ^ t[1][(v >> 8) & 0xFF] ^ t[2][(v >> 16) & 0xFF] ^ t[3][v >> 24]
+
+  def then(self, other: "_Gf2Operator") -> "_Gf2Operator":
+    """The map `other(self(x))`."""
+    return _Gf2Operator(other(self.columns))
+
+
+_UNIT = np.uint32(1) << np.arange(32, dtype=np.uint32)
+# _ZERO_POWERS[k] feeds 2**k zero bytes; grown on demand.
+_ZERO_POWERS = [_Gf2Operator(_CRC_TABLE[_UNIT & 0xFF] ^ (_UNIT >> 8))]
+
+
+def _zero_bytes_operator(n: int) -> _Gf2Operator:
+  """The map reg -> register after feeding `n` zero bytes (linear in reg)."""
+  result = _Gf2Operator(_UNIT)
+  k = 0
+  while n:
+    if k == len(_ZERO_POWERS):
+      _ZERO_POWERS.append(_ZERO_POWERS[-1].then(_ZERO_POWERS[-1]))
+    if n & 1:
+      result = result.then(_ZERO_POWERS[k])
+    n >>= 1
+    k += 1
+  return result
+
+
+def _slice_by_4_tables() -> list[np.ndarray]:
+  # tables[k][b]: register after byte b followed by k zero bytes.
+  tables = [_CRC_TABLE]
+  for _ in range(3):
+    tables.append((tables[-1] >> 8) ^ _CRC_TABLE[tables[-1] & 0xFF])
+  return tables
+
+
+_CRC_TABLES_4 = _slice_by_4_tables()
+
+
+def _raw_crc(data: np.ndarray) -> int:
+  """Register after feeding `data` (uint8) into a zero register; vectorized over lanes.
+
+  The CRC is linear, so the bytes are cut into equal lanes that advance in lockstep (table
+  lookups on one little-endian word of every lane at a time, "slicing by 4"), and the lane
+  registers are combined pairwise: raw(A + B) = Z_|B|(raw(A)) ^ raw(B), with Z_n "feed n zero
+  bytes". About 200 MB/s on one core.
+  """
+  n = data.size
+  if n < (1 << 16):
+    return _raw_crc_small(data.tobytes())
+  lanes = min(1 << 13, 1 << (n // 64).bit_length() - 1)
+  length = n // lanes // 4 * 4
+  words = data[: lanes * length].reshape(lanes, length).view("<u4")
+  t0, t1, t2, t3 = _CRC_TABLES_4
+  reg = np.zeros(lanes, np.uint32)
+  for start in range(0, words.shape[1], 64):
+    # A contiguous copy of a band of columns keeps the per-step gathers cache friendly.
+    for word in np.ascontiguousarray(words[:, start : start + 64].T):
+      reg ^= word
+      nxt = t3[reg & 0xFF]
+      nxt ^= t2[(reg >> 8) & 0xFF]
+      nxt ^= t1[(reg >> 16) & 0xFF]
+      nxt ^= t0[reg >> 24]
+      reg = nxt
+  span = length
+  while reg.size > 1:
+    reg = _zero_bytes_operator(span)(reg[0::2]) ^ reg[1::2]
+    span *= 2
+  tail = data[lanes * length :]
+  return int(_zero_bytes_operator(tail.size)(reg)[0]) ^ _raw_crc(tail)
+
+
+def crc32c(data, crc: int = 0) -> int:
+  """CRC32C of `data` (bytes or a uint8 array), extending `crc` like TF's crc32c::Extend."""
+  data = np.frombuffer(data, np.uint8) if not isinstance(data, np.ndarray) else data
+  data = data.reshape(-1).view(np.uint8)
+  start = (crc ^ 0xFFFFFFFF) & 0xFFFFFFFF
+  if data.size < (1 << 16):
+    return _raw_crc_small(data.tobytes(), start) ^ 0xFFFFFFFF
+  reg = int(_zero_bytes_operator(data.size)(np.uint32(start))) ^ _raw_crc(data)
+  return reg ^ 0xFFFFFFFF
+
+
+def unmask_crc(masked: int) -> int:
+  """Inverse of TF's crc32c::Mask (rotate right by 15 bits, plus a constant)."""
+  rot = (masked - _MASK_DELTA) & 0xFFFFFFFF
+  return ((rot >> 17) | (rot << 15)) & 0xFFFFFFFF
+
+
+# ---------------------------------------------------------------------------------------------
+# Varints, protobuf wire format, snappy.
+
+
+def _varint(buf: bytes, pos: int, limit: int | None = None) -> tuple[int, int]:
+  limit = len(buf) if limit is None else limit
+  result = shift = 0
+  while True:
+    if pos >= limit or shift > 63:
+      raise ValueError("truncated varint")
+    byte = buf[pos]
+    pos += 1
+    result |= (byte & 0x7F) << shift
+    if not byte & 0x80:
+      return result, pos
+    shift += 7
+
+
+def _int64(x: int) -> int:
+  return x - (1 << 64) if x >= 1 << 63 else x
+
+
+def _proto_fields(buf: bytes) -> dict[int, list]:
+  """Decodes a protobuf message into {field number: [values]} (varints as int, others bytes)."""
+  fields: dict[int, list] = {}
+  pos = 0
+  while pos < len(buf):
+    tag, pos = _varint(buf, pos)
+    number, wire = tag >> 3, tag & 7
+    if wire == 0:
+      value, pos = _varint(buf, pos)
+    elif wire == 1:
+      value, pos = struct.unpack_from("<Q", buf, pos)[0], pos + 8
+    elif wire == 2:
+      size, pos = _varint(buf, pos)
+      value, pos = buf[pos : pos + size], pos + size
+    elif wire == 5:
+      value, pos = struct.unpack_from("<I", buf, pos)[0], pos + 4
+    else:
+      raise ValueError(f"unsupported wire type {wire}")
+    if pos > len(buf):
+      raise ValueError("truncated field")
+    fields.setdefault(number, []).append(value)
+  return fields
+
+
+def _first(fields: dict, number: int, default=0):
+  return fields[number][-1] if number in fields else default
+
+
+def _snappy_decompress(buf: bytes) -> bytes:
+  """Decodes one raw snappy block (github.com/google/snappy/format_description.txt)."""
+  size, pos = _varint(buf, 0)
+  out = bytearray()
+  while pos < len(buf):
+    tag = buf[pos]
+    pos += 1
+    kind = tag & 3
+    if kind == 0:  # literal
+      length = tag >> 2
+      if length >= 60:
+        extra = length - 59
+        length = int.from_bytes(buf[pos : pos + extra], "little")
+        pos += extra
+      length += 1
+      if pos + length > len(buf):
+        raise ValueError("snappy literal past the end")
+      out += buf[pos : pos + length]
+      pos += length
+      continue
+    if kind == 1:
+      length, offset = 4 + ((tag >> 2) & 7), ((tag >> 5) << 8) | buf[pos]
+      pos += 1
+    else:
+      nbytes = 2 if kind == 2 else 4
+      length, offset = 1 + (tag >> 2), int.from_bytes(buf[pos : pos + nbytes], "little")
+      pos += nbytes
+    if offset == 0 or offset > len(out):
+      raise ValueError("snappy copy offset out of range")
+    for _ in range(length):  # byte by byte: a copy may overlap its own output
+      out.append(out[-offset])
+  if len(out) != size:
+    raise ValueError(f"snappy block decodes to {len(out)} bytes, header says {size}")
+  return bytes(out)
+
+
+# ---------------------------------------------------------------------------------------------
+# SSTable (tensorflow/core/lib/io/format.cc, block.cc, table.cc).
+
+
+def _read_block(data: bytes, offset: int, size: int, path: str) -> bytes:
+  end = offset + size + _BLOCK_TRAILER_SIZE
+  if offset < 0 or end > len(data):
+    raise CheckpointError(f"{path}: truncated or corrupt index (block at {offset} past the end)")
+  contents = data[offset : offset + size + 1]  # the crc covers the type byte too
+  (masked,) = struct.unpack_from("<I", data, offset + size + 1)
+  if crc32c(contents) != unmask_crc(masked):
+    raise CheckpointError(f"{path}: corrupt index (checksum mismatch in block at {offset})")
+  kind = data[offset + size]
+  if kind == 0:
+    return contents[:-1]
+  if kind == 1:
+    try:
+      return _snappy_decompress(contents[:-1])
+    except (ValueError, IndexError) as e:
+      raise CheckpointError(f"{path}: corrupt snappy block at {offset} ({e})") from None
+  raise CheckpointError(f"{path}: unknown block compression type {kind} at {offset}")
+
+
+def _block_entries(block: bytes, path: str) -> list[tuple[bytes, bytes]]:
+  if len(block) < 4:
+    raise CheckpointError(f"{path}: corrupt index (block of {len(block)} bytes)")
+  (num_restarts,) = struct.unpack_from("<I", block, len(block) - 4)
+  limit = len(block) - 4 - 4 * num_restarts
+  if limit < 0:
+    raise CheckpointError(f"{path}: corrupt index (bad restart count {num_restarts})")
+  entries, key, pos = [], b"", 0
+  try:
+    while pos < limit:
+      shared, pos = _varint(block, pos, limit)
+      unshared, pos = _varint(block, pos, limit)
+      value_size, pos = _varint(block, pos, limit)
+      if shared > len(key) or pos + unshared + value_size > limit:
+        raise ValueError("entry past the end of its block")
+      key = key[:shared] + block[pos : pos + unshared]
+      pos += unshared
+      entries.append((key, block[pos : pos + value_size]))
+      pos += value_size
+  except ValueError as e:
+    raise CheckpointError(f"{path}: corrupt index ({e})") from None
+  return entries
+
+
+def read_table(path: str) -> list[tuple[bytes, bytes]]:
+  """Every (key, value) of a TensorFlow/LevelDB SSTable file, in key order.
+
+  Raises:
+    CheckpointError: naming the file, if it is missing, truncated or fails a checksum.
+  """
+  try:
+    with open(path, "rb") as f:
+      data = f.read()
+  except OSError as e:
+    raise CheckpointError(f"{path}: cannot read checkpoint index ({e.strerror})") from None
+  if len(data) < _FOOTER_SIZE:
+    raise CheckpointError(f"{path}: truncated checkpoint index ({len(data)} bytes)")
+  footer = data[-_FOOTER_SIZE:]
+  if struct.unpack_from("<Q", footer, 40)[0] != _TABLE_MAGIC:
+    raise CheckpointError(f"{path}: not a TensorFlow checkpoint index (bad magic; truncated?)")
+  try:
+    _, pos = _varint(footer, 0, 40)  # metaindex offset and size: no filters in TF bundles
+    _, pos = _varint(footer, pos, 40)
+    index_offset, pos = _varint(footer, pos, 40)
+    index_size, pos = _varint(footer, pos, 40)
+  except ValueError:
+    raise CheckpointError(f"{path}: corrupt checkpoint index footer") from None
+  entries = []
+  for _, handle in _block_entries(_read_block(data, index_offset, index_size, path), path):
+    try:
+      offset, pos = _varint(handle, 0)
+      size, _ = _varint(handle, pos)
+    except ValueError:
+      raise CheckpointError(f"{path}: corrupt block handle in the index") from None
+    entries.extend(_block_entries(_read_block(data, offset, size, path), path))
+  return entries
+
+
+# ---------------------------------------------------------------------------------------------
+# Bundle entries.
+
+
+def _shape(buf: bytes) -> tuple[int, ...]:
+  fields = _proto_fields(buf)
+  if _first(fields, 3):
+    raise ValueError("unknown rank")
+  dims = tuple(_int64(_first(_proto_fields(d), 1)) for d in fields.get(2, []))
+  if any(d < 0 for d in dims):
+    raise ValueError(f"unknown dimension in shape {dims}")
+  return dims
+
+
+def _entry(buf: bytes) -> dict:
+  f = _proto_fields(buf)
+  slices = []
+  for s in f.get(7, []):
+    extents = []
+    for e in _proto_fields(s).get(1, []):
+      ef = _proto_fields(e)
+      # No length means the whole dimension (TensorSlice's kFullExtent, -1).
+      extents.append((_int64(_first(ef, 1)), _int64(ef[2][-1]) if 2 in ef else -1))
+    slices.append(extents)
+  return {
+    "dtype": _first(f, 1),
+    "shape": _shape(_first(f, 2, b"")),
+    "shard_id": _first(f, 3),
+    "offset": _int64(_first(f, 4)),
+    "size": _int64(_first(f, 5)),
+    "crc32c": _first(f, 6, None),
+    "slices": slices,
+  }
+
+
+def _ordered_signed(value: int) -> bytes:
+  """OrderedCode::WriteSignedNumIncreasing (tensorflow/core/lib/strings/ordered_code.cc)."""
+  x = ~value if value < 0 else value
+  if x < 64:
+    return bytes([(0x80 ^ value) & 0xFF])
+  length = x.bit_length() // 7 + 1
+  buf = bytearray((value % (1 << 80)).to_bytes(10, "big")[10 - length :])
+  header = [0, 0x80, 0xC0, 0xE0, 0xF0, 0xF8, 0xFC, 0xFE, 0xFF, 0xFF, 0xFF][length]
+  buf[0] ^= header
+  buf[1] ^= {9: 0x80, 10: 0xC0}.get(length, 0)
+  return bytes(buf)
+
+
+def slice_key(name: str, extents: list[tuple[int, int]]) -> bytes:
+  """The table key of one saved slice (checkpoint::EncodeTensorNameSlice)."""
+  escaped = name.encode().replace(b"\x00", b"\x00\xff").replace(b"\xff", b"\xff\x00")
+  rank = len(extents).to_bytes(8, "big").lstrip(b"\x00")
+  key = b"\x00" + escaped + b"\x00\x01" + bytes([len(rank)]) + rank
+  return key + b"".join(_ordered_signed(s) + _ordered_signed(n) for s, n in extents)
+
+
+class _Bundle:
+  """Opens the data shards lazily and reads entries from them."""
+
+  def __init__(self, prefix: str, num_shards: int, big_endian: bool, verify: bool):
+    self.prefix, self.num_shards = prefix, num_shards
+    self.big_endian, self.verify = big_endian, verify
+    self._sizes: dict[int, int] = {}
+
+  def data_path(self, shard: int) -> str:
+    return f"{self.prefix}.data-{shard:05d}-of-{self.num_shards:05d}"
+
+  def _read_bytes(self, name: str, entry: dict, out: np.ndarray | None = None):
+    shard = entry["shard_id"]
+    if not 0 <= shard < self.num_shards:
+      raise CheckpointError(
+        f"{self.prefix}.index: variable '{name}' is in shard {shard} of {self.num_shards}"
+      )
+    path = self.data_path(shard)
+    if shard not in self._sizes:
+      try:
+        self._sizes[shard] = os.path.getsize(path)
+      except OSError as e:
+        raise CheckpointError(f"{path}: cannot read checkpoint data ({e.strerror})") from None
+    offset, size = entry["offset"], entry["size"]
+    if offset < 0 or size < 0 or offset + size > self._sizes[shard]:
+      raise CheckpointError(
+        f"{path}: truncated checkpoint data (variable '{name}' needs bytes {offset}.."
+        f"{offset + size}, file has {self._sizes[shard]})"
+      )
+    buf = out.reshape(-1).view(np.uint8) if out is not None else np.empty(size, np.uint8)
+    with open(path, "rb") as f:
+      f.seek(offset)
+      if f.readinto(buf) != size:
+        raise CheckpointError(f"{path}: truncated checkpoint data (variable '{name}')")
+    return buf, path
+
+  def _check_crc(self, name, entry, data, path):
+    if self.verify and entry["crc32c"] is not None:
+      if crc32c(data) != unmask_crc(entry["crc32c"]):
+        raise CheckpointError(f"{path}: corrupt checkpoint data (checksum of variable '{name}')")
+
+  def read(self, name: str, entry: dict) -> np.ndarray:
+    shape, code = entry["shape"], entry["dtype"]
+    if code == _DT_STRING:
+      return self._read_strings(name, entry)
+    if code not in _DTYPES:
+      raise CheckpointError(
+        f"{self.prefix}.index: variable '{name}' has unsupported TensorFlow dtype {code}"
+      )
+    dtype = _DTYPES[code]
+    expected = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+    if entry["size"] != expected:
+      raise CheckpointError(
+        f"{self.prefix}.index: variable '{name}' has {entry['size']} bytes, its shape "
+        f"{list(shape)} and dtype need {expected}"
+      )
+    array = np.empty(shape, dtype)
+    _, path = self._read_bytes(name, entry, array)
+    self._check_crc(name, entry, array, path)
+    if self.big_endian and dtype.itemsize > 1:
+      array = array.view(dtype.newbyteorder(">")).astype(dtype)
+    return array
+
+  def _read_strings(self, name: str, entry: dict) -> np.ndarray:
+    # [varint64 length]*n, [masked crc32c of the lengths as uint32], [bytes]*n.
+    count = int(np.prod(entry["shape"], dtype=np.int64))
+    buf, path = self._read_bytes(name, entry)
+    buf = buf.tobytes()
+    try:
+      pos, lengths = 0, []
+      for _ in range(count):
+        n, pos = _varint(buf, pos)
+        lengths.append(n)
+      (masked,) = struct.unpack_from("<I", buf, pos)
+    except (ValueError, struct.error):
+      raise CheckpointError(f"{path}: corrupt string variable '{name}'") from None
+    # The checksum covers each length as a uint32 (a uint64 when it does not fit).
+    length_bytes = b"".join(struct.pack("<I" if n <= 0xFFFFFFFF else "<Q", n) for n in lengths)
+    if self.verify and crc32c(length_bytes) != unmask_crc(masked):
+      raise CheckpointError(f"{path}: corrupt checkpoint data (lengths of variable '{name}')")
+    pos += 4
+    if pos + sum(lengths) != len(buf):
+      raise CheckpointError(f"{path}: corrupt string variable '{name}' (sizes do not add up)")
+    values = np.empty(count, object)
+    for i, n in enumerate(lengths):
+      values[i], pos = buf[pos : pos + n], pos + n
+    if self.verify and entry["crc32c"] is not None:
+      crc = crc32c(length_bytes)
+      crc = crc32c(struct.pack("<I", masked), crc)
+      crc = crc32c(buf[len(buf) - sum(lengths) :], crc)
+      if crc != unmask_crc(entry["crc32c"]):
+        raise CheckpointError(f"{path}: corrupt checkpoint data (checksum of variable '{name}')")
+    return values.reshape(entry["shape"])
+
+
+def _assemble(bundle: _Bundle, name: str, entry: dict, entries: dict[bytes, bytes]):
+  """Reassembles a partitioned variable from its saved slices."""
+  shape = entry["shape"]
+  if entry["dtype"] not in _DTYPES:
+    raise CheckpointError(f"{bundle.prefix}.index: sliced variable '{name}' of unsupported dtype")
+  full = np.empty(shape, _DTYPES[entry["dtype"]])
+  covered = np.zeros(shape, bool)
+  for extents in entry["slices"]:
+    if len(extents) != len(shape):
+      raise CheckpointError(f"{bundle.prefix}.index: slice of '{name}' has the wrong rank")
+    index = tuple(
+      slice(0, dim) if n == -1 else slice(s, s + n) for (s, n), dim in zip(extents, shape)
+    )
+    value = entries.get(slice_key(name, extents))
+    if value is None:
+      raise CheckpointError(f"{bundle.prefix}.index: missing slice {extents} of '{name}'")
+    try:
+      part_entry = _entry(value)
+    except (ValueError, IndexError, struct.error):
+      raise CheckpointError(f"{bundle.prefix}.index: corrupt slice entry of '{name}'") from None
+    part = bundle.read(f"{name}{extents}", part_entry)
+    if part.shape != full[index].shape or covered[index].any():
+      raise CheckpointError(f"{bundle.prefix}.index: slice {extents} of '{name}' does not fit")
+    full[index] = part
+    covered[index] = True
+  if not covered.all():
+    raise CheckpointError(f"{bundle.prefix}.index: the slices of '{name}' do not cover it")
+  return full
+
+
+def read(prefix: str, verify_checksums: bool = True) -> dict[str, np.ndarray]:
+  """Reads every variable of a TensorFlow checkpoint.
+
+  Args:
+    prefix: the checkpoint prefix, e.g. `.../model.ckpt-1000000` (a path ending in `.index`
+      is accepted too).
+    verify_checksums: also check each tensor's CRC32C (the index blocks are always checked).
+
+  Returns:
+    {variable name: array} in name order; bfloat16 as ml_dtypes.bfloat16, strings as object
+    arrays of bytes, partitioned variables reassembled.
+
+  Raises:
+    CheckpointError: naming the file (and variable) for a missing, truncated or corrupt file.
+  """
+  if prefix.endswith(".index"):
+    prefix = prefix[: -len(".index")]
+  index_path = prefix + ".index"
+  table = read_table(index_path)
+  entries = dict(table)
+  if not table or table[0][0] != b"":
+    raise CheckpointError(f"{index_path}: no bundle header (not a TensorBundle checkpoint?)")
+  try:
+    header = _proto_fields(table[0][1])
+  except (ValueError, struct.error):
+    raise CheckpointError(f"{index_path}: corrupt bundle header") from None
+  version = _proto_fields(_first(header, 3, b""))
+  if _first(version, 2) > 1:
+    raise CheckpointError(f"{index_path}: written by a newer TensorFlow (min_consumer too high)")
+  bundle = _Bundle(prefix, _first(header, 1), _first(header, 2) == 1, verify_checksums)
+  result = {}
+  for key, value in table[1:]:
+    if key.startswith(b"\x00"):
+      continue  # one slice of a partitioned variable, read through its full entry
+    try:
+      name = key.decode("utf-8")
+      entry = _entry(value)
+    except (UnicodeDecodeError, ValueError, IndexError, struct.error):
+      raise CheckpointError(f"{index_path}: corrupt entry for key {key!r}") from None
+    if entry["slices"]:
+      result[name] = _assemble(bundle, name, entry, entries)
+    else:
+      result[name] = bundle.read(name, entry)
+  return result

@@ -1,0 +1,73 @@
+"""`run.py --mode=build_templama` and `--mode=build_ssm`: the numpy-only data builders.
+
+  python run.py --mode=build_templama --facts=facts.tsv --entities=entities.tsv --output_dir=D \
+      [--min_year=2010 --max_year=2020 --max_subjects_per_relation=1000 --granularity=year --seed=0]
+  python run.py --mode=build_ssm --news=news.jsonl --output_dir=D [--entities=entities.tsv --seed=0]
+
+Both validate every input line before writing anything; a bad line raises `DataError` naming
+the file and line, which `run.py` prints as one line on stderr with exit status 1.
+"""
+
+from tlm.data import ssm, templama
+from tlm.errors import ConfigError
+
+
+def _require(flags, *names: str) -> None:
+  missing = [f"--{n}" for n in names if not getattr(flags, n)]
+  if missing:
+    raise ConfigError(f"--mode={flags.mode} needs {', '.join(missing)}")
+
+
+def build_templama(flags) -> dict:
+  """Builds TempLAMA from a facts TSV and an entities TSV and prints the counts."""
+  _require(flags, "facts", "entities", "output_dir")
+  counts = templama.build_templama(
+    flags.facts,
+    flags.entities,
+    flags.output_dir,
+    min_year=flags.min_year,
+    max_year=flags.max_year,
+    max_subjects_per_relation=flags.max_subjects_per_relation,
+    granularity=flags.granularity,
+    seed=flags.seed,
+  )
+  q, s = counts["queries"], counts["subjects"]
+  print(
+    f"wrote {flags.output_dir}/{{train,val,test}}.json: {q['total']} queries "
+    f"(train {q['train']}, val {q['val']}, test {q['test']}) about {sum(s.values())} subjects "
+    f"(train {s['train']}, val {s['val']}, test {s['test']}); "
+    f"{counts['queries_with_several_answers']} with several answers"
+  )
+  facts = counts["facts"]
+  print("facts: " + ", ".join(f"{k} {v}" for k, v in facts.items()))
+  _table("relation", counts["by_relation"])
+  _table("year", counts["by_year"])
+  return counts
+
+
+def build_ssm(flags) -> dict:
+  """Builds salient-span-masked examples from a news JSON-lines file and prints the counts."""
+  _require(flags, "news", "output_dir")
+  stats = ssm.build_ssm(flags.news, flags.output_dir, gazetteer=flags.entities, seed=flags.seed)
+  t = stats["totals"]
+  print(
+    f"wrote {flags.output_dir}/{{train,val,test}}/<year>.jsonl: {t['examples']} examples "
+    f"({t['date_spans']} dates, {t['entity_spans']} entities) from {t['sentences']} "
+    f"sentences of {t['articles']} articles"
+  )
+  print(
+    f"spans per sentence {stats['spans_per_sentence']:.2f}; sentences mentioning a year "
+    f"{100 * stats['share_sentences_mentioning_a_year']:.1f}%, the publication year "
+    f"{100 * stats['share_sentences_mentioning_publication_year']:.1f}%"
+  )
+  rows = {y: {s: stats["examples"][s][y] for s in ssm.SPLITS} for y in map(str, stats["years"])}
+  _table("year", rows, what="examples")
+  return stats
+
+
+def _table(key: str, rows: dict, what: str = "queries") -> None:
+  """Prints `{key value: {split: count}}` as an aligned table."""
+  print(f"{what} by {key}:")
+  print(f"  {key:>10} {'train':>8} {'val':>8} {'test':>8}")
+  for k, v in rows.items():
+    print(f"  {k:>10} {v['train']:>8} {v['val']:>8} {v['test']:>8}")

@@ -1,0 +1,214 @@
+"""Salient span masking (SSM) of a news corpus into per-year train / val / test examples.
+
+Mirrors Sec. 2.1 of the paper: articles are split into sentences and each salient span (named
+entity or date, found by `tlm.data.salient_spans`) gives one example: inputs = the sentence
+with that span replaced by `<extra_id_0>`, targets = the span, plus the article's `date` and
+`year` (for the time prefix). Sentences without a salient span give no example.
+
+Splits are by article, per year: min(2000, 10%) of a year's articles each for validation and
+test (the paper holds out 2000 articles per year from 1M; the 10% keeps small corpora mostly
+for training), chosen by a permutation seeded with (seed, year). `stats.json` reports examples
+per year and split, spans per sentence, and the shares of sentences that mention a year and
+that mention the publication year (3.9% and 2.1% on CustomNews, paper Sec. 5).
+"""
+
+import collections
+import datetime
+import json
+import math
+import os
+import re
+
+import numpy as np
+
+from tlm.data.builder_output import check_replaceable
+from tlm.data.salient_spans import Gazetteer, Span, find_spans, split_sentences, years_mentioned
+from tlm.errors import DataError, UserError
+from tlm.files import atomic_output_dir
+
+__all__ = ["Gazetteer", "Span", "build_ssm", "find_spans", "mask_examples", "split_sentences"]
+
+SENTINEL = "<extra_id_0>"
+SPLITS = ("train", "val", "test")
+_NEWS_DATE = re.compile(r"^(\d{4})(?:-(\d{2})(?:-(\d{2}))?)?$")
+
+
+def mask_examples(sentence: str, spans: list[Span], date: str, year: int) -> list[dict]:
+  """One SSM example per span: the sentence with that span replaced by `<extra_id_0>`."""
+  return [
+    {
+      "inputs": sentence[: s.start] + SENTINEL + sentence[s.end :],
+      "targets": s.text,
+      "date": date,
+      "year": year,
+    }
+    for s in spans
+  ]
+
+
+def parse_news_date(date, path: str, line: int) -> int:
+  """The year of a news date "YYYY-MM-DD", "YYYY-MM" or "YYYY" (DataError if unparsable)."""
+  m = _NEWS_DATE.match(date) if isinstance(date, str) else None
+  if m:
+    try:
+      datetime.date(int(m.group(1)), int(m.group(2) or 1), int(m.group(3) or 1))
+      return int(m.group(1))
+    except ValueError:
+      pass
+  raise DataError(f"unparsable date {date!r} (expected YYYY-MM-DD, YYYY-MM or YYYY)", path, line)
+
+
+def _read_news(path: str):
+  """Yields (line number, date, year, text) of every article, validating each line."""
+  if not os.path.isfile(path):
+    raise DataError("no such file", path)
+  with open(path, encoding="utf-8") as f:
+    for line_no, line in enumerate(f, start=1):
+      if not line.strip():
+        continue
+      try:
+        obj = json.loads(line)
+      except json.JSONDecodeError as e:
+        raise DataError(f"malformed JSON ({e.msg})", path, line_no) from None
+      if not isinstance(obj, dict):
+        raise DataError("expected a JSON object", path, line_no)
+      missing = [k for k in ("date", "text") if k not in obj]
+      if missing:
+        raise DataError(f"missing field(s) {', '.join(map(repr, missing))}", path, line_no)
+      if not isinstance(obj["text"], str):
+        raise DataError("'text' must be a string", path, line_no)
+      yield line_no, obj["date"], parse_news_date(obj["date"], path, line_no), obj["text"]
+
+
+def heldout_count(num_articles: int, max_articles: int = 2000, fraction: float = 0.1) -> int:
+  """Articles held out per year for each of val and test: min(max, round(fraction * n))."""
+  return min(max_articles, math.floor(fraction * num_articles + 0.5))
+
+
+def build_ssm(
+  news: str,
+  output_dir: str,
+  gazetteer: str | None = None,
+  seed: int = 0,
+  heldout_articles: int = 2000,
+  heldout_fraction: float = 0.1,
+) -> dict:
+  """Builds SSM examples from a news JSON-lines corpus, split by article and year.
+
+  Args:
+    news: JSON lines `{"date": "2014-05-03", "text": ...}`.
+    output_dir: receives `{train,val,test}/<year>.jsonl` and `stats.json`; created, or replaced
+      if it holds only these, atomically.
+    gazetteer: optional file of entity names (one per line, or the entities TSV).
+    seed: seed of the per-year choice of held-out articles.
+    heldout_articles: cap on held-out articles per year and split (the paper: 2000).
+    heldout_fraction: share of a year's articles held out for each of val and test.
+
+  Returns:
+    The statistics written to `stats.json`.
+
+  Raises:
+    DataError: a bad input line (nothing is written then).
+  """
+  if heldout_articles < 0 or not 0 <= heldout_fraction < 0.5:
+    raise UserError("heldout_articles must be >= 0 and heldout_fraction in [0, 0.5)")
+  check_replaceable(output_dir, set(SPLITS) | {"stats.json"})
+  names = Gazetteer.from_file(gazetteer) if gazetteer else None
+  # Pass 1 validates every line (so a bad line leaves nothing behind) and counts per year.
+  lines_by_year = collections.defaultdict(list)
+  for line_no, _, year, _ in _read_news(news):
+    lines_by_year[year].append(line_no)
+  split_of_line = {}
+  for year, lines in sorted(lines_by_year.items()):
+    k = heldout_count(len(lines), heldout_articles, heldout_fraction)
+    order = np.random.default_rng([seed, year]).permutation(len(lines))
+    for rank, i in enumerate(order):
+      split_of_line[lines[i]] = "val" if rank < k else "test" if rank < 2 * k else "train"
+
+  stats = _Stats()
+  with atomic_output_dir(output_dir) as tmp:
+    files = {}
+    for split in SPLITS:
+      os.makedirs(os.path.join(tmp, split))
+      for year in lines_by_year:
+        files[split, year] = open(os.path.join(tmp, split, f"{year}.jsonl"), "w", encoding="utf-8")
+    try:
+      for line_no, date, year, text in _read_news(news):
+        split = split_of_line[line_no]
+        stats.articles[split, year] += 1
+        for sentence in split_sentences(text):
+          spans = find_spans(sentence, names)
+          stats.add_sentence(split, year, spans)
+          for ex in mask_examples(sentence, spans, date, year):
+            files[split, year].write(json.dumps(ex, ensure_ascii=False) + "\n")
+    finally:
+      for f in files.values():
+        f.close()
+    summary = stats.summary(sorted(lines_by_year), names)
+    with open(os.path.join(tmp, "stats.json"), "w", encoding="utf-8") as f:
+      json.dump(summary, f, indent=2)
+      f.write("\n")
+  return summary
+
+
+class _Stats:
+  """Counts for stats.json: per (split, year) articles, sentences, examples and year mentions."""
+
+  def __init__(self):
+    self.articles = collections.Counter()
+    self.sentences = collections.Counter()
+    self.examples = collections.Counter()
+    self.date_spans = collections.Counter()
+    self.with_year = collections.Counter()
+    self.with_pub_year = collections.Counter()
+
+  def add_sentence(self, split: str, year: int, spans: list[Span]) -> None:
+    key = (split, year)
+    self.sentences[key] += 1
+    self.examples[key] += len(spans)
+    self.date_spans[key] += sum(s.kind == "date" for s in spans)
+    years = years_mentioned(spans)
+    self.with_year[key] += bool(years)
+    self.with_pub_year[key] += year in years
+
+  def summary(self, years: list[int], gazetteer: Gazetteer | None) -> dict:
+    def total(counter, split=None, year=None):
+      return sum(
+        v
+        for (s, y), v in counter.items()
+        if (split is None or s == split) and (year is None or y == year)
+      )
+
+    def share(num, den):
+      return num / den if den else 0.0
+
+    sentences = total(self.sentences)
+    return {
+      "years": years,
+      "gazetteer_names": len(gazetteer) if gazetteer is not None else 0,
+      "articles": {s: {str(y): self.articles[s, y] for y in years} for s in SPLITS},
+      "sentences": {s: {str(y): self.sentences[s, y] for y in years} for s in SPLITS},
+      "examples": {s: {str(y): self.examples[s, y] for y in years} for s in SPLITS},
+      "totals": {
+        "articles": total(self.articles),
+        "sentences": sentences,
+        "examples": total(self.examples),
+        "date_spans": total(self.date_spans),
+        "entity_spans": total(self.examples) - total(self.date_spans),
+      },
+      "spans_per_sentence": share(total(self.examples), sentences),
+      "share_sentences_mentioning_a_year": share(total(self.with_year), sentences),
+      "share_sentences_mentioning_publication_year": share(total(self.with_pub_year), sentences),
+      "by_year": {
+        str(y): {
+          "spans_per_sentence": share(total(self.examples, year=y), total(self.sentences, year=y)),
+          "share_sentences_mentioning_a_year": share(
+            total(self.with_year, year=y), total(self.sentences, year=y)
+          ),
+          "share_sentences_mentioning_publication_year": share(
+            total(self.with_pub_year, year=y), total(self.sentences, year=y)
+          ),
+        }
+        for y in years
+      },
+    }

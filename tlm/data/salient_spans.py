@@ -217,15 +217,21 @@ def _heuristic_entities(sentence: str, tokens: list[re.Match]) -> list[Span]:
 
 
 def _split_run(sentence: str, run: list[re.Match]) -> list[list[re.Match]]:
-  """Cuts a run into names: connectors (at most two in a row) only between capitalised words,
-  and a clause-initial function word ("The", "In") dropped."""
+  """Cuts a run into names: connectors (at most two in a row) only between capitalised words.
+
+  A clause-initial function word ("The", "In") is dropped, and so is a clause-initial word
+  before "of" / "for", whose capital may be the sentence's alone: "Shares of Microsoft" ->
+  "Microsoft" (at the price of "Bank of America" -> "America" there; a gazetteer keeps it).
+  Name-internal connectors ("Leonardo da Vinci", "Procter & Gamble") are unaffected.
+  """
   parts, part, pending = [], [], []
-  for tok in run:
+  for i, tok in enumerate(run):
     word = tok.group(0)
     if word in _CONNECTORS:
       pending.append(tok)
       continue
-    if word in _FUNCTION_WORDS and _is_clause_initial(sentence, tok):
+    before_connector = i + 1 < len(run) and run[i + 1].group(0) in ("of", "for")
+    if (word in _FUNCTION_WORDS or before_connector) and _is_clause_initial(sentence, tok):
       parts.append(part)
       part, pending = [], []
       continue

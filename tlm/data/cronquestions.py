@@ -48,6 +48,8 @@ _ALLOWED = {
   ("numpy", "dtype"),
   ("numpy.core.multiarray", "scalar"),
   ("numpy._core.multiarray", "scalar"),
+  # Protocol 2 writes bytes (numpy scalars' payload) as _codecs.encode(str, "latin1").
+  ("_codecs", "encode"),
 }
 _QID = re.compile(r"^Q(\d+)$")
 

@@ -113,7 +113,7 @@ def ensure_synthetic_data(directory: str, seed: int = 0, scale: float = 1.0) -> 
       _build_once(world, lambda out: _build_world(out, wanted))
       _check_world(world, wanted)
       _build_once(paths.templama_dir, lambda out: _build_templama(world, out, seed))
-      _build_once(paths.news_ssm_dir, lambda out: _build_ssm(world, out))
+      _build_once(paths.news_ssm_dir, lambda out: _build_ssm(world, out, seed))
   _check_world(world, wanted)
   return paths
 
@@ -148,10 +148,17 @@ def _build_templama(world: str, out: str, seed: int) -> None:
   )
 
 
-def _build_ssm(world: str, out: str) -> None:
+def _build_ssm(world: str, out: str, seed: int) -> None:
   from tlm.data import ssm
 
-  ssm.build_ssm(os.path.join(world, "news.jsonl"), out)
+  # The world's entity names as gazetteer: every generated name is a salient span, as the
+  # paper's named-entity tagger would find them in real news.
+  ssm.build_ssm(
+    os.path.join(world, "news.jsonl"),
+    out,
+    gazetteer=os.path.join(world, "entities.tsv"),
+    seed=seed,
+  )
 
 
 def _load_ssm_year(path: str, year: int) -> list[TextExample]:

@@ -52,35 +52,68 @@ def with_eos(ids: Sequence[int], length: int) -> tuple[np.ndarray, bool]:
 
 
 def _place(
-  seqs: Sequence[np.ndarray], row_of: np.ndarray, num_rows: int, length: int, name: str
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-  """Lays sequences end to end within their rows; returns tokens, segments, positions, starts.
+  flat: np.ndarray, lens: np.ndarray, row_of: np.ndarray, num_rows: int, length: int, name: str
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+  """Lays sequences (concatenated in `flat`) end to end within their rows.
 
-  `starts` is, per flat token, whether it opens its segment (for the decoder shift).
+  Returns:
+    tokens, segment ids and positions `[num_rows, length]`, and per flat token its index into
+    the raveled arrays and its position in its sequence.
   """
-  lens = np.fromiter((s.size for s in seqs), dtype=np.int64, count=len(seqs))
   n = lens.size
-  tokens = np.zeros((num_rows, length), np.int32)
-  segments = np.zeros((num_rows, length), np.int32)
-  positions = np.zeros((num_rows, length), np.int32)
-  if n == 0:
-    return tokens, segments, positions, np.zeros(0, bool)
-  # Index of each example's row start among the examples (row_of is non-decreasing).
-  first = np.searchsorted(row_of, row_of, side="left")
-  ends = np.cumsum(lens)
-  starts_flat = ends - lens
-  col0 = starts_flat - starts_flat[first]  # column where each example begins in its row
-  if np.any(col0 + lens > length):
-    raise ValueError(f"{name}: packed examples exceed the row length {length}")
-  seg = np.arange(n) - first + 1
-  total = int(ends[-1])
-  pos = np.arange(total) - np.repeat(starts_flat, lens)
-  r = np.repeat(row_of, lens)
-  c = np.repeat(col0, lens) + pos
-  tokens[r, c] = np.concatenate(seqs)
-  segments[r, c] = np.repeat(seg, lens)
-  positions[r, c] = pos
-  return tokens, segments, positions, pos == 0
+  tokens = np.zeros(num_rows * length, np.int32)
+  segments = np.zeros(num_rows * length, np.int32)
+  positions = np.zeros(num_rows * length, np.int32)
+  dest = pos = np.zeros(0, np.int64)
+  if n:
+    # Index of the first example of each example's row (row_of is non-decreasing).
+    first = np.searchsorted(row_of, row_of, side="left")
+    ends = np.cumsum(lens)
+    starts = ends - lens
+    col0 = starts - starts[first]  # column where each example begins in its row
+    if np.any(col0 + lens > length):
+      raise ValueError(f"{name}: packed examples exceed the row length {length}")
+    pos = np.arange(ends[-1]) - np.repeat(starts, lens)
+    dest = np.repeat(row_of * length + col0, lens) + pos
+    tokens[dest] = flat
+    segments[dest] = np.repeat(np.arange(n) - first + 1, lens)
+    positions[dest] = pos
+  shape = (num_rows, length)
+  return tokens.reshape(shape), segments.reshape(shape), positions.reshape(shape), dest, pos
+
+
+def _pack_flat(
+  in_flat: np.ndarray,
+  in_lens: np.ndarray,
+  tg_flat: np.ndarray,
+  tg_lens: np.ndarray,
+  row_of: np.ndarray,
+  num_rows: int,
+  input_length: int,
+  target_length: int,
+) -> dict[str, np.ndarray]:
+  """`pack` on sequences given concatenated, with their lengths."""
+  enc, enc_seg, enc_pos, _, _ = _place(in_flat, in_lens, row_of, num_rows, input_length, "inputs")
+  dec, dec_seg, dec_pos, dest, pos = _place(
+    tg_flat, tg_lens, row_of, num_rows, target_length, "targets"
+  )
+  dec_in = np.zeros(num_rows * target_length, np.int32)
+  if dest.size:
+    shifted = np.empty_like(tg_flat, dtype=np.int32)
+    shifted[0] = PAD_ID
+    shifted[1:] = tg_flat[:-1]
+    shifted[pos == 0] = PAD_ID  # each segment's first decoder input
+    dec_in[dest] = shifted
+  return {
+    "encoder_input_tokens": enc,
+    "decoder_target_tokens": dec,
+    "decoder_input_tokens": dec_in.reshape(dec.shape),
+    "decoder_loss_weights": (dec_seg > 0).astype(np.float32),
+    "encoder_segment_ids": enc_seg,
+    "decoder_segment_ids": dec_seg,
+    "encoder_positions": enc_pos,
+    "decoder_positions": dec_pos,
+  }
 
 
 def pack(
@@ -111,24 +144,20 @@ def pack(
   row_of = np.asarray(row_of, dtype=np.int64)
   if row_of.size and (np.any(np.diff(row_of) < 0) or row_of[0] < 0 or row_of[-1] >= num_rows):
     raise ValueError("row_of must be sorted and within [0, num_rows)")
-  enc, enc_seg, enc_pos, _ = _place(inputs, row_of, num_rows, input_length, "inputs")
-  dec, dec_seg, dec_pos, opens = _place(targets, row_of, num_rows, target_length, "targets")
-  dec_in = np.zeros_like(dec)
-  if row_of.size:
-    flat = np.concatenate(targets)
-    shifted = np.concatenate([[PAD_ID], flat[:-1]]).astype(np.int32)
-    shifted[opens] = PAD_ID
-    dec_in[dec_seg > 0] = shifted  # row-major order of real tokens is the flat order
-  return {
-    "encoder_input_tokens": enc,
-    "decoder_target_tokens": dec,
-    "decoder_input_tokens": dec_in,
-    "decoder_loss_weights": (dec_seg > 0).astype(np.float32),
-    "encoder_segment_ids": enc_seg,
-    "decoder_segment_ids": dec_seg,
-    "encoder_positions": enc_pos,
-    "decoder_positions": dec_pos,
-  }
+  if len(inputs) != row_of.size or len(targets) != row_of.size:
+    raise ValueError("inputs, targets and row_of must have one entry per example")
+  flat = lambda seqs: np.concatenate([np.asarray(x, np.int32) for x in seqs] or [np.zeros(0)])
+  lens = lambda seqs: np.array([len(x) for x in seqs], dtype=np.int64)
+  return _pack_flat(
+    flat(inputs).astype(np.int32),
+    lens(inputs),
+    flat(targets).astype(np.int32),
+    lens(targets),
+    row_of,
+    num_rows,
+    input_length,
+    target_length,
+  )
 
 
 def unpack(batch: dict[str, np.ndarray]) -> list[list[tuple[list[int], list[int]]]]:
@@ -169,6 +198,35 @@ def pad_examples(
     tgs.append(t)
     cut += ci or ct
   return pack(ins, tgs, np.arange(len(pairs)), len(pairs), input_length, target_length), cut
+
+
+class _Pool:
+  """A growable int32 buffer of token sequences laid end to end."""
+
+  def __init__(self):
+    self._buf = np.zeros(1024, np.int32)
+    self._size = 0
+
+  def extend(self, seqs: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
+    """Appends sequences; returns their start offsets and lengths."""
+    lens = np.array([s.size for s in seqs], dtype=np.int64)
+    flat = np.concatenate(seqs)
+    need = self._size + flat.size
+    if need > self._buf.size:
+      grown = np.zeros(max(need, 2 * self._buf.size), np.int32)
+      grown[: self._size] = self._buf[: self._size]
+      self._buf = grown
+    self._buf[self._size : need] = flat
+    starts = self._size + np.cumsum(lens) - lens
+    self._size = need
+    return starts, lens
+
+  def gather(self, starts: np.ndarray, lens: np.ndarray) -> np.ndarray:
+    """The sequences at `starts` with `lens`, concatenated."""
+    if not lens.size:
+      return np.zeros(0, np.int32)
+    ends = np.cumsum(lens)
+    return self._buf[np.repeat(starts - (ends - lens), lens) + np.arange(ends[-1])]
 
 
 @dataclasses.dataclass(frozen=True)
@@ -247,9 +305,12 @@ class Batcher:
     self.target_length = target_length
     self.packed = packed
     n = len(sampler)
-    # Per flat example: EOS-terminated, trimmed ids and their lengths (-1: not yet encoded).
-    self._in_ids: list = [None] * n
-    self._tg_ids: list = [None] * n
+    # Per flat example: where its EOS-terminated, trimmed ids lie in the token pools, and their
+    # lengths (-1: not yet encoded). Pools let a batch be gathered without a Python loop.
+    self._in_pool = _Pool()
+    self._tg_pool = _Pool()
+    self._in_start = np.zeros(n, np.int64)
+    self._tg_start = np.zeros(n, np.int64)
     self._in_len = np.full(n, -1, np.int64)
     self._tg_len = np.full(n, -1, np.int64)
     self._cut = np.zeros(n, bool)
@@ -264,12 +325,18 @@ class Batcher:
 
   def _ensure_encoded(self, flat_ids: np.ndarray) -> None:
     todo = np.unique(flat_ids[self._in_len[flat_ids] < 0])
+    if not todo.size:
+      return
+    ins, tgs = [], []
     for f in todo.tolist():
       d = self.sampler.example(f)
       i, ci = with_eos(self._encode(d.inputs), self.input_length)
       t, ct = with_eos(self._encode(d.targets), self.target_length)
-      self._in_ids[f], self._tg_ids[f] = i, t
-      self._in_len[f], self._tg_len[f], self._cut[f] = i.size, t.size, ci or ct
+      ins.append(i)
+      tgs.append(t)
+      self._cut[f] = ci or ct
+    self._in_start[todo], self._in_len[todo] = self._in_pool.extend(ins)
+    self._tg_start[todo], self._tg_len[todo] = self._tg_pool.extend(tgs)
 
   def select(self, step: int, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The examples that `rows` (global row indices) hold at `step`.
@@ -328,14 +395,22 @@ class Batcher:
     """This process's rows of the global batch at `step`, and what went into them."""
     rows = self.local_rows(process_index, process_count)
     ids, row_of = self.select(step, rows)
-    ins = [self._in_ids[f] for f in ids.tolist()]
-    tgs = [self._tg_ids[f] for f in ids.tolist()]
-    batch = pack(ins, tgs, row_of, rows.size, self.input_length, self.target_length)
+    in_lens, tg_lens = self._in_len[ids], self._tg_len[ids]
+    batch = _pack_flat(
+      self._in_pool.gather(self._in_start[ids], in_lens),
+      in_lens,
+      self._tg_pool.gather(self._tg_start[ids], tg_lens),
+      tg_lens,
+      row_of,
+      rows.size,
+      self.input_length,
+      self.target_length,
+    )
     stats = BatchStats(
       examples=int(ids.size),
       truncated=int(self._cut[ids].sum()),
-      encoder_tokens=int(self._in_len[ids].sum()),
-      decoder_tokens=int(self._tg_len[ids].sum()),
+      encoder_tokens=int(in_lens.sum()),
+      decoder_tokens=int(tg_lens.sum()),
       encoder_capacity=rows.size * self.input_length,
       decoder_capacity=rows.size * self.target_length,
     )

@@ -1,0 +1,63 @@
+"""`python run.py --mode=build_world --output_dir=D [--seed=0 --scale=1.0]`.
+
+Builds the embedded synthetic temporal world (tlm/data/synthetic.py; DESIGN.md "The embedded
+synthetic world") and prints its headline counts, then the full counts as one JSON line.
+numpy only: this mode never imports jax.
+"""
+
+import json
+import math
+import time
+
+from tlm.errors import ConfigError
+
+
+def build_world(flags) -> dict:
+  """Checks the flags, writes the world to `--output_dir` and prints its counts.
+
+  Args:
+    flags: parsed absl flags with `output_dir`, `seed` and `scale`.
+
+  Returns:
+    The counts returned by `tlm.data.synthetic.build_world`.
+  """
+  if not flags.output_dir:
+    raise ConfigError("--output_dir is required for --mode=build_world")
+  if not math.isfinite(flags.scale) or flags.scale <= 0:
+    raise ConfigError(f"--scale must be a positive number, got {flags.scale}")
+  from tlm.data import synthetic
+
+  start = time.perf_counter()
+  counts = synthetic.build_world(flags.output_dir, seed=flags.seed, scale=flags.scale)
+  seconds = time.perf_counter() - start
+  for line in summary(counts, flags.output_dir, seconds):
+    print(line)
+  print(json.dumps(counts))
+  return counts
+
+
+def summary(counts: dict, output_dir: str, seconds: float) -> list[str]:
+  """Human-readable lines for the counts of one world."""
+  kinds = ", ".join(f"{k} {n}" for k, n in counts["entities_by_kind"].items())
+  facts = ", ".join(f"{r} {n}" for r, n in counts["facts_by_relation"].items())
+  pairs = sum(counts["templama_subjects"].values())
+  queries = sum(counts["templama_queries"].values())
+  per_year = ", ".join(
+    f"{y}: {counts['documents_per_year'][y]}/{counts['sentences_per_year'][y]}"
+    for y in counts["documents_per_year"]
+  )
+  sets = ", ".join(f"{k} {n}" for k, n in counts["future_relations"].items())
+  return [
+    f"synthetic world (seed {counts['seed']}, scale {counts['scale']}) written to {output_dir} "
+    f"in {seconds:.1f} s",
+    f"entities: {counts['entities']} ({kinds})",
+    f"facts: {counts['facts']} ({facts})",
+    f"TempLAMA-eligible: {pairs} (subject, relation) pairs with more than one object, "
+    f"{queries} queries 2010-2020",
+    f"news: {counts['documents']} documents, {counts['sentences']} sentences "
+    f"(documents/sentences per year {per_year})",
+    f"sentences with an explicit year: {100 * counts['explicit_year_sentence_share']:.1f}% "
+    f"(publication year {100 * counts['publication_year_sentence_share']:.1f}%)",
+    f"future-relations queries: {sets}",
+    f"vocabulary: {counts['vocab_pieces']} SentencePiece pieces + 100 sentinels",
+  ]

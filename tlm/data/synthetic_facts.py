@@ -1,0 +1,533 @@
+"""Entities and time-scoped facts of the synthetic world (its "Wikidata").
+
+Part of the embedded synthetic world (`tlm/data/synthetic.py`, which holds the settings and the
+reasons for them). This module turns a `WorldSettings` and a seed into a `World`: entities with
+names and popularity, and facts with the true validity interval of every (relation, subject,
+object), following the change processes below. Time is counted in days (proleptic ordinals).
+
+Change processes (`RelationSpec.dynamics`):
+- "renewal": a stationary renewal process. A subject keeps an object for a gamma-distributed
+  tenure (mean `mean_years`, shape `shape`), then changes; the process starts in 1950 so that
+  2004-2022 sees it in equilibrium, which makes "changes per subject-year = 1 / mean tenure"
+  hold exactly in expectation inside the window.
+- "elections": the subject's jurisdiction votes every 4 or 5 years on a fixed date; at each
+  election the object changes with probability `change_prob` (mean tenure = cycle / p).
+- "studies": a finite sequence of 2-3 degrees (gamma tenures), sometimes with a gap year.
+- "annual": a new object every year (an annual event's host), never one of the last two.
+- "static": one object forever (a landmark's city, a city's country).
+A `loyal_share` of a relation's subjects keeps a single object throughout 2004-2022 (one-club
+players, long-serving leaders): the TempLAMA builder drops them, so its "more than one object"
+cut matters. A tenure may carry a short concurrent second object (`secondary_prob`: a loan, a
+joint appointment, an exchange term), so some years have several correct answers.
+
+Written dates: a fact's start is unknown (no P580) when it lies before the window (2004) and is
+not otherwise recorded; the current object has no end (P582). Inside the window the KB is
+complete and correct, so every TempLAMA answer is supported by the news of its year.
+"""
+
+import dataclasses
+import datetime
+import math
+from collections.abc import Callable
+
+import numpy as np
+
+WINDOW_START = datetime.date(2004, 1, 1).toordinal()
+WINDOW_END = datetime.date(2022, 12, 31).toordinal()
+HISTORY_START = datetime.date(1950, 1, 1).toordinal()
+DAYS_PER_YEAR = 365.25
+
+# Independent random streams, one per purpose, so that changing how the news is written never
+# changes the facts (and so on). The ids are part of the output format: never renumber them.
+_STREAMS = {"names": 1, "popularity": 2, "facts": 3, "news": 4, "future": 5}
+
+
+def stream(seed: int, name: str) -> np.random.Generator:
+  """The numpy Generator (PCG64) of one named purpose under `seed`."""
+  return np.random.Generator(np.random.PCG64(np.random.SeedSequence([_STREAMS[name], seed])))
+
+
+def day(year: int, month: int = 1, dom: int = 1) -> int:
+  return datetime.date(year, month, dom).toordinal()
+
+
+def year_of(d: int) -> int:
+  return datetime.date.fromordinal(d).year
+
+
+@dataclasses.dataclass(frozen=True)
+class RelationSpec:
+  """How the object of one relation changes over time; see the module docstring."""
+
+  pid: str
+  label: str
+  dynamics: str
+  mean_years: float = 0.0
+  shape: float = 1.0
+  change_prob: float = 0.0
+  loyal_share: float = 0.0
+  secondary_prob: float = 0.0
+  secondary_months: tuple[int, int] = (0, 0)
+
+  @property
+  def expected_tenure_years(self) -> float:
+    """Mean time between changes of a non-loyal subject's main object."""
+    if self.dynamics == "elections":
+      return 4.5 / self.change_prob  # cycles of 4 or 5 years, equally likely
+    if self.dynamics == "annual":
+      return 1.0
+    return self.mean_years
+
+
+@dataclasses.dataclass(frozen=True)
+class Entity:
+  qid: str
+  name: str
+  kind: str
+  popularity: int  # written to entities.tsv; the TempLAMA builder ranks subjects by it
+  weight: float  # latent salience: how often the news mentions the entity
+  article: bool = False  # running text writes "the <name>"
+  role: str = ""  # person: "player:striker", "leader:city", ...; event: host kind; position
+  country: str = ""  # qid of the home country (cities, parties, positions, politicians)
+
+  @property
+  def mention(self) -> str:
+    return f"the {self.name}" if self.article else self.name
+
+
+@dataclasses.dataclass(frozen=True)
+class Fact:
+  """One (relation, subject, object) valid from `start` to `end` (days, both inclusive).
+
+  `start is None`: valid since before the window, start unknown; `end is None`: still valid
+  at the end of the world. `*_digits` is the written precision (4 year, 6 month, 8 day).
+  """
+
+  relation: str
+  subject: str
+  obj: str
+  start: int | None
+  end: int | None
+  start_digits: int = 6
+  end_digits: int = 6
+  secondary: bool = False
+  dated: bool = True  # False: a timeless fact written without qualifiers
+
+  def valid_on(self, d: int) -> bool:
+    return (self.start is None or self.start <= d) and (self.end is None or d <= self.end)
+
+  def overlap(self, first: int, last: int) -> tuple[int, int] | None:
+    """The days of [first, last] on which the fact holds, or None."""
+    lo = first if self.start is None else max(first, self.start)
+    hi = last if self.end is None else min(last, self.end)
+    return (lo, hi) if lo <= hi else None
+
+
+@dataclasses.dataclass
+class WorldSettings:
+  """Sizes (at scale 1) and change processes of the world; chosen in tlm/data/synthetic.py."""
+
+  relations: dict[str, RelationSpec]
+  counts: dict[str, int]  # pool sizes at scale 1
+  min_counts: dict[str, int]  # floors, so that small scales keep every kind of entity
+  subjects_per_relation: int
+  min_subjects_per_relation: int
+  parties_per_country: int = 3
+  ministries_per_country: int = 6
+  election_change_months: tuple[int, int] = (3, 11)
+
+
+@dataclasses.dataclass
+class World:
+  seed: int
+  scale: float
+  entities: dict[str, Entity]
+  facts: list[Fact]
+  subjects: dict[str, list[str]]  # relation -> its subjects (loyal ones included)
+  loyal: dict[str, list[str]]  # relation -> subjects that keep one object
+
+  def by_kind(self, kind: str) -> list[Entity]:
+    return [e for e in self.entities.values() if e.kind == kind]
+
+
+def _count(settings: WorldSettings, key: str, scale: float) -> int:
+  return max(settings.min_counts[key], int(round(settings.counts[key] * scale)))
+
+
+class _Builder:
+  """Creates entities and facts; one instance per world."""
+
+  def __init__(self, settings: WorldSettings, seed: int, scale: float):
+    from tlm.data.synthetic_names import NameGenerator
+
+    self.s = settings
+    self.scale = scale
+    self.names = NameGenerator(stream(seed, "names"))
+    self.pop_rng = stream(seed, "popularity")
+    self.rng = stream(seed, "facts")
+    self.entities: dict[str, Entity] = {}
+    self.facts: list[Fact] = []
+    self.subjects: dict[str, list[str]] = {}
+    self.loyal: dict[str, list[str]] = {}
+
+  # -- entities -------------------------------------------------------------------------------
+
+  def add(self, kind: str, name: str, article: bool = False, role: str = "", country: str = ""):
+    weight = float(self.pop_rng.lognormal(0.0, 0.9))
+    qid = f"Q{1000 + len(self.entities)}"
+    pop = max(1, int(round(40 * weight)))
+    self.entities[qid] = Entity(qid, name, kind, pop, weight, article, role, country)
+    return qid
+
+  def person(self, role: str, country: str = "", subrole: str = "") -> str:
+    """A new person; `role` is "category" or "category:detail" ("player:striker")."""
+    full = f"{role}:{subrole}" if subrole else role
+    return self.add("person", self.names.person(), role=full, country=country)
+
+  def pick(self, qids: list[str], power: float = 1.0, exclude=()) -> str | None:
+    """A qid drawn with probability proportional to weight**power, or None if none is left."""
+    cands = [q for q in qids if q not in exclude]
+    if not cands:
+      return None
+    w = np.array([self.entities[q].weight ** power for q in cands])
+    return cands[int(self.rng.choice(len(cands), p=w / w.sum()))]
+
+  def create_entities(self):
+    c = lambda key: _count(self.s, key, self.scale)
+    self.countries = [self.add("country", self.names.country()) for _ in range(c("countries"))]
+    self.cities = []
+    for _ in range(c("cities")):
+      self.cities.append(self.add("city", self.names.city(), country=self.pick(self.countries)))
+    # Politics happens in the most salient countries, as in Wikidata's coverage.
+    by_weight = sorted(self.countries, key=lambda q: -self.entities[q].weight)
+    self.political = by_weight[: c("political_countries")]
+    self.parties, self.ministries, self.assembly = {}, {}, {}
+    for q in self.political:
+      cname = self.entities[q].name
+      self.parties[q] = [
+        self.add("party", n, article=True, country=q)
+        for n in self.names.parties(cname, self.s.parties_per_country)
+      ]
+      singles = self.names.ministries(cname, self.s.ministries_per_country)
+      singles.append(self.names.unique(lambda n=cname: f"Speaker of the National Assembly of {n}"))
+      self.ministries[q] = [self.add("position", n, role="single", country=q) for n in singles]
+      member = self.names.unique(lambda n=cname: f"Member of the National Assembly of {n}")
+      self.assembly[q] = self.add("position", member, role="multi", country=q)
+    self.teams = [self.add("team", self.names.team()) for _ in range(c("teams"))]
+    self.companies = [self.add("company", self.names.company()) for _ in range(c("companies"))]
+    self.universities = []
+    for _ in range(c("universities")):
+      name, article = self.names.university()
+      self.universities.append(self.add("university", name, article=article))
+    self.organisations = [
+      self.add("organisation", self.names.organisation(), article=True)
+      for _ in range(c("organisations"))
+    ]
+    self.city_events = [
+      self.add("event", self.names.event(False), article=True, role="city")
+      for _ in range(c("city_events"))
+    ]
+    self.country_events = [
+      self.add("event", self.names.event(True), article=True, role="country")
+      for _ in range(c("country_events"))
+    ]
+    self.landmarks = [
+      self.add("landmark", self.names.landmark(), article=True) for _ in range(c("landmarks"))
+    ]
+    n = max(self.s.min_subjects_per_relation, int(round(self.s.subjects_per_relation * self.scale)))
+    self.n_subjects = n
+    positions = ("striker", "midfielder", "defender", "goalkeeper", "winger")
+    self.players = [
+      self.person("player", subrole=positions[int(self.rng.integers(len(positions)))])
+      for _ in range(n)
+    ]
+    self.politicians = [
+      self.person("politician", country=self.political[i % len(self.political)]) for i in range(n)
+    ]
+    jobs = ("engineer", "analyst", "economist", "designer", "lawyer", "researcher", "manager")
+    self.professionals = [
+      self.person("professional", subrole=jobs[int(self.rng.integers(len(jobs)))]) for _ in range(n)
+    ]
+    self.students = [self.person("student") for _ in range(n)]
+    self.coaches: list[str] = []
+    self.chairs: list[str] = []
+    self.investors: list[str] = []
+
+  # -- timelines ------------------------------------------------------------------------------
+
+  def gamma_days(self, mean_years: float, shape: float) -> int:
+    return max(30, int(round(self.rng.gamma(shape, mean_years / shape) * DAYS_PER_YEAR)))
+
+  def renewal_changes(self, spec: RelationSpec) -> list[int]:
+    changes, t = [], HISTORY_START
+    while True:
+      t += self.gamma_days(spec.mean_years, spec.shape)
+      if t > WINDOW_END:
+        return changes
+      changes.append(t)
+
+  def election_days(self) -> list[int]:
+    cycle = int(self.rng.integers(4, 6))
+    phase = int(self.rng.integers(cycle))
+    lo, hi = self.s.election_change_months
+    month, dom = int(self.rng.integers(lo, hi + 1)), int(self.rng.integers(1, 29))
+    return [day(y, month, dom) for y in range(1990, 2023) if (y - phase) % cycle == 0]
+
+  def election_changes(self, spec: RelationSpec, elections: list[int]) -> list[int]:
+    return [d for d in elections if self.rng.random() < spec.change_prob]
+
+  def segments(self, changes: list[int], loyal: bool) -> list[tuple[int, int | None, int | None]]:
+    """(true start, written start or None, end or None) of each tenure that meets the window."""
+    if loyal:
+      changes = [day(int(self.rng.integers(1985, 2004)), int(self.rng.integers(1, 13)), 1)]
+    before = [c for c in changes if c < WINDOW_START]
+    inside = [c for c in changes if c >= WINDOW_START]
+    first_true = before[-1] if before else HISTORY_START
+    # The first start lies before the window: recorded half of the time when not too old.
+    first_written = first_true if first_true >= day(1995) and self.rng.random() < 0.5 else None
+    starts = [(first_true, first_written)] + [(c, c) for c in inside]
+    ends = inside + [None]
+    return [(ts, ws, e) for (ts, ws), e in zip(starts, ends)]
+
+  def study_segments(self, spec: RelationSpec, loyal: bool):
+    t = day(2003) + int(self.rng.integers(0, 12 * 366))
+    n = 1 if loyal else (2 if self.rng.random() < 0.6 else 3)
+    segs = []
+    for i in range(n):
+      if i and self.rng.random() < 0.3:  # a gap between two degrees
+        t += int(self.rng.uniform(0.25, 1.5) * DAYS_PER_YEAR)
+      end = t + self.gamma_days(spec.mean_years, spec.shape)
+      segs.append((t, t if t >= WINDOW_START else None, end if end <= WINDOW_END else None))
+      t = end
+      if end > WINDOW_END:
+        break
+    return segs
+
+  # -- facts ----------------------------------------------------------------------------------
+
+  def digits(self) -> int:
+    r = self.rng.random()
+    return 6 if r < 0.75 else (8 if r < 0.9 else 4)
+
+  def emit(self, relation, subject, obj, start, end, secondary=False, digits=None):
+    sd, ed = digits if digits else (self.digits(), self.digits())
+    self.facts.append(Fact(relation, subject, obj, start, end, sd, ed, secondary))
+
+  def run_relation(self, pid: str, subjects: list[str], timeline: Callable, choose: Callable):
+    """Builds the tenures of every subject, then assigns objects in chronological order.
+
+    Args:
+      timeline: (subject, loyal) -> list of (true start, written start, end) tenures.
+      choose: (subject, previous object, first day, last day) -> object qid or None (no
+        candidate: the tenure continues the previous one).
+    """
+    spec = self.s.relations[pid]
+    n_loyal = int(round(len(subjects) * spec.loyal_share))
+    loyal = sorted(self.rng.permutation(len(subjects))[:n_loyal].tolist())
+    self.subjects[pid] = list(subjects)
+    self.loyal[pid] = [subjects[i] for i in loyal]
+    tenures = []
+    for i, subj in enumerate(subjects):
+      for k, seg in enumerate(timeline(subj, i in loyal)):
+        tenures.append((seg[0], i, k, seg))
+    tenures.sort()
+    current: dict[int, list] = {}  # subject index -> [object, true start, written start, end]
+    out: dict[int, list] = {i: [] for i in range(len(subjects))}
+    for _, i, _k, (true_start, start, end) in tenures:
+      prev = current.get(i)
+      last = end if end is not None else WINDOW_END
+      # A new tenure always changes the object; only a tenure that directly follows the
+      # previous one can fall back to continuing it (after a gap there is nothing to continue).
+      contiguous = prev is not None and prev[3] == true_start
+      obj = choose(subjects[i], prev[0] if prev else None, true_start, last)
+      if obj is None and contiguous:
+        prev[3] = end  # nobody available: the previous tenure goes on
+        continue
+      current[i] = [obj, true_start, start, end]
+      out[i].append(current[i])
+      self.occupy(obj, true_start, last)
+    for i, subj in enumerate(subjects):
+      for obj, _, start, end in out[i]:
+        self.emit(pid, subj, obj, start, end)
+        if spec.secondary_prob and self.rng.random() < spec.secondary_prob:
+          self.secondary(pid, subj, obj, start, end, spec)
+
+  def secondary(self, pid, subj, primary, start, end, spec):
+    lo = max(start if start is not None else WINDOW_START, WINDOW_START)
+    hi = min(end if end is not None else WINDOW_END, WINDOW_END)
+    length = int(self.rng.integers(spec.secondary_months[0], spec.secondary_months[1] + 1) * 30.4)
+    if hi - lo < length + 120:
+      return
+    s = lo + 30 + int(self.rng.integers(hi - lo - length - 60))
+    obj = self.secondary_object(pid, subj, primary)
+    if obj is not None:
+      digits = (6 if self.rng.random() < 0.7 else 8,) * 2
+      self.emit(pid, subj, obj, s, s + length, secondary=True, digits=digits)
+
+  def secondary_object(self, pid, subj, primary):
+    if pid == "P54":
+      return self.pick(self.teams, 0.8, exclude={primary})
+    if pid == "P108":
+      return self.pick(self.companies + self.universities, exclude={primary})
+    if pid == "P69":
+      return self.pick(self.universities, exclude={primary})
+    if pid == "P39":  # a minister who also sits in the assembly
+      assembly = self.assembly[self.entities[subj].country]
+      return assembly if primary != assembly else None
+    if pid == "P127":
+      return self.pick(self.companies, exclude={primary, subj})
+    raise ValueError(f"no secondary objects for {pid}")
+
+  def occupy(self, obj, first, last):
+    self.occupied.setdefault(obj, []).append((first, last))
+
+  def free(self, obj, first, last) -> bool:
+    """Whether nobody holds `obj` in [first, last); handing over on one day is allowed."""
+    return all(b <= first or a >= last for a, b in self.occupied.get(obj, ()))
+
+  def renewal(self, pid: str) -> Callable:
+    spec = self.s.relations[pid]
+    return lambda subj, loyal: self.segments(self.renewal_changes(spec), loyal)
+
+  def build(self) -> None:
+    self.occupied: dict[str, list[tuple[int, int]]] = {}
+    self.create_entities()
+    rel = self.s.relations
+    renewal = self.renewal
+
+    # P54 member of sports team: players move between teams, popular teams attract more.
+    self.run_relation(
+      "P54", self.players, renewal("P54"),
+      lambda s, prev, a, b: self.pick(self.teams, 0.8, exclude={prev}),
+    )  # fmt: skip
+    # P39 position held / P6 head of government: changes happen at elections.
+    country_elections = {q: self.election_days() for q in self.political}
+
+    def position(subj, prev, first, last):
+      q = self.entities[subj].country
+      cands = [p for p in self.ministries[q] if p != prev and self.free(p, first, last)]
+      if prev != self.assembly[q]:
+        cands.append(self.assembly[q])
+      return self.pick(cands)
+
+    self.run_relation(
+      "P39", self.politicians,
+      lambda subj, loyal: self.segments(
+        self.election_changes(rel["P39"], country_elections[self.entities[subj].country]), loyal
+      ),
+      position,
+    )  # fmt: skip
+    self.run_relation(
+      "P102", self.politicians, renewal("P102"),
+      lambda s, prev, a, b: self.pick(self.parties[self.entities[s].country], exclude={prev}),
+    )  # fmt: skip
+    self.run_relation(
+      "P108", self.professionals, renewal("P108"),
+      lambda s, prev, a, b: self.pick(self.companies + self.universities, exclude={prev}),
+    )  # fmt: skip
+    self.run_relation(
+      "P69", self.students,
+      lambda subj, loyal: self.study_segments(rel["P69"], loyal),
+      lambda s, prev, a, b: self.pick(self.universities, exclude={prev}),
+    )  # fmt: skip
+    n = self.n_subjects
+    self.run_relation(
+      "P286", self.teams[:n], renewal("P286"),
+      lambda s, prev, a, b: self.reuse_or_new(self.coaches, "coach", 0.45, prev, a, b),
+    )  # fmt: skip
+    self.run_relation(
+      "P488", self.organisations[:n], renewal("P488"),
+      lambda s, prev, a, b: self.reuse_or_new(self.chairs, "chair", 0.2, prev, a, b),
+    )  # fmt: skip
+    n_countries = min(len(self.countries), int(round(n * 0.375)))
+    heads = self.countries[:n_countries] + self.cities[: n - n_countries]
+    leaders: dict[str, list[str]] = {q: [] for q in heads}
+
+    def head(subj, prev, first, last):
+      former = [p for p in leaders[subj] if p != prev]
+      if former and self.rng.random() < 0.15:  # a comeback
+        return self.pick(former)
+      kind = self.entities[subj].kind
+      leaders[subj].append(self.person("leader", subrole=kind))
+      return leaders[subj][-1]
+
+    head_elections = {q: self.election_days() for q in heads}
+    self.run_relation(
+      "P6", heads,
+      lambda subj, loyal: self.segments(
+        self.election_changes(rel["P6"], head_elections[subj]), loyal
+      ),
+      head,
+    )  # fmt: skip
+    n_companies = int(round(n * 0.6))
+    owned = self.companies[-n_companies:] + self.teams[len(self.teams) - (n - n_companies) :]
+
+    def owner(subj, prev, first, last):
+      w = self.entities[subj].weight
+      bigger = [c for c in self.companies if self.entities[c].weight > w and c != subj]
+      if bigger and self.rng.random() < 0.65:
+        got = self.pick(bigger, exclude={prev})
+        if got is not None:
+          return got
+      return self.reuse_or_new(self.investors, "investor", 0.5, prev, None, None)
+
+    self.run_relation("P127", owned, renewal("P127"), owner)
+    self.build_locations()
+
+  def reuse_or_new(self, pool, role, reuse_prob, prev, first, last):
+    """A free person from `pool` with probability `reuse_prob`, else a new one."""
+    if first is not None:
+      free = [p for p in pool if p != prev and self.free(p, first, last)]
+    else:
+      free = [p for p in pool if p != prev]
+    if free and self.rng.random() < reuse_prob:
+      return self.pick(free)
+    pool.append(self.person(role))
+    return pool[-1]
+
+  def build_locations(self):
+    """The relations outside TempLAMA that feed the future-relations query sets."""
+    # P159 headquarters location: moves rarely, mostly within the same country.
+    hq_subjects = self.companies + self.teams + self.organisations
+
+    def hq(subj, prev, first, last):
+      if prev is not None and self.rng.random() < 0.8:
+        country = self.entities[prev].country
+        same = [c for c in self.cities if self.entities[c].country == country]
+        got = self.pick(same, exclude={prev})
+        if got is not None:
+          return got
+      return self.pick(self.cities, exclude={prev})
+
+    self.run_relation("P159", hq_subjects, self.renewal("P159"), hq)
+    # P276 location of an annual event: a new host every edition, never a recent one.
+    self.subjects["P276"] = self.city_events + self.country_events
+    self.loyal["P276"] = []
+    for event in self.subjects["P276"]:
+      hosts = self.cities if self.entities[event].role == "city" else self.countries
+      month = int(self.rng.integers(1, 13))
+      recent: list[str] = []
+      for year in range(year_of(WINDOW_START), year_of(WINDOW_END) + 1):
+        host = self.pick(hosts, 0.7, exclude=set(recent[-2:]))
+        recent.append(host)
+        start = day(year, month, int(self.rng.integers(1, 20)))
+        digits = (8, 8) if self.rng.random() < 0.5 else (6, 6)
+        self.emit("P276", event, host, start, start + int(self.rng.integers(3, 11)), digits=digits)
+    # P131 located in (landmark -> city) and P17 country (city -> country): never change.
+    self.subjects["P131"], self.loyal["P131"] = list(self.landmarks), list(self.landmarks)
+    for landmark in self.landmarks:
+      city = self.pick(self.cities, 0.7)
+      self.facts.append(Fact("P131", landmark, city, None, None, 0, 0, dated=False))
+    self.subjects["P17"], self.loyal["P17"] = list(self.cities), list(self.cities)
+    for city in self.cities:
+      country = self.entities[city].country
+      self.facts.append(Fact("P17", city, country, None, None, 0, 0, dated=False))
+
+
+def generate_world(settings: WorldSettings, seed: int, scale: float) -> World:
+  """Entities and facts of the world for (seed, scale); a pure function of its arguments."""
+  if not (isinstance(scale, int | float) and math.isfinite(scale) and scale > 0):
+    raise ValueError(f"scale must be a positive number, got {scale!r}")
+  b = _Builder(settings, seed, scale)
+  b.build()
+  return World(seed, scale, b.entities, b.facts, b.subjects, b.loyal)

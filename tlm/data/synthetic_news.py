@@ -1,0 +1,440 @@
+"""Dated news documents of the synthetic world (its "CustomNews").
+
+Part of the embedded synthetic world (`tlm/data/synthetic.py`, which holds the settings and the
+reasons for them). For every year, each fact valid in that year gets `min_mentions` mention
+requests plus a popularity-weighted share of the year's fact budget, each at a date on which the
+fact holds; the requests of one subject are packed into short documents dated at their first
+request, with distractor sentences around them. Then a fixed share of sentences about the past
+or the future (no year) and a fixed share of sentences with an explicit year (half of them the
+publication year) are added to randomly chosen documents. Every sentence is a `Sentence` record
+(kind, fact, template) so that tests can check what each one states.
+"""
+
+import bisect
+import dataclasses
+import datetime
+
+import numpy as np
+
+from tlm.data import synthetic_templates as T
+from tlm.data.synthetic_facts import Fact, World, day, year_of
+
+# Distractor slots filled with an entity of this kind (or person category).
+_SLOT_KINDS = {
+  "team": "team", "player": "player", "politician": "politician", "city": "city",
+  "country": "country", "party": "party", "company": "company", "person": "person",
+  "university": "university", "organisation": "organisation", "event": "event",
+  "landmark": "landmark",
+}  # fmt: skip
+_PLACES = ("city", "country", "landmark", "event")
+# The distractor area of a document, by its topic's kind or person category.
+_AREAS = {
+  "player": "sports", "team": "sports", "coach": "sports", "politician": "politics",
+  "city": "politics", "country": "politics", "party": "politics", "leader": "politics",
+  "company": "business", "professional": "business", "investor": "business",
+}  # fmt: skip
+
+
+class _Fields(dict):
+  """Template fields; slots the fact does not fix are drawn on first use (`str.format_map`).
+
+  Args:
+    writer: draws the missing slots.
+    topic: the document's subject.
+    d: the document's date.
+    use_topic: a slot of the topic's kind is filled with the topic (distractors); otherwise
+      slots are filled with other entities than those in `used`.
+    used: qids already in the sentence.
+  """
+
+  def __init__(self, writer, topic: str, d: int, use_topic: bool, used=(), **fixed):
+    super().__init__(**fixed)
+    self.writer = writer
+    self.topic = topic
+    self.day = d
+    self.use_topic = use_topic
+    self.used = set(used)
+
+  def __missing__(self, key):
+    value = self.writer.filler(key, self)
+    self[key] = value
+    return value
+
+
+@dataclasses.dataclass(frozen=True)
+class NewsSettings:
+  """How much news there is and what it says; chosen in tlm/data/synthetic.py."""
+
+  first_year: int
+  last_year: int
+  fact_sentences_first_year: int  # at scale 1
+  growth_per_year: float
+  min_mentions: int
+  facts_per_document: tuple[float, float, float]  # P(1), P(2), P(3) fact sentences
+  distractor_prob: float  # each of two distractor slots per document is filled with this prob
+  templama_phrasing_share: float
+  recent_phrasing_share: float
+  past_future_share: float  # of all sentences: previous / next object, no year
+  explicit_year_share: float  # of all sentences: an explicit year
+  same_year_fraction: float  # of explicit-year sentences: the publication year
+  announce_days: int  # how long before a change the news may announce it
+
+
+@dataclasses.dataclass(frozen=True)
+class Sentence:
+  text: str
+  kind: str  # "fact" | "distractor" | "past_future" | "explicit_year"
+  template: str  # e.g. "P54:templama", "P54:2", "distractor:sports:0"
+  fact: Fact | None = None  # "fact": the fact it states, valid at the document date
+  year: int | None = None  # "explicit_year": the year it names
+
+
+@dataclasses.dataclass
+class Document:
+  date: int  # day ordinal
+  topic: str  # qid of the entity the document is about
+  sentences: list[Sentence]
+
+  @property
+  def date_str(self) -> str:
+    return datetime.date.fromordinal(self.date).isoformat()
+
+  @property
+  def text(self) -> str:
+    return " ".join(s.text for s in self.sentences)
+
+
+def news_interval(fact: Fact, first: int, last: int) -> tuple[int, int] | None:
+  """Days of [first, last] on which the news may state `fact` in present tense.
+
+  An annual event's host is news for the whole year of the edition.
+  """
+  if fact.relation == "P276":
+    return (first, last) if year_of(fact.start) == year_of(first) else None
+  return fact.overlap(first, last)
+
+
+def _holds_in(fact: Fact, year: int) -> bool:
+  """Whether `fact` held in mid `year` (an annual event: whether it is that year's edition)."""
+  if fact.relation == "P276":
+    return year_of(fact.start) == year
+  return fact.valid_on(day(year, 7, 1))
+
+
+def _take(queue: list, chosen: list, limit: int, d: int, valid: list, lookahead: int) -> None:
+  """Moves requests from the head of `queue` whose fact holds on day `d` into `chosen`."""
+  k = 0
+  while k < min(lookahead, len(queue)) and len(chosen) < limit:
+    j = queue[k][1]
+    if j not in chosen and news_interval(valid[j][0], d, d) is not None:
+      chosen.append(j)
+      del queue[k]
+    else:
+      k += 1
+
+
+class _Writer:
+  def __init__(self, world: World, settings: NewsSettings, rng: np.random.Generator):
+    self.w = world
+    self.s = settings
+    self.rng = rng
+    self.ent = world.entities
+    self.by_subject: dict[str, list[Fact]] = {}
+    for f in world.facts:
+      self.by_subject.setdefault(f.subject, []).append(f)
+    self.by_kind: dict[str, list[str]] = {}
+    for q, e in self.ent.items():
+      self.by_kind.setdefault(self.category(q), []).append(q)
+      self.by_kind.setdefault(e.kind, []).append(q)
+    self.by_kind["person"] = [q for q, e in self.ent.items() if e.kind == "person"]
+    self.cumulative = {
+      k: np.cumsum([self.ent[q].weight for q in v]).tolist() for k, v in self.by_kind.items()
+    }
+    self._block: list[float] = []
+    self._next = 0
+
+  # -- helpers --------------------------------------------------------------------------------
+
+  def category(self, qid: str) -> str:
+    e = self.ent[qid]
+    return e.role.split(":")[0] if e.kind == "person" else e.kind
+
+  def u(self) -> float:
+    """The next uniform in [0, 1) from the numpy stream, drawn in blocks (one call per block
+    instead of one per draw keeps the news fast)."""
+    if self._next == len(self._block):
+      self._block = self.rng.random(4096).tolist()
+      self._next = 0
+    self._next += 1
+    return self._block[self._next - 1]
+
+  def randint(self, n: int) -> int:
+    """Uniform in [0, n)."""
+    return min(n - 1, int(self.u() * n))
+
+  def choice(self, options):
+    return options[self.randint(len(options))]
+
+  def sample(self, n: int, k: int) -> list[int]:
+    """`k` distinct indices of range(n) in random order (partial Fisher-Yates)."""
+    idx = list(range(n))
+    for i in range(min(k, n)):
+      j = i + self.randint(n - i)
+      idx[i], idx[j] = idx[j], idx[i]
+    return idx[: min(k, n)]
+
+  def random_entity(self, kind: str, exclude=()) -> str:
+    """An entity of `kind` (or person category) drawn in proportion to its weight."""
+    qids, cum = self.by_kind[kind], self.cumulative[kind]
+    for _ in range(50):
+      q = qids[min(len(qids) - 1, bisect.bisect_right(cum, self.u() * cum[-1]))]
+      if q not in exclude:
+        break
+    return q
+
+  def fields(self, subject: str, obj: str, d: int) -> _Fields:
+    """Fields of a sentence stating (subject, obj); other slots get other entities."""
+    s, o = self.ent[subject], self.ent[obj]
+    role = ""
+    for e in (s, o):
+      if e.kind == "person" and ":" in e.role:
+        detail = e.role.split(":")[1]
+        role = {"city": "mayor", "country": "prime minister"}.get(detail, detail)
+    return _Fields(
+      self, subject, d, False, (subject, obj), s=s.mention, o=o.mention, S=s.name, O=o.name,
+      role=role, Role=role[:1].upper() + role[1:],
+      a_role=("an " if role[:1] in "aeiou" else "a ") + role, Y=year_of(d),
+    )  # fmt: skip
+
+  def filler(self, key: str, fields: _Fields):
+    """A value for a template slot that the fact does not fix (another team, a weekday...)."""
+    if key in _SLOT_KINDS or key in ("team2", "country2"):
+      kind = _SLOT_KINDS.get(key, key[:-1])
+      topic = fields.topic
+      fits = self.category(topic) == kind or self.ent[topic].kind == kind
+      if fields.use_topic and key in _SLOT_KINDS and fits and topic not in fields.used:
+        q = topic
+      else:
+        q = self.random_entity(kind, exclude=fields.used)
+      fields.used.add(q)
+      return (
+        self.ent[q].name
+        if key in ("city", "country", "team2", "country2")
+        else (self.ent[q].mention)
+      )
+    if key == "weekday":  # a day of the week before the publication
+      d = fields.day - self.randint(7)
+      return T.WEEKDAYS[datetime.date.fromordinal(d).weekday()]
+    if key == "month":
+      return self.choice(T.MONTHS)
+    if key == "topic":
+      return self.choice(T.TOPICS)
+    if key == "a":  # the winner's goals; "b" (the loser's) is drawn below it
+      return 1 + self.randint(4)
+    if key == "b":
+      return self.randint(fields["a"])
+    if key == "n":
+      return 2 + self.randint(10)
+    raise KeyError(key)
+
+  def sentence(self, template: str, fields, kind: str, tid: str, fact=None, year=None):
+    text = template.format_map(fields)
+    return Sentence(text[0].upper() + text[1:], kind, tid, fact, year)
+
+  def key(self, fact: Fact) -> str:
+    if fact.relation == "P159":
+      return f"P159:{self.ent[fact.subject].kind}"
+    return fact.relation
+
+  # -- fact sentences -------------------------------------------------------------------------
+
+  def fact_sentence(self, fact: Fact, d: int) -> Sentence:
+    f = self.fields(fact.subject, fact.obj, d)
+    rel = fact.relation
+    if rel == "P276":
+      key = "P276:before" if d < fact.start else "P276:after"
+      i = self.randint(len(T.FACT[key]))
+      return self.sentence(T.FACT[key][i], f, "fact", f"{key}:{i}", fact)
+    r = self.u()
+    if rel in T.TEMPLAMA and r < self.s.templama_phrasing_share:
+      return self.sentence(T.TEMPLAMA[rel], f, "fact", f"{rel}:templama", fact)
+    recent = fact.start is not None and 0 <= d - fact.start < 300
+    if rel in T.RECENT and recent and self.u() < self.s.recent_phrasing_share:
+      return self.sentence(T.RECENT[rel], f, "fact", f"{rel}:recent", fact)
+    options = T.FACT[self.key(fact)]
+    i = self.randint(len(options))
+    return self.sentence(options[i], f, "fact", f"{self.key(fact)}:{i}", fact)
+
+  def distractor(self, topic: str, d: int) -> Sentence:
+    area = _AREAS.get(self.category(topic), "general")
+    i = self.randint(len(T.DISTRACTORS[area]))
+    fields = _Fields(self, topic, d, True)
+    return self.sentence(T.DISTRACTORS[area][i], fields, "distractor", f"distractor:{area}:{i}")
+
+  # -- documents ------------------------------------------------------------------------------
+
+  def year_documents(self, year: int) -> list[Document]:
+    s = self.s
+    first, last = day(year), day(year, 12, 31)
+    valid = []
+    for f in self.w.facts:
+      iv = news_interval(f, first, last)
+      if iv is not None:
+        valid.append((f, iv))
+    budget = s.fact_sentences_first_year * s.growth_per_year ** (year - s.first_year)
+    extra = max(0, int(round(budget * self.w.scale)) - s.min_mentions * len(valid))
+    w = np.array([self.ent[f.subject].weight * (b - a + 1) for f, (a, b) in valid])
+    counts = s.min_mentions + self.rng.multinomial(extra, w / w.sum())
+    requests: dict[str, list[tuple[int, int]]] = {}
+    for i, ((f, (a, b)), n) in enumerate(zip(valid, counts)):
+      dates = self.rng.integers(a, b + 1, size=int(n))
+      requests.setdefault(f.subject, []).extend((int(x), i) for x in dates)
+    pending = {subj: sorted(reqs) for subj, reqs in requests.items()}
+    # Documents also report facts of linked subjects (a player's team, a city's country).
+    links: dict[str, set[str]] = {}
+    for f, _ in valid:
+      if f.subject in pending and f.obj in pending:
+        links.setdefault(f.subject, set()).add(f.obj)
+        links.setdefault(f.obj, set()).add(f.subject)
+    docs = []
+    for subject in sorted(pending):
+      queue = pending[subject]
+      related = sorted(links.get(subject, ()))
+      while queue:
+        d, i = queue.pop(0)
+        r, p1, p2 = self.u(), s.facts_per_document[0], s.facts_per_document[1]
+        n_facts = 1 if r < p1 else (2 if r < p1 + p2 else 3)
+        chosen = [i]
+        _take(queue, chosen, n_facts, d, valid, lookahead=6)
+        for k in self.sample(len(related), 3):
+          if len(chosen) >= n_facts:
+            break
+          _take(pending[related[k]], chosen, len(chosen) + 1, d, valid, lookahead=8)
+        sentences = [self.fact_sentence(valid[j][0], d) for j in chosen]
+        n_distract = (self.u() < s.distractor_prob) + (self.u() < s.distractor_prob)
+        if len(sentences) == 1:
+          n_distract = max(1, n_distract)
+        for _ in range(n_distract):
+          pos = 1 + self.randint(len(sentences))
+          sentences.insert(pos, self.distractor(subject, d))
+        docs.append(Document(d, subject, sentences))
+    self.add_extras(docs, year)
+    docs.sort(key=lambda doc: doc.date)
+    return docs
+
+  def add_extras(self, docs: list[Document], year: int) -> None:
+    """Adds the past/future and explicit-year sentences at their configured shares."""
+    s = self.s
+    base = sum(len(doc.sentences) for doc in docs)
+    total = base / (1.0 - s.past_future_share - s.explicit_year_share)
+    n_pf = int(round(total * s.past_future_share))
+    n_year = int(round(total * s.explicit_year_share))
+    n_same = int(round(n_year * s.same_year_fraction))
+    for i in self.rng.choice(len(docs), size=min(n_pf, len(docs)), replace=False):
+      self.insert(docs[i], self.past_future(docs[i].topic, docs[i].date))
+    for k, i in enumerate(self.rng.choice(len(docs), size=min(n_year, len(docs)), replace=False)):
+      doc = docs[i]
+      if k < n_same:
+        sent = self.same_year(doc.topic, doc.date)
+      else:
+        sent = self.other_year(doc.topic, doc.date)
+      self.insert(doc, sent)
+
+  def insert(self, doc: Document, sentence: Sentence) -> None:
+    doc.sentences.insert(1 + self.randint(len(doc.sentences)), sentence)
+
+  # -- past, future and explicit years --------------------------------------------------------
+
+  def primaries(self, subject: str) -> list[Fact]:
+    return [f for f in self.by_subject.get(subject, ()) if f.dated and not f.secondary]
+
+  def neighbours(self, subject: str, d: int) -> tuple[list[Fact], list[Fact]]:
+    """Facts of `subject` that ended before `d`, and those that start after `d`."""
+    facts = self.primaries(subject)
+    if facts and facts[0].relation == "P276":
+      past = [f for f in facts if year_of(f.start) == year_of(d) - 1]
+      future = [f for f in facts if year_of(f.start) == year_of(d) + 1]
+      return past, future
+    past = [f for f in facts if f.end is not None and f.end < d]
+    future = [f for f in facts if f.start is not None and 0 < f.start - d <= self.s.announce_days]
+    return past, future
+
+  def past_future(self, topic: str, d: int) -> Sentence:
+    past, future = self.neighbours(topic, d)
+    options = [("past", f) for f in past[-1:]] + [("future", f) for f in future[:1]]
+    if not options:  # nothing changed around the topic: last year's host of some event
+      event = self.random_entity("event")
+      past, _ = self.neighbours(event, d)
+      options = [("past", past[0])]
+    tense, f = self.choice(options)
+    table = T.PAST if tense == "past" else T.FUTURE
+    fields = self.fields(f.subject, f.obj, d)
+    return self.sentence(table[f.relation], fields, "past_future", f"{tense}:{f.relation}")
+
+  def same_year(self, topic: str, d: int) -> Sentence:
+    year = year_of(d)
+    started = [
+      f for f in self.primaries(topic)
+      if f.relation in T.STARTED and f.start is not None and f.start <= d
+      and year_of(f.start) == year
+    ]  # fmt: skip
+    if started:
+      f = started[-1]
+      fields = self.fields(f.subject, f.obj, d)
+      start = datetime.date.fromordinal(f.start)
+      month = T.MONTHS[start.month - 1]
+      fields["when"] = f"{month} {year}" if self.u() < 0.7 else str(year)
+      return self.sentence(T.STARTED[f.relation], fields, "explicit_year", "started", f, year)
+    events = [f for f in self.primaries(topic) if f.relation == "P276" and year_of(f.start) == year]
+    if events:
+      f = events[0]
+      template = T.EVENT_YEAR_BEFORE if d < f.start else T.EVENT_YEAR_AFTER
+      fields = self.fields(f.subject, f.obj, d)
+      return self.sentence(template, fields, "explicit_year", "event_year", f, year)
+    fields = {"x": self.ent[topic].mention, "Y": year}
+    kind = self.ent[topic].kind
+    group = "person" if kind == "person" else ("place" if kind in _PLACES else "organisation")
+    i = self.randint(len(T.PLAIN_YEAR[group]))
+    template = T.PLAIN_YEAR[group][i]
+    return self.sentence(template, fields, "explicit_year", f"plain:{group}:{i}", None, year)
+
+  def other_year(self, topic: str, d: int) -> Sentence:
+    year = year_of(d)
+    facts = [f for f in self.primaries(topic) if f.relation in T.PAST_YEAR]
+    r = self.u()
+    if r < 0.35:
+      current = [
+        f for f in facts
+        if f.relation in T.SINCE and f.valid_on(d) and f.start is not None
+        and year_of(f.start) < year
+      ]  # fmt: skip
+      if current:
+        f = current[0]
+        fields = self.fields(f.subject, f.obj, d)
+        fields["Y"] = year_of(f.start)
+        return self.sentence(T.SINCE[f.relation], fields, "explicit_year", "since", f, fields["Y"])
+    if r < 0.8:
+      for k in self.sample(8, 8):
+        y = year - 1 - k
+        held = [f for f in facts if y >= 2004 and _holds_in(f, y)]
+        if held:
+          f = held[0]
+          fields = self.fields(f.subject, f.obj, d)
+          fields["Y"] = y
+          return self.sentence(T.PAST_YEAR[f.relation], fields, "explicit_year", "past_year", f, y)
+    # Next year's edition of an event (hosts are announced a year ahead).
+    event = topic if self.ent[topic].kind == "event" else self.random_entity("event")
+    _, future = self.neighbours(event, d)
+    f = future[0]
+    fields = self.fields(f.subject, f.obj, d)
+    fields["Y"] = year + 1
+    return self.sentence(T.EVENT_YEAR_BEFORE, fields, "explicit_year", "next_event", f, year + 1)
+
+
+def generate_news(world: World, settings: NewsSettings, rng: np.random.Generator) -> list[Document]:
+  """All documents of `first_year`..`last_year`, sorted by date; a pure function of the inputs."""
+  writer = _Writer(world, settings, rng)
+  docs: list[Document] = []
+  for year in range(settings.first_year, settings.last_year + 1):
+    docs.extend(writer.year_documents(year))
+  return docs

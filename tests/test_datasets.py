@@ -2,6 +2,8 @@
 
 import json
 import os
+import subprocess
+import sys
 import threading
 import time
 
@@ -10,7 +12,7 @@ import pytest
 
 from tlm.data import datasets
 from tlm.data.formatting import TextExample
-from tlm.data.packing import Batcher, unpack
+from tlm.data.packing import Batcher, unpack, with_eos
 from tlm.data.sampling import MixtureSampler
 from tlm.data.vocab import Vocabulary, train_sentencepiece
 from tlm.errors import ConfigError, DataError
@@ -216,3 +218,80 @@ def test_failed_build_leaves_nothing_and_is_retried(tmp_path, monkeypatch):
   _fake_builders(monkeypatch, calls)
   datasets.ensure_synthetic_data(cache)
   assert calls == ["world", "templama", "ssm"]  # the world was kept, the rest built now
+
+
+# --- the real builders on a small synthetic world -----------------------------------------
+
+_USE = """
+import sys
+from tlm.data import datasets
+print(datasets.ensure_synthetic_data(sys.argv[1], seed=0, scale=1.0).news_ssm_dir)
+"""
+
+
+@pytest.fixture(scope="module")
+def world(tmp_path_factory):
+  """The default world, built by two processes racing on an empty cache directory."""
+  cache = str(tmp_path_factory.mktemp("cache") / "world-s0-x1")
+  env = {**os.environ, "PYTHONPATH": os.path.dirname(os.path.dirname(os.path.abspath(__file__)))}
+  procs = [
+    subprocess.Popen(
+      [sys.executable, "-c", _USE, cache],
+      stdout=subprocess.PIPE,
+      stderr=subprocess.PIPE,
+      text=True,
+      env=env,
+    )
+    for _ in range(2)
+  ]
+  outs = [p.communicate(timeout=600) for p in procs]
+  for p, (out, err) in zip(procs, outs):
+    assert p.returncode == 0, err
+    assert out.strip() == os.path.join(cache, "ssm")
+  return cache
+
+
+def test_ensure_synthetic_data_builds_every_part(world):
+  assert sorted(os.listdir(world)) == [".lock", "ssm", "templama", "world"]  # no temp dirs
+  t0 = time.perf_counter()
+  paths = datasets.ensure_synthetic_data(world, seed=0, scale=1.0)
+  assert time.perf_counter() - t0 < 1.0  # already built: nothing is rebuilt
+  assert os.path.isfile(paths.vocab_path) and os.path.isdir(paths.future_relations_dir)
+  for split in datasets.SPLITS:
+    assert os.path.isfile(os.path.join(paths.templama_dir, f"{split}.json"))
+    for year in range(2010, 2021):
+      assert os.path.isfile(os.path.join(paths.news_ssm_dir, split, f"{year}.jsonl"))
+  with pytest.raises(ConfigError, match="use another cache directory"):
+    datasets.ensure_synthetic_data(world, seed=0, scale=2.0)
+
+
+def test_synthetic_world_drives_the_temporal_mixture(world):
+  paths = datasets.ensure_synthetic_data(world, seed=0, scale=1.0)
+  years = tuple(range(2010, 2019))
+  sources = datasets.load_sources(
+    paths.news_ssm_dir, paths.templama_dir, years=years, split="train"
+  )
+  for name, by_year in sources.items():
+    assert all(by_year[y] for y in years), name
+  news_sizes = [len(sources["news_ssm"][y]) for y in years]
+  assert news_sizes[-1] > news_sizes[0]  # more recent news, as in CustomNews
+  sampler = MixtureSampler(
+    sources, seed=0, years=years, source_weights={"news_ssm": 1000, "templama": 1}
+  )
+  n = 90_000
+  drawn = sampler.source_and_year(sampler.flat_ids(0, np.arange(n), 0))[1]
+  sigma = np.sqrt(n * (1 / 9) * (8 / 9))
+  for y in years:  # uniform over years although the slices grow with the year
+    assert abs((drawn == y).sum() - n / 9) <= 4 * sigma, y
+  vocab = Vocabulary(paths.vocab_path)
+  batcher = Batcher(sampler, vocab, rows=16, input_length=64, target_length=16)
+  batch, stats = batcher.batch_with_stats(0)
+  ids, _ = batcher.select(0, np.arange(16))
+  assert stats.examples == ids.size > 16
+  for (inputs, targets), f in zip([e for row in unpack(batch) for e in row], ids.tolist()):
+    draw = sampler.example(f)
+    assert draw.inputs.startswith(f"year: {draw.year} ")
+    assert inputs == with_eos(vocab.encode(draw.inputs), 64)[0].tolist()
+    assert targets == with_eos(vocab.encode(draw.targets), 16)[0].tolist()
+  held_out = datasets.load_sources(paths.news_ssm_dir, years=[2019, 2020], split="test")
+  assert all(held_out["news_ssm"][y] for y in (2019, 2020))

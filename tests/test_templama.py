@@ -219,14 +219,18 @@ def test_merge_spans():
   assert got == [("A", 10, 30), ("B", 15, 25), ("A", 32, 35), ("A", 40, 50)]
 
 
-MONTH_ENTITIES = "Q1\tSam Smith\t10\nQ2\tTom Tail\t9\nQ7\tAlpha\t5\nQ8\tBeta\t3\n"
+MONTH_ENTITIES = "Q1\tSam Smith\t10\nQ2\tTom Tail\t9\nQ3\tUma Upton\t8\nQ7\tAlpha\t5\nQ8\tBeta\t3\n"
 MONTH_FACTS = (
   "P54\tQ1\tQ7\tP582=201403\n"  # no start: from 2014-01
   "P54\tQ1\tQ8\tP580=20140315\tP582=201405\n"
   "P54\tQ1\tQ7\tP580=201406\tP582=201407\n"
   "P54\tQ1\tQ7\tP580=201408\n"  # touches the previous span; no end: to 2014-12
-  "P54\tQ2\tQ7\tP580=2012\tP582=2013\n"  # Tom has one object inside 2014 only -> dropped
+  # Tom: the 2012-2013 fact ends before min_year and is not read: one object left, dropped.
+  "P54\tQ2\tQ7\tP580=2012\tP582=2013\n"
   "P54\tQ2\tQ8\tP580=2014\n"
+  # Uma: her second object starts after max_year; she is kept, with one answer in 2014.
+  "P54\tQ3\tQ7\tP580=201402\tP582=201411\n"
+  "P54\tQ3\tQ8\tP580=2015\n"
 )
 
 
@@ -237,18 +241,28 @@ def _month_world(tmp_path):
   return str(facts), str(entities)
 
 
+def _answers_by_id(out):
+  rows = [r for split in _read_rows(out).values() for r in split]
+  return rows, {r["id"]: [a["name"] for a in r["answer"]] for r in rows}
+
+
 def test_month_granularity(tmp_path):
   facts, entities = _month_world(tmp_path)
   out = str(tmp_path / "month")
-  templama.build_templama(facts, entities, out, min_year=2014, max_year=2014, granularity="month")
-  rows = [r for split in _read_rows(out).values() for r in split]
-  got = {r["date"]: [a["name"] for a in r["answer"]] for r in rows}
-  expected = {f"2014-{m:02d}": ["Alpha"] for m in range(1, 13)}
-  expected.update({"2014-03": ["Alpha", "Beta"], "2014-04": ["Beta"], "2014-05": ["Beta"]})
+  counts = templama.build_templama(
+    facts, entities, out, min_year=2014, max_year=2014, granularity="month"
+  )
+  rows, got = _answers_by_id(out)
+  expected = {f"Q1_P54_2014-{m:02d}": ["Alpha"] for m in range(1, 13)}
+  expected.update(
+    {"Q1_P54_2014-03": ["Alpha", "Beta"], "Q1_P54_2014-04": ["Beta"], "Q1_P54_2014-05": ["Beta"]}
+  )
+  expected.update({f"Q3_P54_2014-{m:02d}": ["Alpha"] for m in range(2, 12)})
   assert got == expected
-  assert {r["id"] for r in rows} == {f"Q1_P54_2014-{m:02d}" for m in range(1, 13)}
-  assert {r["most_frequent_answer"]["name"] for r in rows} == {"Alpha"}
-  assert {r["most_recent_answer"]["name"] for r in rows} == {"Alpha"}
+  assert counts["facts"]["skipped_before_min_year"] == 1
+  sam = [r for r in rows if r["id"].startswith("Q1_")]
+  assert {r["most_frequent_answer"]["name"] for r in sam} == {"Alpha"}
+  assert {r["most_recent_answer"]["name"] for r in sam} == {"Alpha"}
   examples = [e for split in templama.load_templama_splits(out).values() for e in split]
   assert {(e.date, e.year) for e in examples} == {(f"2014-{m:02d}", 2014) for m in range(1, 13)}
 
@@ -257,13 +271,16 @@ def test_quarter_granularity(tmp_path):
   facts, entities = _month_world(tmp_path)
   out = str(tmp_path / "quarter")
   templama.build_templama(facts, entities, out, min_year=2014, max_year=2014, granularity="quarter")
-  rows = [r for split in _read_rows(out).values() for r in split]
-  got = {r["date"]: [a["name"] for a in r["answer"]] for r in rows}
+  _, got = _answers_by_id(out)
   assert got == {
-    "2014-Q1": ["Alpha", "Beta"],
-    "2014-Q2": ["Alpha", "Beta"],
-    "2014-Q3": ["Alpha"],
-    "2014-Q4": ["Alpha"],
+    "Q1_P54_2014-Q1": ["Alpha", "Beta"],
+    "Q1_P54_2014-Q2": ["Alpha", "Beta"],
+    "Q1_P54_2014-Q3": ["Alpha"],
+    "Q1_P54_2014-Q4": ["Alpha"],
+    "Q3_P54_2014-Q1": ["Alpha"],
+    "Q3_P54_2014-Q2": ["Alpha"],
+    "Q3_P54_2014-Q3": ["Alpha"],
+    "Q3_P54_2014-Q4": ["Alpha"],
   }
 
 

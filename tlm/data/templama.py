@@ -20,8 +20,11 @@ Construction, as in the public script unless noted:
   year precision covers that whole year (start in January, end in December).
 - Spans of the same object that overlap or touch are merged (the public script merges facts that
   are adjacent in start order, which can also bridge gaps; we merge only contiguous spans).
-- Per relation, subjects with more than one distinct object inside [min_year, max_year] are kept
-  (the public script counts merged facts), the `max_subjects_per_relation` most popular first.
+- Per relation, subjects with more than one distinct object among the kept facts, and some
+  object valid inside [min_year, max_year], are kept (the public script counts merged facts);
+  the other objects may lie outside the queried years, so a subject can have a single answer
+  over 2010-2020 (the "Single" group of the paper's Figure 3). The
+  `max_subjects_per_relation` most popular subjects are kept per relation.
 - One query per (subject, relation, date bucket) in which some object is valid; every object
   valid in the bucket is a correct answer (the paper: "when intervals overlap, we add all of
   them"). Answers are ordered by popularity, so the first answer is the object the public
@@ -379,7 +382,7 @@ def build_templama(
   check_replaceable(output_dir, {f"{s}.json" for s in SPLITS})
   template_map = read_templates(templates)
   entity_map = read_entities(entities)
-  fact_list, fact_counts = read_facts(facts, template_map, entity_map, min_year, max_year)
+  fact_list, fact_counts = read_facts(facts, template_map, entity_map, min_year)
 
   spans = collections.defaultdict(list)
   for relation, subject, span in fact_list:
@@ -391,8 +394,9 @@ def build_templama(
     for (rel, subject), group in spans.items():
       if rel != relation:
         continue
-      merged = [s for s in merge_spans(group) if s.start <= window[1] and s.end >= window[0]]
-      if len({s.obj for s in merged}) > 1:
+      merged = merge_spans(group)
+      in_window = any(s.start <= window[1] and s.end >= window[0] for s in merged)
+      if in_window and len({s.obj for s in merged}) > 1:
         candidates.append((subject, merged))
     candidates.sort(key=lambda c: (-entity_map[c[0]][1], qid_order(c[0])))
     if candidates:
@@ -420,10 +424,10 @@ def build_templama(
       with open(os.path.join(tmp, f"{split}.json"), "w", encoding="utf-8") as f:
         for row in rows[split]:
           f.write(json.dumps(row, ensure_ascii=False) + "\n")
-  return _counts(rows, split_of, fact_counts)
+  return _counts(rows, split_of, fact_counts, list(template_map))
 
 
-def _counts(rows: dict, split_of: dict, fact_counts: dict) -> dict:
+def _counts(rows: dict, split_of: dict, fact_counts: dict, relations: list[str]) -> dict:
   by_relation = collections.defaultdict(lambda: dict.fromkeys(SPLITS, 0))
   by_year = collections.defaultdict(lambda: dict.fromkeys(SPLITS, 0))
   multi = 0
@@ -438,6 +442,6 @@ def _counts(rows: dict, split_of: dict, fact_counts: dict) -> dict:
     "subjects": {s: subjects.get(s, 0) for s in SPLITS},
     "queries": {**{s: len(rows[s]) for s in SPLITS}, "total": sum(map(len, rows.values()))},
     "queries_with_several_answers": multi,
-    "by_relation": dict(by_relation),
+    "by_relation": dict(sorted(by_relation.items(), key=lambda kv: relations.index(kv[0]))),
     "by_year": dict(sorted(by_year.items())),
   }

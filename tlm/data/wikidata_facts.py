@@ -19,6 +19,8 @@ import re
 
 from tlm.errors import DataError
 
+# A missing end: valid on (to max_year in the buckets, and beyond for the object count).
+OPEN_END = 10**9
 _PROPERTY = re.compile(r"^P\d+$")
 _ENTITY = re.compile(r"^Q\d+$")
 
@@ -81,7 +83,7 @@ def _parse_wikidata_date(text: str, path: str, line: int) -> tuple[int, int | No
 
 
 def read_facts(
-  path: str, templates: dict[str, str], entities: dict, min_year: int, max_year: int
+  path: str, templates: dict[str, str], entities: dict, min_year: int
 ) -> tuple[list[tuple[str, str, Span]], dict]:
   """Reads the facts TSV and keeps the facts TempLAMA can use.
 
@@ -90,8 +92,9 @@ def read_facts(
     templates: relation -> template; facts of other (well-formed) properties are skipped.
     entities: from `read_entities`; facts with an unknown subject or object are skipped, as the
       public script skips entities without a Wikipedia page.
-    min_year: facts need a start or an end at or after it.
-    max_year: a missing end means valid to the end of this year.
+    min_year: facts need a start or an end at or after it; a missing start means from it. A
+      missing end is `OPEN_END`: facts that start after the queried years are kept, since they
+      still count as another object of their subject (as in the public script).
 
   Returns:
     `([(relation, subject, span)], counts of kept and skipped facts)`.
@@ -145,8 +148,8 @@ def read_facts(
         counts["skipped_before_min_year"] += 1
       else:
         s = _month_key_start(start) if start else min_year * 12
-        e = _month_key_end(end) if end else max_year * 12 + 11
-        if e < s:
+        e = _month_key_end(end) if end else OPEN_END
+        if e < s:  # both given: a default never precedes the other end here
           counts["skipped_end_before_start"] += 1
         else:
           facts.append((relation, subject, Span(obj, s, e)))

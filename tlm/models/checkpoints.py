@@ -1,0 +1,696 @@
+"""Checkpoint import/export: declarative name maps between tlm (T5X) parameter names and the
+HF and Mesh-TF names, with named transform hooks, applied strictly in both directions.
+
+Mirrors T5X's `t5x/checkpoint_importer.py` (Mesh-TF -> T5X names: no transposes, optimizer
+slots and `global_step` skipped) and HF's `load_tf_weights_in_t5` / `modeling_t5.py` (HF
+`nn.Linear` weights are `[out, in]`, so HF <-> T5X transposes every kernel and the relative
+attention table; the token embedding is `[vocab, embed]` in all three). The maps are data
+(`HF_MAP`, `HF_FLAX_MAP`, `MESH_TF_MAP`), expanded per layer for a config; `HOOKS` names
+the transforms, each with its inverse for export (MaxText's layout).
+
+Strict: every source tensor is used exactly once (tied-embedding aliases are declared and
+must equal what they alias; known-unused keys are declared and skipped), every shape is
+checked against the config, and any problem raises one `CheckpointError` listing the
+missing, unexpected and mismatched keys. Nothing is re-initialised silently.
+
+Layouts read by `load_checkpoint` (docs/ARCHITECTURE.md): an HF directory (`config.json` +
+`model.safetensors` | `pytorch_model.bin` | `flax_model.msgpack`, or their sharded `.index.json`
+forms), a Mesh-TF checkpoint prefix (`model.ckpt-1000000`, or a directory with a TF
+`checkpoint` file), a tlm model directory (`model_config.json` + `params/`) and a tlm training
+workdir (`model_config.json` + `checkpoints/<step>/params`, newest step).
+"""
+
+import functools
+import json
+import os
+import re
+from collections.abc import Callable
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+
+from tlm.errors import CheckpointError, ConfigError
+from tlm.files import atomic_output_dir, write_json
+from tlm.models import t5
+
+# name: (import transform, export transform). Both directions of every rule use these.
+HOOKS: dict[str, tuple[Callable, Callable]] = {
+  "identity": (lambda x: x, lambda x: x),
+  # HF nn.Linear [out, in] <-> T5X kernel [in, out]; HF relative table [buckets, heads] <->
+  # T5X rel_embedding [heads, buckets].
+  "transpose": (lambda x: x.T, lambda x: x.T),
+}
+
+# Placeholders expanded per config: {i} layer index (encoder or decoder count, from the
+# target's first component), {attn}/{attn_src} the four attention projections, {mlp} the
+# MLP input/output kernels of the family (wi, wo | wi_0, wi_1, wo).
+_ATTENTION = {"query": "q", "key": "k", "value": "v", "out": "o"}
+# Source placeholders naming alternative spellings: exactly one of them must be present.
+_ALTERNATIVES = {"norm": ("layer_norm", "rms_norm"), "final_norm": ("final_layer_norm", "rms_norm")}
+
+# (tlm parameter path, source name, hook). HF PyTorch / safetensors names.
+HF_MAP = (
+  ("token_embedder/embedding", "shared.weight", "identity"),
+  (
+    "encoder/relpos_bias/rel_embedding",
+    "encoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight",
+    "transpose",
+  ),
+  (
+    "encoder/layers_{i}/pre_attention_layer_norm/scale",
+    "encoder.block.{i}.layer.0.layer_norm.weight",
+    "identity",
+  ),
+  (
+    "encoder/layers_{i}/attention/{attn}/kernel",
+    "encoder.block.{i}.layer.0.SelfAttention.{attn_src}.weight",
+    "transpose",
+  ),
+  (
+    "encoder/layers_{i}/pre_mlp_layer_norm/scale",
+    "encoder.block.{i}.layer.1.layer_norm.weight",
+    "identity",
+  ),
+  (
+    "encoder/layers_{i}/mlp/{mlp}/kernel",
+    "encoder.block.{i}.layer.1.DenseReluDense.{mlp}.weight",
+    "transpose",
+  ),
+  ("encoder/encoder_norm/scale", "encoder.final_layer_norm.weight", "identity"),
+  (
+    "decoder/relpos_bias/rel_embedding",
+    "decoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight",
+    "transpose",
+  ),
+  (
+    "decoder/layers_{i}/pre_self_attention_layer_norm/scale",
+    "decoder.block.{i}.layer.0.layer_norm.weight",
+    "identity",
+  ),
+  (
+    "decoder/layers_{i}/self_attention/{attn}/kernel",
+    "decoder.block.{i}.layer.0.SelfAttention.{attn_src}.weight",
+    "transpose",
+  ),
+  (
+    "decoder/layers_{i}/pre_cross_attention_layer_norm/scale",
+    "decoder.block.{i}.layer.1.layer_norm.weight",
+    "identity",
+  ),
+  (
+    "decoder/layers_{i}/encoder_decoder_attention/{attn}/kernel",
+    "decoder.block.{i}.layer.1.EncDecAttention.{attn_src}.weight",
+    "transpose",
+  ),
+  (
+    "decoder/layers_{i}/pre_mlp_layer_norm/scale",
+    "decoder.block.{i}.layer.2.layer_norm.weight",
+    "identity",
+  ),
+  (
+    "decoder/layers_{i}/mlp/{mlp}/kernel",
+    "decoder.block.{i}.layer.2.DenseReluDense.{mlp}.weight",
+    "transpose",
+  ),
+  ("decoder/decoder_norm/scale", "decoder.final_layer_norm.weight", "identity"),
+  ("decoder/logits_dense/kernel", "lm_head.weight", "transpose"),  # untied configs only
+)
+# HF copies of the shared embedding: optional, but when present they must equal it.
+# lm_head.weight is one when the output layer is tied (T5 1.0).
+HF_EMBEDDING_ALIASES = ("encoder.embed_tokens.weight", "decoder.embed_tokens.weight")
+HF_LM_HEAD = "lm_head.weight"
+# Written by old transformers versions, never used by the model (HF ignores it too).
+HF_IGNORED = ("decoder.block.0.layer.1.EncDecAttention.relative_attention_bias.weight",)
+
+# HF Flax (`flax_model.msgpack`, path joined with "."): nn.Dense kernels are already
+# [in, out]; only the relative table ([buckets, heads], an nn.Embed) is transposed.
+HF_FLAX_MAP = (
+  ("token_embedder/embedding", "shared.embedding", "identity"),
+  (
+    "encoder/relpos_bias/rel_embedding",
+    "encoder.block.0.layer.0.SelfAttention.relative_attention_bias.embedding",
+    "transpose",
+  ),
+  (
+    "encoder/layers_{i}/pre_attention_layer_norm/scale",
+    "encoder.block.{i}.layer.0.layer_norm.weight",
+    "identity",
+  ),
+  (
+    "encoder/layers_{i}/attention/{attn}/kernel",
+    "encoder.block.{i}.layer.0.SelfAttention.{attn_src}.kernel",
+    "identity",
+  ),
+  (
+    "encoder/layers_{i}/pre_mlp_layer_norm/scale",
+    "encoder.block.{i}.layer.1.layer_norm.weight",
+    "identity",
+  ),
+  (
+    "encoder/layers_{i}/mlp/{mlp}/kernel",
+    "encoder.block.{i}.layer.1.DenseReluDense.{mlp}.kernel",
+    "identity",
+  ),
+  ("encoder/encoder_norm/scale", "encoder.final_layer_norm.weight", "identity"),
+  (
+    "decoder/relpos_bias/rel_embedding",
+    "decoder.block.0.layer.0.SelfAttention.relative_attention_bias.embedding",
+    "transpose",
+  ),
+  (
+    "decoder/layers_{i}/pre_self_attention_layer_norm/scale",
+    "decoder.block.{i}.layer.0.layer_norm.weight",
+    "identity",
+  ),
+  (
+    "decoder/layers_{i}/self_attention/{attn}/kernel",
+    "decoder.block.{i}.layer.0.SelfAttention.{attn_src}.kernel",
+    "identity",
+  ),
+  (
+    "decoder/layers_{i}/pre_cross_attention_layer_norm/scale",
+    "decoder.block.{i}.layer.1.layer_norm.weight",
+    "identity",
+  ),
+  (
+    "decoder/layers_{i}/encoder_decoder_attention/{attn}/kernel",
+    "decoder.block.{i}.layer.1.EncDecAttention.{attn_src}.kernel",
+    "identity",
+  ),
+  (
+    "decoder/layers_{i}/pre_mlp_layer_norm/scale",
+    "decoder.block.{i}.layer.2.layer_norm.weight",
+    "identity",
+  ),
+  (
+    "decoder/layers_{i}/mlp/{mlp}/kernel",
+    "decoder.block.{i}.layer.2.DenseReluDense.{mlp}.kernel",
+    "identity",
+  ),
+  ("decoder/decoder_norm/scale", "decoder.final_layer_norm.weight", "identity"),
+  ("decoder/logits_dense/kernel", "lm_head.kernel", "identity"),  # untied configs only
+)
+
+# Mesh TensorFlow names of the public T5 / T5-CBQA checkpoints. Same layout as T5X (kernels
+# [in, out], relative table [heads, buckets]). Norms are `layer_norm` / `final_layer_norm`;
+# some Mesh-TF models say `rms_norm` (see _ALTERNATIVES).
+MESH_TF_MAP = (
+  ("token_embedder/embedding", "shared/embedding", "identity"),
+  (
+    "encoder/relpos_bias/rel_embedding",
+    "encoder/block_000/layer_000/SelfAttention/relative_attention_bias",
+    "identity",
+  ),
+  (
+    "encoder/layers_{i}/pre_attention_layer_norm/scale",
+    "encoder/block_{i:03d}/layer_000/{norm}/scale",
+    "identity",
+  ),
+  (
+    "encoder/layers_{i}/attention/{attn}/kernel",
+    "encoder/block_{i:03d}/layer_000/SelfAttention/{attn_src}",
+    "identity",
+  ),
+  (
+    "encoder/layers_{i}/pre_mlp_layer_norm/scale",
+    "encoder/block_{i:03d}/layer_001/{norm}/scale",
+    "identity",
+  ),
+  (
+    "encoder/layers_{i}/mlp/{mlp}/kernel",
+    "encoder/block_{i:03d}/layer_001/DenseReluDense/{mlp}/kernel",
+    "identity",
+  ),
+  ("encoder/encoder_norm/scale", "encoder/{final_norm}/scale", "identity"),
+  (
+    "decoder/relpos_bias/rel_embedding",
+    "decoder/block_000/layer_000/SelfAttention/relative_attention_bias",
+    "identity",
+  ),
+  (
+    "decoder/layers_{i}/pre_self_attention_layer_norm/scale",
+    "decoder/block_{i:03d}/layer_000/{norm}/scale",
+    "identity",
+  ),
+  (
+    "decoder/layers_{i}/self_attention/{attn}/kernel",
+    "decoder/block_{i:03d}/layer_000/SelfAttention/{attn_src}",
+    "identity",
+  ),
+  (
+    "decoder/layers_{i}/pre_cross_attention_layer_norm/scale",
+    "decoder/block_{i:03d}/layer_001/{norm}/scale",
+    "identity",
+  ),
+  (
+    "decoder/layers_{i}/encoder_decoder_attention/{attn}/kernel",
+    "decoder/block_{i:03d}/layer_001/EncDecAttention/{attn_src}",
+    "identity",
+  ),
+  (
+    "decoder/layers_{i}/pre_mlp_layer_norm/scale",
+    "decoder/block_{i:03d}/layer_002/{norm}/scale",
+    "identity",
+  ),
+  (
+    "decoder/layers_{i}/mlp/{mlp}/kernel",
+    "decoder/block_{i:03d}/layer_002/DenseReluDense/{mlp}/kernel",
+    "identity",
+  ),
+  ("decoder/decoder_norm/scale", "decoder/{final_norm}/scale", "identity"),
+  ("decoder/logits_dense/kernel", "decoder/logits/kernel", "identity"),  # untied configs only
+)
+# Optimizer state (Adafactor slots `<var>_slot_vc|vr|v|m`) and the step counter are not
+# model parameters.
+MESH_TF_IGNORED = re.compile(r"^global_step$|_slot_[a-z]+$")
+
+
+def _mlp_kernels(cfg: t5.T5Config) -> tuple[str, ...]:
+  if len(cfg.mlp_activations) == 1:
+    return ("wi", "wo")
+  return tuple(f"wi_{i}" for i in range(len(cfg.mlp_activations))) + ("wo",)
+
+
+def expand_map(name_map, cfg: t5.T5Config) -> list[tuple[str, tuple[str, ...], str]]:
+  """Concrete `(tlm path, source alternatives, hook)` rules of a name map for a config."""
+  rules = []
+  for target, source, hook in name_map:
+    if target == "decoder/logits_dense/kernel" and cfg.logits_via_embedding:
+      continue
+    layers = {"encoder": cfg.num_encoder_layers, "decoder": cfg.num_decoder_layers}
+    indices = range(layers[target.split("/")[0]]) if "{i}" in target else [None]
+    attn = _ATTENTION.items() if "{attn}" in target else [(None, None)]
+    mlp = _mlp_kernels(cfg) if "{mlp}" in target else [None]
+    for i in indices:
+      for a, a_src in attn:
+        for m in mlp:
+          fields = dict(i=i, attn=a, attn_src=a_src, mlp=m)
+          spellings = [dict(norm=n, final_norm=f) for n, f in zip(*_ALTERNATIVES.values())]
+          sources = tuple(dict.fromkeys(source.format(**fields, **s) for s in spellings))
+          rules.append((target.format(**fields), sources, hook))
+  return rules
+
+
+@functools.lru_cache(maxsize=16)
+def param_shapes(cfg: t5.T5Config) -> dict[str, tuple[int, ...]]:
+  """Flat `{path: shape}` of a config's parameters, from abstract shapes (nothing allocated)."""
+  ones = jax.ShapeDtypeStruct((1, 1), jnp.int32)
+  abstract = jax.eval_shape(
+    lambda x, y: t5.Transformer(cfg).init(jax.random.key(0), x, y, enable_dropout=False),
+    ones,
+    ones,
+  )
+  return {path: tuple(leaf.shape) for path, leaf in flatten(abstract["params"])}
+
+
+def flatten(tree, prefix: str = "") -> list[tuple[str, object]]:
+  """`[(path "a/b/c", leaf)]` of nested dicts (boxed flax leaves unboxed)."""
+  out = []
+  for key, value in tree.items():
+    path = f"{prefix}/{key}" if prefix else str(key)
+    if isinstance(value, dict) or hasattr(value, "items"):
+      out.extend(flatten(value, path))
+    else:
+      out.append((path, getattr(value, "value", value)))
+  return out
+
+
+def unflatten(flat: dict[str, object]) -> dict:
+  """Nested dicts from `{path "a/b/c": leaf}`."""
+  tree: dict = {}
+  for path, value in flat.items():
+    node = tree
+    *parents, leaf = path.split("/")
+    for p in parents:
+      node = node.setdefault(p, {})
+    node[leaf] = value
+  return tree
+
+
+def _error_list(label: str, items: list[str], limit: int = 12) -> str:
+  shown = ", ".join(items[:limit])
+  more = f" (+{len(items) - limit} more)" if len(items) > limit else ""
+  return f"{label} ({len(items)}): {shown}{more}"
+
+
+class _Matcher:
+  """Takes source tensors by name, recording which were used and what went wrong."""
+
+  def __init__(self, tensors: dict[str, np.ndarray], source: str):
+    self.tensors, self.source = tensors, source
+    self.used: set[str] = set()
+    self.missing: list[str] = []
+    self.mismatched: list[str] = []
+
+  def take(self, alternatives: tuple[str, ...]) -> tuple[str, np.ndarray] | None:
+    present = [s for s in alternatives if s in self.tensors]
+    if not present:
+      self.missing.append(" | ".join(alternatives))
+      return None
+    if len(present) > 1:
+      self.mismatched.append(f"{' and '.join(present)} (both present, one expected)")
+    name = present[0]
+    if name in self.used:
+      self.mismatched.append(f"{name} (used twice)")
+    self.used.add(name)
+    return name, self.tensors[name]
+
+  def check_alias(self, alias: str, of: str) -> None:
+    """An optional copy of tensor `of`: if present it must be equal to it."""
+    if alias not in self.tensors:
+      return
+    self.used.add(alias)
+    a, b = self.tensors[alias], self.tensors.get(of)
+    if b is None or a.shape != b.shape or not np.array_equal(a, b):
+      self.mismatched.append(f"{alias} (must equal {of}: the output layer is tied)")
+
+  def raise_if_bad(self, ignored: Callable[[str], bool] = lambda name: False) -> None:
+    unexpected = sorted(k for k in self.tensors if k not in self.used and not ignored(k))
+    problems = [
+      _error_list(label, items)
+      for label, items in (
+        ("missing", self.missing),
+        ("unexpected", unexpected),
+        ("mismatched", self.mismatched),
+      )
+      if items
+    ]
+    if problems:
+      raise CheckpointError(f"{self.source}: does not match the model: {'; '.join(problems)}")
+
+
+def _apply_rules(matcher: _Matcher, rules, cfg: t5.T5Config) -> dict:
+  shapes = param_shapes(cfg)
+  flat = {}
+  for target, sources, hook in rules:
+    found = matcher.take(sources)
+    if found is None:
+      continue
+    name, value = found
+    expected = HOOKS[hook][1](np.broadcast_to(np.float32(0), shapes[target])).shape
+    if value.shape != expected:
+      matcher.mismatched.append(f"{name} (shape {list(value.shape)}, expected {list(expected)})")
+      continue
+    value = np.asarray(HOOKS[hook][0](value), dtype=np.float32)
+    flat[target] = value
+  return flat
+
+
+def params_from_hf(
+  tensors: dict[str, np.ndarray],
+  cfg: t5.T5Config,
+  tie_word_embeddings: bool = True,
+  flax: bool = False,
+  source: str = "HF checkpoint",
+) -> dict:
+  """tlm params (float32 numpy) from HF tensors, strictly.
+
+  Args:
+    tensors: `{HF name: array}` (PyTorch names, or HF Flax names joined with ".").
+    cfg: the config (`t5.from_hf_config` of the checkpoint's config.json).
+    tie_word_embeddings: config.json's flag. When the output layer is untied in `cfg`
+      (unscaled logits) but tied in HF (transformers >= 5 ties T5 1.1 unless the checkpoint
+      has its own `lm_head`), `logits_dense` is the transposed embedding.
+    flax: the names are HF Flax's (`flax_model.msgpack`).
+    source: what to name in errors (the file).
+
+  Returns:
+    The nested "params" tree.
+
+  Raises:
+    CheckpointError: listing missing, unexpected and mismatched tensors.
+  """
+  matcher = _Matcher(tensors, source)
+  rules = expand_map(HF_FLAX_MAP if flax else HF_MAP, cfg)
+  lm_head = "lm_head.kernel" if flax else HF_LM_HEAD
+  embedding = "shared.embedding" if flax else "shared.weight"
+  if not cfg.logits_via_embedding and tie_word_embeddings and lm_head not in tensors:
+    # Tied in HF, so the output kernel is the embedding transposed (HF Flax: attend()).
+    rules = [r for r in rules if r[0] != "decoder/logits_dense/kernel"]
+    flat = _apply_rules(matcher, rules, cfg)
+    if embedding in tensors:
+      flat["decoder/logits_dense/kernel"] = np.asarray(tensors[embedding], np.float32).T
+  else:
+    flat = _apply_rules(matcher, rules, cfg)
+  if not flax:  # HF Flax stores neither the copies nor a tied lm_head
+    for alias in HF_EMBEDDING_ALIASES:
+      matcher.check_alias(alias, embedding)
+    if cfg.logits_via_embedding:
+      matcher.check_alias(HF_LM_HEAD, embedding)
+  matcher.raise_if_bad(ignored=lambda name: name in HF_IGNORED)
+  return unflatten(flat)
+
+
+def params_to_hf(params: dict, cfg: t5.T5Config) -> dict[str, np.ndarray]:
+  """HF PyTorch-named tensors of tlm params (what transformers' `save_pretrained` writes).
+
+  The tied embedding is written once (`shared.weight`), as transformers does.
+  """
+  flat = dict(flatten(params))
+  shapes = param_shapes(cfg)
+  if set(flat) != set(shapes):
+    problems = [
+      _error_list(label, items)
+      for label, items in (
+        ("missing", sorted(set(shapes) - set(flat))),
+        ("unexpected", sorted(set(flat) - set(shapes))),
+      )
+      if items
+    ]
+    raise CheckpointError(f"params do not match the config: {'; '.join(problems)}")
+  out = {}
+  for target, sources, hook in expand_map(HF_MAP, cfg):
+    value = np.asarray(flat[target])
+    if value.shape != shapes[target]:
+      raise CheckpointError(f"params: {target} has shape {list(value.shape)}, expected "
+                            f"{list(shapes[target])}")  # fmt: skip
+    out[sources[0]] = np.ascontiguousarray(HOOKS[hook][1](value))
+  return out
+
+
+def infer_mesh_tf_config(shapes: dict[str, tuple[int, ...]], source: str = "checkpoint"):
+  """A T5Config from the variable names and shapes of a Mesh-TF T5 checkpoint.
+
+  Family: `DenseReluDense/wi` -> T5 1.0 (ReLU), `wi_0`/`wi_1` -> 1.1 (gated GELU); a
+  `decoder/logits/kernel` means an untied (unscaled) output layer. The relative-position
+  maximum distance (128), epsilon and dropout are not stored and take T5's values.
+
+  Raises:
+    CheckpointError: if the names are not those of a T5 checkpoint.
+  """
+
+  def shape(name):
+    if name not in shapes:
+      raise CheckpointError(f"{source}: not a Mesh-TF T5 checkpoint (no variable {name})")
+    return shapes[name]
+
+  def num_blocks(stack):
+    blocks = {m.group(1) for k in shapes if (m := re.match(rf"{stack}/block_(\d+)/", k))}
+    return len(blocks)
+
+  vocab, emb = shape("shared/embedding")
+  heads, buckets = shape("encoder/block_000/layer_000/SelfAttention/relative_attention_bias")
+  joined = shape("encoder/block_000/layer_000/SelfAttention/q")[1]
+  mlp_prefix = "encoder/block_000/layer_001/DenseReluDense/"
+  if mlp_prefix + "wi/kernel" in shapes:
+    activations, mlp_dim = ("relu",), shape(mlp_prefix + "wi/kernel")[1]
+  else:
+    activations, mlp_dim = ("gelu", "linear"), shape(mlp_prefix + "wi_0/kernel")[1]
+  try:
+    return t5.T5Config(
+      vocab_size=vocab,
+      emb_dim=emb,
+      num_heads=heads,
+      num_encoder_layers=num_blocks("encoder"),
+      num_decoder_layers=num_blocks("decoder"),
+      head_dim=joined // heads,
+      mlp_dim=mlp_dim,
+      mlp_activations=activations,
+      logits_via_embedding="decoder/logits/kernel" not in shapes,
+      relative_attention_num_buckets=buckets,
+    )
+  except ConfigError as e:
+    raise CheckpointError(f"{source}: cannot infer the model config ({e})") from None
+
+
+def params_from_mesh_tf(
+  tensors: dict[str, np.ndarray], cfg: t5.T5Config, source: str = "Mesh-TF checkpoint"
+) -> dict:
+  """tlm params from Mesh-TF variables (slots and `global_step` skipped), strictly."""
+  matcher = _Matcher(tensors, source)
+  flat = _apply_rules(matcher, expand_map(MESH_TF_MAP, cfg), cfg)
+  matcher.raise_if_bad(ignored=lambda name: bool(MESH_TF_IGNORED.search(name)))
+  return unflatten(flat)
+
+
+# --- Files ---------------------------------------------------------------------------------
+
+
+def _read_json(path: str) -> dict:
+  try:
+    with open(path, encoding="utf-8") as f:
+      obj = json.load(f)
+  except (OSError, json.JSONDecodeError) as e:
+    raise CheckpointError(f"{path}: cannot read JSON ({e})") from None
+  if not isinstance(obj, dict):
+    raise CheckpointError(f"{path}: expected a JSON object")
+  return obj
+
+
+def _read_hf_tensors(directory: str) -> tuple[dict[str, np.ndarray], str, bool]:
+  """(tensors, file named in errors, are-Flax-names) of an HF directory."""
+  from tlm.models.formats import flax_msgpack, safetensors, torch_pickle
+
+  for filename, reader, is_flax in (
+    ("model.safetensors", safetensors.read, False),
+    ("pytorch_model.bin", torch_pickle.read, False),
+    ("flax_model.msgpack", flax_msgpack.read, True),
+  ):
+    path = os.path.join(directory, filename)
+    if os.path.isfile(path):
+      return reader(path), path, is_flax
+    index = path + ".index.json"
+    if os.path.isfile(index):
+      weight_map = _read_json(index).get("weight_map")
+      if not isinstance(weight_map, dict):
+        raise CheckpointError(f"{index}: no 'weight_map' object")
+      tensors = {}
+      for shard in sorted(set(weight_map.values())):
+        tensors.update(reader(os.path.join(directory, shard)))
+      return tensors, index, is_flax
+  raise CheckpointError(
+    f"{directory}: no model.safetensors, pytorch_model.bin or flax_model.msgpack"
+  )
+
+
+def _mesh_tf_prefix(path: str) -> str | None:
+  if os.path.isfile(path + ".index"):
+    return path
+  state = os.path.join(path, "checkpoint")
+  if os.path.isdir(path) and os.path.isfile(state):
+    # TF's `checkpoint` state file: model_checkpoint_path: "model.ckpt-1000000"
+    with open(state, encoding="utf-8") as f:
+      match = re.search(r'^model_checkpoint_path:\s*"([^"]+)"', f.read(), re.MULTILINE)
+    if match:
+      prefix = match.group(1)
+      return prefix if os.path.isabs(prefix) else os.path.join(path, prefix)
+  return None
+
+
+def _latest_step_dir(workdir: str) -> str:
+  root = os.path.join(workdir, "checkpoints")
+  steps = sorted(int(d) for d in os.listdir(root) if d.isdigit()) if os.path.isdir(root) else []
+  if not steps:
+    raise CheckpointError(f"{workdir}: training workdir without checkpoints/<step>/")
+  return os.path.join(root, str(steps[-1]), "params")
+
+
+def _tlm_params(params_dir: str, cfg: t5.T5Config) -> dict:
+  from tlm.models.formats import orbax_params
+
+  tree = orbax_params.restore(params_dir)
+  matcher = _Matcher(dict(flatten(tree)), params_dir)
+  rules = [(path, (path,), "identity") for path in param_shapes(cfg)]
+  flat = _apply_rules(matcher, rules, cfg)
+  matcher.raise_if_bad()
+  return unflatten(flat)
+
+
+def load_checkpoint(path: str) -> tuple[t5.T5Config, dict]:
+  """Loads any supported checkpoint as (config, float32 numpy params).
+
+  Args:
+    path: an HF directory, a Mesh-TF checkpoint prefix (or a directory with a TF
+      `checkpoint` file), a tlm model directory, or a tlm training workdir (newest step).
+
+  Returns:
+    The T5Config and the nested "params" tree.
+
+  Raises:
+    CheckpointError: unknown layout, unreadable file, or names/shapes not matching.
+  """
+  if not os.path.exists(path) and not os.path.isfile(path + ".index"):
+    raise CheckpointError(f"{path}: no such checkpoint")
+  if os.path.isfile(os.path.join(path, "config.json")):
+    hf_config = _read_json(os.path.join(path, "config.json"))
+    try:
+      cfg = t5.from_hf_config(hf_config)
+    except ConfigError as e:
+      raise CheckpointError(f"{os.path.join(path, 'config.json')}: {e}") from None
+    tensors, source, is_flax = _read_hf_tensors(path)
+    tied = hf_config.get("tie_word_embeddings", True) is not False
+    return cfg, params_from_hf(tensors, cfg, tie_word_embeddings=tied, flax=is_flax,
+                               source=source)  # fmt: skip
+  if os.path.isfile(os.path.join(path, "model_config.json")):
+    config_path = os.path.join(path, "model_config.json")
+    try:
+      cfg = t5.T5Config.from_dict(_read_json(config_path))
+    except ConfigError as e:
+      raise CheckpointError(f"{config_path}: {e}") from None
+    params_dir = os.path.join(path, "params")
+    if not os.path.isdir(params_dir):
+      params_dir = _latest_step_dir(path)
+    return cfg, _tlm_params(params_dir, cfg)
+  prefix = _mesh_tf_prefix(path)
+  if prefix is not None:
+    from tlm.models.formats import tensorbundle
+
+    tensors = tensorbundle.read(prefix)
+    shapes = {k: v.shape for k, v in tensors.items() if not MESH_TF_IGNORED.search(k)}
+    cfg = infer_mesh_tf_config(shapes, prefix)
+    return cfg, params_from_mesh_tf(tensors, cfg, prefix)
+  raise CheckpointError(
+    f"{path}: not a checkpoint (expected an HF directory with config.json, a Mesh-TF prefix "
+    "with .index, or a tlm directory with model_config.json)"
+  )
+
+
+def find_spiece_model(path: str) -> str | None:
+  """The `spiece.model` stored with a checkpoint (beside a Mesh-TF prefix too), if any."""
+  directory = path if os.path.isdir(path) else os.path.dirname(path)
+  candidate = os.path.join(directory, "spiece.model")
+  return candidate if os.path.isfile(candidate) else None
+
+
+def _write_spiece(directory: str, spiece_model: bytes | str | None) -> None:
+  if spiece_model is None:
+    return
+  if isinstance(spiece_model, str):
+    with open(spiece_model, "rb") as f:
+      spiece_model = f.read()
+  with open(os.path.join(directory, "spiece.model"), "wb") as f:
+    f.write(spiece_model)
+
+
+def save_hf(
+  directory: str, cfg: t5.T5Config, params: dict, spiece_model: bytes | str | None = None
+) -> None:
+  """Writes an HF directory that transformers loads (T5ForConditionalGeneration).
+
+  `config.json`, `model.safetensors` (float32, PyTorch names) and `spiece.model` when
+  given (bytes or a path). Atomic: the directory appears complete or not at all.
+  """
+  from tlm.models.formats import safetensors
+
+  tensors = params_to_hf(params, cfg)
+  with atomic_output_dir(directory) as tmp:
+    write_json(os.path.join(tmp, "config.json"), t5.to_hf_config(cfg))
+    safetensors.write(os.path.join(tmp, "model.safetensors"), tensors, {"format": "pt"})
+    _write_spiece(tmp, spiece_model)
+
+
+def save_tlm(
+  directory: str, cfg: t5.T5Config, params: dict, spiece_model: bytes | str | None = None
+) -> None:
+  """Writes a tlm model directory: `model_config.json`, `params/` (orbax), `spiece.model`.
+
+  Atomic: the directory appears complete or not at all.
+  """
+  from tlm.models.formats import orbax_params
+
+  params_to_hf(params, cfg)  # validates names and shapes against the config
+  with atomic_output_dir(directory) as tmp:
+    write_json(os.path.join(tmp, "model_config.json"), cfg.to_dict())
+    orbax_params.save(os.path.join(tmp, "params"), jax.tree.map(np.asarray, params))
+    _write_spiece(tmp, spiece_model)

@@ -66,6 +66,9 @@ class DataConfig:
     train_years: the year slices sampled uniformly (paper: 2010-2018).
     year: Yearly experts only: train the expert of this year alone; 0 trains one expert per
       year of `train_years`, in turn.
+    new_years: adaptation (§3.3): new slices (the paper's 2019) drawn with probability
+      `new_year_prob`, the `train_years` with 1 - new_year_prob.
+    new_year_prob: the paper's alpha; 0 draws `train_years` only.
     news_to_templama: news SSM examples drawn per TempLAMA-train example (paper: 1000); 0
       trains on TempLAMA alone (T5-CBQA-ft).
     input_length: encoder tokens per packed row.
@@ -83,6 +86,8 @@ class DataConfig:
   conditioning: str = "temporal"
   train_years: tuple[int, ...] = PAPER_YEARS
   year: int = 0
+  new_years: tuple[int, ...] = ()
+  new_year_prob: float = 0.0
   news_to_templama: float = 1000.0
   input_length: int = 128
   target_length: int = 32

@@ -1,0 +1,206 @@
+"""Training checkpoints (orbax) and initialisation from an imported public checkpoint.
+
+Layout (docs/ARCHITECTURE.md): `WORKDIR/checkpoints/<step>/{params,opt_state,data_state}`,
+written by an orbax `CheckpointManager`: saves are asynchronous (the step loop continues while
+the arrays are written), atomic (a step directory appears only when complete, so a run killed
+mid-save leaves the previous checkpoint as the latest) and the last K are kept. `params` and
+`opt_state` are pytrees of arrays saved shard by shard by the processes that hold them;
+`data_state` is JSON. The data position is the step itself: the sampler is a pure function of
+(seed, step, row), so restoring step s and drawing batch s continues the uninterrupted run
+exactly; `data_state` records what the stream depends on so that a resumed run with another
+data config fails instead of silently training on a different stream.
+
+When the workdir has no checkpoint, `load_init_params` starts from `model.init_checkpoint`: any
+format `tlm.models.checkpoints.load_checkpoint` reads (HF directory, Mesh-TF prefix, tlm model
+directory or workdir), strictly: the architecture and every parameter name and shape must match.
+"""
+
+import dataclasses
+import os
+from typing import Any
+
+import jax
+import numpy as np
+import orbax.checkpoint as ocp
+
+from tlm.errors import CheckpointError
+
+ITEMS = ("params", "opt_state", "data_state")
+# T5Config fields that change the computation but not the parameters: a checkpoint may differ.
+_RUNTIME_FIELDS = ("dropout_rate", "dtype", "remat")
+
+
+def checkpoints_dir(workdir: str) -> str:
+  """WORKDIR/checkpoints."""
+  return os.path.join(os.path.abspath(workdir), "checkpoints")
+
+
+class CheckpointManager:
+  """Saves and restores (params, opt_state, data_state) under WORKDIR/checkpoints/<step>/.
+
+  Args:
+    workdir: the training workdir (shared by all processes).
+    keep: how many of the latest checkpoints to keep.
+    async_save: write in a background thread while training continues.
+  """
+
+  def __init__(self, workdir: str, keep: int = 3, async_save: bool = True):
+    if keep < 1:
+      raise CheckpointError(f"train.keep_checkpoints must be >= 1, got {keep}")
+    options = ocp.CheckpointManagerOptions(
+      max_to_keep=keep, create=True, enable_async_checkpointing=async_save
+    )
+    self.directory = checkpoints_dir(workdir)
+    self._manager = ocp.CheckpointManager(self.directory, options=options, item_names=ITEMS)
+
+  def latest_step(self) -> int | None:
+    """The newest complete checkpoint's step, or None."""
+    return self._manager.latest_step()
+
+  def all_steps(self) -> list[int]:
+    """Steps of the complete checkpoints, ascending."""
+    return sorted(self._manager.all_steps())
+
+  def save(self, step: int, params: Any, opt_state: Any, data_state: dict) -> None:
+    """Starts saving the state after `step` updates (asynchronously unless disabled)."""
+    self._manager.save(
+      step,
+      args=ocp.args.Composite(
+        params=ocp.args.StandardSave(params),
+        opt_state=ocp.args.StandardSave(opt_state),
+        data_state=ocp.args.JsonSave(data_state),
+      ),
+      force=True,
+    )
+
+  def restore(self, step: int, abstract_params: Any, abstract_opt_state: Any):
+    """Restores a checkpoint onto the shardings of the abstract trees.
+
+    Args:
+      step: the checkpoint's step.
+      abstract_params: jax.ShapeDtypeStruct tree (with shardings) of the parameters.
+      abstract_opt_state: likewise for the optimizer state.
+
+    Returns:
+      (params, opt_state, data_state).
+
+    Raises:
+      CheckpointError: if the checkpoint does not match the trees (names or shapes).
+    """
+    try:
+      restored = self._manager.restore(
+        step,
+        args=ocp.args.Composite(
+          params=ocp.args.StandardRestore(abstract_params),
+          opt_state=ocp.args.StandardRestore(abstract_opt_state),
+          data_state=ocp.args.JsonRestore(),
+        ),
+      )
+    except (ValueError, KeyError, TypeError) as e:
+      raise CheckpointError(
+        f"{self.directory}/{step}: does not match the model and optimizer of this config "
+        f"({str(e).splitlines()[0][:300]}); use another workdir"
+      ) from None
+    return restored.params, restored.opt_state, dict(restored.data_state)
+
+  def wait(self) -> None:
+    """Blocks until pending asynchronous saves are complete."""
+    self._manager.wait_until_finished()
+
+  def close(self) -> None:
+    """Waits for pending saves and releases the manager."""
+    self._manager.wait_until_finished()
+    self._manager.close()
+
+
+def latest_params_dir(workdir: str) -> str | None:
+  """WORKDIR/checkpoints/<latest step>/params, or None if the workdir has no checkpoint."""
+  directory = checkpoints_dir(workdir)
+  if not os.path.isdir(directory):
+    return None
+  steps = [int(d) for d in os.listdir(directory) if d.isdigit()]
+  complete = [s for s in steps if os.path.isdir(os.path.join(directory, str(s), "params"))]
+  return os.path.join(directory, str(max(complete)), "params") if complete else None
+
+
+def _flat(tree: Any) -> dict[str, Any]:
+  flat = {}
+  for path, leaf in jax.tree_util.tree_flatten_with_path(tree)[0]:
+    flat["/".join(str(getattr(k, "key", k)) for k in path)] = leaf
+  return flat
+
+
+def check_architecture(model_config: Any, checkpoint_config: Any, path: str) -> None:
+  """Raises CheckpointError if the checkpoint's architecture differs from the config's preset.
+
+  Dropout, dtype and remat may differ: they are taken from the experiment config.
+  """
+  want = {k: v for k, v in dataclasses.asdict(model_config).items() if k not in _RUNTIME_FIELDS}
+  have = {
+    k: v for k, v in dataclasses.asdict(checkpoint_config).items() if k not in _RUNTIME_FIELDS
+  }
+  diff = sorted(k for k in set(want) | set(have) if want.get(k) != have.get(k))
+  if diff:
+    details = ", ".join(f"{k}: checkpoint {have.get(k)!r} vs config {want.get(k)!r}" for k in diff)
+    raise CheckpointError(
+      f"{path}: architecture differs from model.preset ({details}); set model.preset to the "
+      "checkpoint's size"
+    )
+
+
+def place_params(params: Any, abstract_params: Any, path: str) -> Any:
+  """Puts host (numpy) parameters onto the abstract tree's shardings, strictly.
+
+  Every process reads the whole tree and keeps the shards its devices hold.
+
+  Raises:
+    CheckpointError: listing missing, unexpected and mis-shaped parameters.
+  """
+  have, want = _flat(params), _flat(abstract_params)
+  missing = sorted(set(want) - set(have))
+  unexpected = sorted(set(have) - set(want))
+  shapes = sorted(
+    f"{k} {tuple(np.shape(have[k]))} != {tuple(want[k].shape)}"
+    for k in set(want) & set(have)
+    if tuple(np.shape(have[k])) != tuple(want[k].shape)
+  )
+  if missing or unexpected or shapes:
+    raise CheckpointError(
+      f"{path}: parameters do not match the model: missing {missing}, unexpected {unexpected}, "
+      f"wrong shapes {shapes}"
+    )
+
+  def put(arr, spec):
+    arr = np.asarray(arr)
+    return jax.make_array_from_callback(
+      spec.shape, spec.sharding, lambda idx: np.asarray(arr[idx], dtype=spec.dtype)
+    )
+
+  treedef = jax.tree.structure(abstract_params)
+  leaves = [put(have[k], v) for k, v in want.items()]
+  return jax.tree.unflatten(treedef, leaves)
+
+
+def load_init_params(path: str, model_config: Any, abstract_params: Any) -> Any:
+  """Loads `model.init_checkpoint` (any format load_checkpoint reads) onto the shardings.
+
+  Args:
+    path: the checkpoint path.
+    model_config: the T5Config the run uses.
+    abstract_params: ShapeDtypeStruct tree with shardings.
+
+  Returns:
+    The parameters as sharded jax arrays.
+
+  Raises:
+    CheckpointError: unreadable checkpoint, other architecture, or mismatched parameters.
+  """
+  from tlm.models.checkpoints import load_checkpoint
+
+  if not os.path.exists(path) and not any(
+    os.path.exists(path + suffix) for suffix in (".index", ".meta")
+  ):
+    raise CheckpointError(f"model.init_checkpoint: no such file or directory: {path}")
+  checkpoint_config, params = load_checkpoint(path)
+  check_architecture(model_config, checkpoint_config, path)
+  return place_params(params, abstract_params, path)

@@ -1,0 +1,197 @@
+"""Glue from an experiment config's `data` section to the data layer's packed batches.
+
+The paper's training stream (§2.1, §2.3): CustomNews salient-span-masking examples and
+TempLAMA-train queries mixed 1000:1, years sampled uniformly (one year for a Yearly expert;
+the adaptation mixture of §3.3 with `new_years` / `new_year_prob`), time-conditioned, packed
+T5X-style into `[rows, length]` batches. All of that lives in `tlm.data` (numpy only); this
+module only chooses the directories (the synthetic world, built on first use, or the user's
+SSM / TempLAMA directories), the vocabulary, and which rows of each global batch this process
+materialises.
+"""
+
+import dataclasses
+import os
+
+import numpy as np
+
+from tlm.configs import Config, DataConfig
+from tlm.data import datasets
+from tlm.data.packing import Batcher, BatchStats
+from tlm.data.sampling import NEWS_SSM, TEMPLAMA, MixtureSampler
+from tlm.data.vocab import Vocabulary
+from tlm.errors import ConfigError, UserError
+
+_DEFAULT_CACHE = os.path.join("~", ".cache", "tlm")
+
+
+@dataclasses.dataclass(frozen=True)
+class Sources:
+  """Resolved data locations.
+
+  Attributes:
+    ssm_dir: SSM examples, or "" when the news source is not used.
+    templama_dir: TempLAMA directory, or "" when not used.
+    vocab_path: the SentencePiece model, or "" when none is known.
+  """
+
+  ssm_dir: str
+  templama_dir: str
+  vocab_path: str
+
+
+def synthetic_cache_dir(data: DataConfig) -> str:
+  """Where the synthetic world of (world_seed, world_scale) is built."""
+  root = os.path.expanduser(data.cache_dir or _DEFAULT_CACHE)
+  return os.path.join(root, f"world-s{data.world_seed}-x{data.world_scale:g}")
+
+
+def resolve_sources(data: DataConfig) -> Sources:
+  """The SSM / TempLAMA directories and vocabulary of a data config.
+
+  Builds the synthetic world (once, under `synthetic_cache_dir`) when `data.synthetic`.
+
+  Raises:
+    ConfigError: naming the `data.*` key of a missing directory.
+  """
+  use_news = data.news_to_templama > 0
+  if data.synthetic:
+    paths = datasets.ensure_synthetic_data(
+      synthetic_cache_dir(data), seed=data.world_seed, scale=data.world_scale
+    )
+    ssm, templama, vocab = paths.news_ssm_dir, paths.templama_dir, paths.vocab_path
+  else:
+    ssm, templama, vocab = data.ssm_dir, data.templama_dir, ""
+    for key, path, needed in (("ssm_dir", ssm, use_news), ("templama_dir", templama, True)):
+      if needed and not os.path.isdir(path):
+        raise ConfigError(
+          f"data.{key}={path!r} is not a directory; build it with --mode=build_ssm / "
+          "--mode=build_templama, or set data.synthetic=true for the embedded world"
+        )
+  return Sources(ssm if use_news else "", templama, data.vocab or vocab)
+
+
+def train_years(data: DataConfig, variant: str = "") -> tuple[int, ...]:
+  """The year slices drawn: one year for a Yearly expert with `data.year` set."""
+  if data.year:
+    return (data.year,)
+  if variant == "yearly":
+    raise ConfigError("a Yearly expert needs data.year (tlm.train.loop.run sets it per year)")
+  return tuple(data.train_years)
+
+
+def make_batcher(
+  data: DataConfig,
+  sources: Sources,
+  vocab: Vocabulary,
+  *,
+  rows: int,
+  split: str = "train",
+  variant: str = "",
+) -> Batcher:
+  """A packed batcher over the config's mixture for one split.
+
+  Args:
+    data: the data section.
+    sources: from `resolve_sources`.
+    vocab: the vocabulary.
+    rows: rows of each global batch.
+    split: "train", "val" or "test".
+    variant: the config's variant (for the Yearly check).
+
+  Raises:
+    ConfigError / DataError: for missing or empty data.
+  """
+  years = train_years(data, variant)
+  new_years = tuple(y for y in data.new_years if y not in years)
+  loaded = datasets.load_sources(
+    sources.ssm_dir or None,
+    sources.templama_dir or None,
+    years=years + new_years,
+    split=split,
+  )
+  weights = {TEMPLAMA: 1.0}
+  if sources.ssm_dir:
+    weights[NEWS_SSM] = float(data.news_to_templama)
+  sampler = MixtureSampler(
+    loaded,
+    seed=data.seed,
+    years=years,
+    source_weights=weights,
+    conditioning=data.conditioning,
+    new_years=new_years,
+    new_year_prob=data.new_year_prob,
+  )
+  return Batcher(
+    sampler,
+    vocab,
+    rows=rows,
+    input_length=data.input_length,
+    target_length=data.target_length,
+    packed=True,
+  )
+
+
+def local_batch(
+  batcher: Batcher, step: int, start: int, stop: int
+) -> tuple[dict[str, np.ndarray], BatchStats]:
+  """Rows [start, stop) of the global batch at `step`, materialising nothing else.
+
+  Raises:
+    ConfigError: if [start, stop) is not one of the equal blocks the batcher splits into.
+  """
+  per = stop - start
+  if per <= 0 or batcher.rows % per or start % per:
+    raise ConfigError(f"rows [{start}, {stop}) are not an equal block of {batcher.rows} rows")
+  return batcher.batch_with_stats(step, start // per, batcher.rows // per)
+
+
+def _checkpoint_vocab(path: str) -> str:
+  """The spiece.model beside an init checkpoint (HF, tlm model or workdir), or ""."""
+  if path and os.path.isdir(path) and os.path.isfile(os.path.join(path, "spiece.model")):
+    return os.path.join(path, "spiece.model")
+  return ""
+
+
+class TrainingData:
+  """The batches a training run reads: the train stream and a fixed held-out set.
+
+  Args:
+    config: the experiment config.
+
+  Attributes:
+    vocab: the vocabulary (written to WORKDIR/spiece.model).
+    eval_note: why there is no held-out loss, or "".
+  """
+
+  def __init__(self, config: Config):
+    self.sources = resolve_sources(config.data)
+    vocab_path = self.sources.vocab_path or _checkpoint_vocab(config.model.init_checkpoint)
+    if not vocab_path:
+      raise ConfigError(
+        "no vocabulary: set data.vocab=PATH/spiece.model (the init checkpoint has none beside it)"
+      )
+    self.vocab = Vocabulary(vocab_path)
+    rows = config.train.batch_size
+    self._train = make_batcher(
+      config.data, self.sources, self.vocab, rows=rows, variant=config.variant
+    )
+    self._eval_count = config.train.eval_batches if config.train.eval_every > 0 else 0
+    self._val = None
+    self.eval_note = ""
+    if self._eval_count:
+      try:
+        self._val = make_batcher(
+          config.data, self.sources, self.vocab, rows=rows, split="val", variant=config.variant
+        )
+      except UserError as e:
+        self.eval_note = f"no held-out loss: the validation split cannot be sampled ({e})"
+
+  def train_batch(self, step: int, start: int, stop: int):
+    """Rows [start, stop) of the training batch at `step`, and their BatchStats."""
+    return local_batch(self._train, step, start, stop)
+
+  def eval_batches(self, start: int, stop: int) -> list[dict[str, np.ndarray]]:
+    """Rows [start, stop) of each fixed validation batch (empty without a validation set)."""
+    if self._val is None:
+      return []
+    return [local_batch(self._val, i, start, stop)[0] for i in range(self._eval_count)]

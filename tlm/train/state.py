@@ -1,0 +1,137 @@
+"""The training state (step, parameters, Adafactor state): its model, shapes and shardings.
+
+As in big_vision and T5X, the state is never materialised on one device and then split: its
+shapes come from `jax.eval_shape` of the initialiser, its shardings from the model's logical
+axis names through `tlm.train.partitioning.AXIS_RULES`, and the random initialisation runs
+under `jax.jit(..., out_shardings=...)` so that each device creates only its own shards.
+"""
+
+import dataclasses
+from typing import Any
+
+import flax
+import jax
+import jax.numpy as jnp
+import numpy as np
+from flax import linen as nn
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
+
+from tlm.configs import ModelConfig
+from tlm.errors import ConfigError
+from tlm.models.t5 import T5Config, Transformer, get_preset
+from tlm.train import partitioning
+from tlm.train.optim import Adafactor
+
+# The embedding table is padded to a multiple of this (T5: 32100 ids in a 32128-row table),
+# so that it splits evenly over any model axis up to 128.
+_VOCAB_MULTIPLE = 128
+
+
+@flax.struct.dataclass
+class TrainState:
+  """Everything a training step updates.
+
+  Attributes:
+    step: optimizer updates applied so far (int32 scalar).
+    params: the model parameters (plain nested dicts, T5X names).
+    opt_state: Adafactor's state (`tlm.train.optim.Adafactor.init`).
+  """
+
+  step: jax.Array
+  params: Any
+  opt_state: Any
+
+
+def model_config(model: ModelConfig, vocab_size: int) -> T5Config:
+  """The T5Config of a model section, with an embedding table that fits the vocabulary.
+
+  Args:
+    model: the config's model section.
+    vocab_size: ids of the vocabulary (SentencePiece pieces + sentinels).
+
+  Raises:
+    ConfigError: if a published preset's table is smaller than the vocabulary.
+  """
+  base = get_preset(model.preset)
+  if model.preset.startswith("tiny"):
+    size = -(-vocab_size // _VOCAB_MULTIPLE) * _VOCAB_MULTIPLE
+  else:
+    size = base.vocab_size
+    if size < vocab_size:
+      raise ConfigError(
+        f"model.preset {model.preset!r} has {size} embeddings but the vocabulary has "
+        f"{vocab_size} ids; set data.vocab to the checkpoint's spiece.model"
+      )
+  return dataclasses.replace(
+    base,
+    vocab_size=size,
+    dropout_rate=model.dropout_rate,
+    dtype=model.dtype,
+    remat=model.remat,
+  )
+
+
+def _init_variables(model: Transformer, rng: jax.Array) -> Any:
+  # Parameter shapes do not depend on the batch or the lengths (relative position buckets).
+  tokens = jnp.ones((1, 4), jnp.int32)
+  return model.init({"params": rng, "dropout": rng}, tokens, tokens, enable_dropout=False)["params"]
+
+
+@dataclasses.dataclass(frozen=True)
+class StateLayout:
+  """Shapes and shardings of a TrainState on a mesh.
+
+  Attributes:
+    abstract: a TrainState of jax.ShapeDtypeStruct with shardings (allocates nothing).
+    shardings: a TrainState of NamedSharding.
+    param_specs: mesh PartitionSpecs of the parameters (from the logical axis names).
+    logical_specs: logical PartitionSpecs of the parameters, as the model declares them.
+  """
+
+  abstract: TrainState
+  shardings: TrainState
+  param_specs: Any
+  logical_specs: Any
+
+
+def state_layout(model: Transformer, optimizer: Adafactor, mesh: Mesh) -> StateLayout:
+  """Derives the state's shapes and shardings without allocating it."""
+  boxed = jax.eval_shape(lambda: _init_variables(model, jax.random.key(0)))
+  logical_specs = nn.get_partition_spec(boxed)
+  param_specs = partitioning.logical_to_mesh(logical_specs)
+  # The metadata boxes' own `unbox` adds sharding constraints, which need traced values.
+  is_box = lambda x: isinstance(x, nn.meta.AxisMetadata)
+  params_shape = jax.tree.map(lambda x: x.value if is_box(x) else x, boxed, is_leaf=is_box)
+  opt_shape = jax.eval_shape(optimizer.init, params_shape)
+  opt_specs = optimizer.state_partition_specs(param_specs, params_shape)
+  specs = TrainState(step=PartitionSpec(), params=param_specs, opt_state=opt_specs)
+  shapes = TrainState(step=jax.ShapeDtypeStruct((), jnp.int32), params=params_shape,
+                      opt_state=opt_shape)  # fmt: skip
+  is_spec = lambda x: isinstance(x, PartitionSpec)
+  shardings = jax.tree.map(lambda s: NamedSharding(mesh, s), specs, is_leaf=is_spec)
+  abstract = jax.tree.map(
+    lambda x, s: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=s), shapes, shardings
+  )
+  return StateLayout(abstract, shardings, param_specs, logical_specs)
+
+
+def init_state(model: Transformer, optimizer: Adafactor, layout: StateLayout, seed: int):
+  """Random parameters (T5X initialisers) and a fresh optimizer, created already sharded."""
+
+  def init(rng):
+    params = nn.meta.unbox(_init_variables(model, rng))
+    return TrainState(jnp.zeros((), jnp.int32), params, optimizer.init(params))
+
+  return jax.jit(init, out_shardings=layout.shardings)(jax.random.key(seed))
+
+
+def state_from_params(params: Any, optimizer: Adafactor, layout: StateLayout) -> TrainState:
+  """Step 0 with given (already sharded) parameters and a fresh optimizer state."""
+  opt_state = jax.jit(optimizer.init, out_shardings=layout.shardings.opt_state)(params)
+  step = jax.device_put(jnp.zeros((), jnp.int32), layout.shardings.step)
+  return TrainState(step, params, opt_state)
+
+
+def param_count(params: Any) -> int:
+  """Number of parameters of a (possibly abstract) parameter tree."""
+  return int(sum(np.prod(x.shape, dtype=np.int64) for x in jax.tree.leaves(params)))

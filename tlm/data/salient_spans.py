@@ -57,6 +57,7 @@ _TITLES = set(
   "Senator Governor Mayor Judge Justice Coach Chairman Chairwoman Chancellor King Queen Pope "
   "Prince Princess Prime Minister Secretary Representative Officer Detective".split()
 )
+_NOT_NAME_WORDS = _TITLES | {"I"}
 _CONNECTORS = set("of de del della der den da di du la le van von y the for &".split())
 
 # Words: initialisms ("U.S."), abbreviations that belong to names ("St.", "Inc."), single
@@ -197,7 +198,7 @@ def _heuristic_entities(sentence: str, tokens: list[re.Match]) -> list[Span]:
   for tok in tokens:
     word = tok.group(0)
     joined = not run or sentence[run[-1].end() : tok.start()].isspace()
-    capital = word[0].isupper() and word not in _TITLES | {"I"}
+    capital = word[0].isupper() and word not in _NOT_NAME_WORDS
     if (capital or word in _CONNECTORS) and joined:
       run.append(tok)
     elif capital or word in _CONNECTORS:

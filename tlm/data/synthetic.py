@@ -44,22 +44,26 @@ Dates: month precision for 75% of recorded dates, day 15%, year 10%. Facts span 
 start before 2004 is recorded half of the time (from 1995), else missing; the current object
 has no end.
 
-Sizes at scale 1 (scale multiplies every count): 16 subjects per TempLAMA relation (about 125
-subjects whose object changes in 2010-2020, about 1300 TempLAMA queries), 12 countries (3 with
+Sizes at scale 1 (scale multiplies every count): 16 subjects per TempLAMA relation (about 115
+subjects whose object changes in 2010-2020, about 1200 TempLAMA queries), 12 countries (3 with
 national politics: 3 parties, 6 ministries, a speaker and an assembly each), 40 cities, 20
 teams, 24 companies, 12 universities, 16 organisations, 20 annual events, 16 landmarks, and the
-people the relations need. The news: 1500 fact sentences in 2010 growing 10% a year (x2.6 by
-2020), about 4000 sentences a year in all; each fact of a year is stated at least 3 times in
-that year's news, popular subjects more often (weight = latent popularity x days valid). A
-document holds 1-3 fact sentences about one subject (15% in the TempLAMA template's words,
-others in 3-5 present-tense paraphrases), 0-2 distractors (scores, quotes, visits that mention
-entities without stating a relation), and sometimes a sentence about the past or the future
-without a year (3% of sentences: "X previously played for Y", "X will join Z next season") or
-with an explicit year (4%, 54% of those the publication year: the paper counts 3.9% and 2.1%
-in CustomNews: "In 2012, X played for Y.", "X joined Y in March 2014."). Vocabulary: 1024
-SentencePiece pieces (unigram), so that entity names span several pieces and tiny models stay
-fast. These sizes follow DESIGN.md's sizing data point: a 2+2-layer d_model-128 T5 memorises
-about a hundred subjects x nine years within minutes of CPU training.
+people the relations need. These sizes follow DESIGN.md's sizing data point: a 2+2-layer
+d_model-128 T5 memorises about a hundred subjects x nine years within minutes of CPU training.
+
+The news: 1500 fact sentences in 2010 growing 10% a year (x2.6 by 2020), about 2500-7000
+sentences a year in all; each fact of a year is stated at least 3 times in that year's news,
+popular subjects more often (weight = latent popularity x days valid). A document (about 3
+sentences) holds 1-3 fact sentences about its subject, a linked subject (a player's team, a
+city's country) or, in round-ups, a subject of the same kind, 15% of them in the TempLAMA
+template's words and the others in 3-5 present-tense paraphrases per relation; distractors
+(about a third of all sentences: scores, quotes, visits that mention entities without stating a
+relation); sentences about the past or the future without a year (3%: "X previously played for
+Y", "X will join Z next season"); and sentences with an explicit year (4%, 54% of those the
+publication year, as the paper counts 3.9% and 2.1% in CustomNews: "In 2012, X played for Y.",
+"X joined Y in March 2014.", "X has coached Y since 2013."). Vocabulary: 800 SentencePiece
+pieces at scale 1 (unigram, x sqrt(scale)): frequent words are single pieces, most names span
+several (about 5 per name, 19 per sentence), and tiny models stay fast.
 """
 
 import datetime
@@ -123,7 +127,7 @@ NEWS = NewsSettings(
   fact_sentences_first_year=1500,
   growth_per_year=1.10,
   min_mentions=3,
-  facts_per_document=(0.35, 0.45, 0.20),
+  facts_per_document=(0.25, 0.45, 0.30),
   distractor_prob=0.45,
   templama_phrasing_share=0.15,
   recent_phrasing_share=0.5,
@@ -132,7 +136,7 @@ NEWS = NewsSettings(
   same_year_fraction=0.54,
   announce_days=150,
 )
-VOCAB_PIECES = 1024
+VOCAB_PIECES = 800  # at scale 1; see vocab_pieces()
 TEMPLAMA_RELATIONS = tuple(T.TEMPLAMA)
 QUERIES_PER_SET = 20  # at scale 1; kept within 10-30
 WORLD_FILES = ("news.jsonl", "facts.tsv", "entities.tsv", "future_relations", "spiece.model",
@@ -150,7 +154,8 @@ def build_world(output_dir: str, seed: int = 0, scale: float = 1.0) -> dict:
   """Writes the synthetic world to `output_dir` (replaced as a whole) and returns its counts.
 
   Args:
-    output_dir: the directory to create; an existing one must be empty or a previous world.
+    output_dir: the directory to create; an existing one must be empty or hold a previous
+      world (it is then replaced as a whole).
     seed: the world's seed; the same seed gives byte-identical files.
     scale: size multiplier (subjects, entities and documents); must be > 0.
 
@@ -176,12 +181,22 @@ def build_world(output_dir: str, seed: int = 0, scale: float = 1.0) -> dict:
     for name, kind in (("cities", "city"), ("countries", "country")):
       with atomic_output_file(os.path.join(fr, "candidates", f"{name}.txt")) as f:
         f.writelines(e.name + "\n" for e in world.by_kind(kind))
-    model = train_sentencepiece(_vocab_texts(world, docs, queries), VOCAB_PIECES)
+    model = train_sentencepiece(_vocab_texts(world, docs, queries), vocab_pieces(scale))
     with atomic_output_file(os.path.join(tmp, "spiece.model"), "wb") as f:
       f.write(model)
-    counts["vocab_pieces"] = VOCAB_PIECES
+    counts["vocab_pieces"] = vocab_pieces(scale)
     write_json(os.path.join(tmp, "stats.json"), counts)
   return counts
+
+
+def vocab_pieces(scale: float) -> int:
+  """SentencePiece pieces of the world's vocabulary: `VOCAB_PIECES` x sqrt(scale).
+
+  The number of distinct words grows about as sqrt(scale) (most of them are names), and the
+  unigram trainer cannot make more pieces than the corpus holds (about 1070 at scale 1, 710 at
+  0.2, 1560 at 2); this keeps a margin of a quarter below that.
+  """
+  return max(256, min(4000, int(round(VOCAB_PIECES * math.sqrt(scale)))))
 
 
 def _check_scale(scale) -> None:
@@ -194,12 +209,12 @@ def _check_scale(scale) -> None:
 def _check_output_dir(path: str) -> None:
   if os.path.exists(path) and not os.path.isdir(path):
     raise UserError(f"{path}: output path exists and is not a directory")
-  if os.path.isdir(path):
-    foreign = sorted(set(os.listdir(path)) - set(WORLD_FILES))
-    if foreign:
+  if os.path.isdir(path) and os.listdir(path):
+    missing = [f for f in WORLD_FILES if not os.path.exists(os.path.join(path, f))]
+    if missing:
       raise UserError(
-        f"{path}: refusing to replace a directory that is not a synthetic world "
-        f"(it holds {', '.join(foreign[:3])}{' ...' if len(foreign) > 3 else ''})"
+        f"{path}: refusing to replace a non-empty directory that is not a synthetic world "
+        f"(no {missing[0]})"
       )
 
 
@@ -274,8 +289,9 @@ def templama_pairs(world: World, min_year: int = 2010, max_year: int = 2020) -> 
   """Subjects and queries the TempLAMA construction would keep, per relation (an estimate).
 
   A subject is kept when it has more than one object among its facts that start or end in
-  `min_year` or later; it yields one query per year in [min_year, max_year] in which any of
-  those facts holds (a missing start counts from `min_year`, a missing end to `max_year`).
+  `min_year` or later and do not start after `max_year`; it yields one query per year in
+  [min_year, max_year] in which any of those facts holds (a missing start counts from
+  `min_year`, a missing end to `max_year`). `tlm.data.templama` is the real builder.
   """
   out = {}
   for rel in TEMPLAMA_RELATIONS:
@@ -286,6 +302,8 @@ def templama_pairs(world: World, min_year: int = 2010, max_year: int = 2020) -> 
       sy = year_of(f.start) if f.start is not None else None
       ey = year_of(f.end) if f.end is not None else None
       if (sy is None or sy < min_year) and (ey is None or ey < min_year):
+        continue  # as in the public construction, this drops undated facts too
+      if sy is not None and sy > max_year:
         continue
       by_subject.setdefault(f.subject, []).append(f)
     subjects, queries = 0, 0

@@ -297,7 +297,8 @@ class _Builder:
       if i and self.rng.random() < 0.3:  # a gap between two degrees
         t += int(self.rng.uniform(0.25, 1.5) * DAYS_PER_YEAR)
       end = t + self.gamma_days(spec.mean_years, spec.shape)
-      segs.append((t, t if t >= WINDOW_START else None, end if end <= WINDOW_END else None))
+      if end >= WINDOW_START:  # a degree finished before 2004 is outside the world
+        segs.append((t, t if t >= WINDOW_START else None, end if end <= WINDOW_END else None))
       t = end
       if end > WINDOW_END:
         break

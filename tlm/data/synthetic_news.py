@@ -296,20 +296,30 @@ class _Writer:
       if f.subject in pending and f.obj in pending:
         links.setdefault(f.subject, set()).add(f.obj)
         links.setdefault(f.obj, set()).add(f.subject)
+    # ... and, in round-ups, facts of other subjects of the same kind (other teams' coaches).
+    same_kind: dict[str, list[str]] = {}
+    for subj in sorted(pending):
+      same_kind.setdefault(self.category(subj), []).append(subj)
     docs = []
     for subject in sorted(pending):
       queue = pending[subject]
       related = sorted(links.get(subject, ()))
+      peers = same_kind[self.category(subject)]
       while queue:
         d, i = queue.pop(0)
         r, p1, p2 = self.u(), s.facts_per_document[0], s.facts_per_document[1]
         n_facts = 1 if r < p1 else (2 if r < p1 + p2 else 3)
         chosen = [i]
         _take(queue, chosen, n_facts, d, valid, lookahead=6)
-        for k in self.sample(len(related), 3):
+        for k in self.sample(len(related), 4):
           if len(chosen) >= n_facts:
             break
-          _take(pending[related[k]], chosen, len(chosen) + 1, d, valid, lookahead=8)
+          _take(pending[related[k]], chosen, len(chosen) + 1, d, valid, lookahead=12)
+        for k in self.sample(len(peers), 2):
+          if len(chosen) >= n_facts:
+            break
+          if peers[k] != subject:
+            _take(pending[peers[k]], chosen, len(chosen) + 1, d, valid, lookahead=12)
         sentences = [self.fact_sentence(valid[j][0], d) for j in chosen]
         n_distract = (self.u() < s.distractor_prob) + (self.u() < s.distractor_prob)
         if len(sentences) == 1:

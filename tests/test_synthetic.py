@@ -1,0 +1,528 @@
+"""Tests of the embedded synthetic world (tlm/data/synthetic*.py, tlm/cli/world.py).
+
+The world's files are read back with small parsers written here, independently of the writer,
+and checked against the documented formats and against the properties DESIGN.md asks for:
+determinism, change rates, never/always-changing relations, news growth, explicit-year share,
+every fact of a year stated in that year's news, the vocabulary.
+"""
+
+import datetime
+import json
+import math
+import os
+import re
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from tlm.data import synthetic
+from tlm.data.synthetic_facts import generate_world
+from tlm.data.synthetic_news import news_interval
+from tlm.data.vocab import Vocabulary
+from tlm.errors import ConfigError, UserError
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+TEMPLAMA = ("P54", "P39", "P108", "P102", "P286", "P69", "P488", "P6", "P127")
+OTHER = ("P159", "P276", "P131", "P17")
+YEAR = re.compile(r"\b(?:19|20)\d\d\b")
+WINDOW = (datetime.date(2004, 1, 1), datetime.date(2022, 12, 31))
+NEWS_YEARS = range(2010, 2021)
+
+
+# --- independent readers -------------------------------------------------------------------
+
+
+def parse_date(value: str, end: bool) -> datetime.date:
+  """P580/P582 value -> the first (start) or last (end) day it can denote."""
+  assert re.fullmatch(r"\d{4}(\d{2}(\d{2})?)?", value), value
+  y = int(value[:4])
+  if len(value) == 4:
+    return datetime.date(y, 12, 31) if end else datetime.date(y, 1, 1)
+  m = int(value[4:6])
+  if len(value) == 6:
+    if not end:
+      return datetime.date(y, m, 1)
+    return datetime.date(y + m // 12, m % 12 + 1, 1) - datetime.timedelta(days=1)
+  return datetime.date(y, m, int(value[6:]))
+
+
+def read_facts(path):
+  facts = []
+  with open(path, encoding="utf-8") as f:
+    for line in f:
+      cols = line.rstrip("\n").split("\t")
+      assert len(cols) >= 3 and all(re.fullmatch(r"[PQ]\d+", c) for c in cols[:3]), line
+      quals = {}
+      for q in cols[3:]:
+        key, value = q.split("=")
+        assert key in ("P580", "P582") and key not in quals, line
+        quals[key] = value
+      start = parse_date(quals["P580"], False) if "P580" in quals else None
+      end = parse_date(quals["P582"], True) if "P582" in quals else None
+      assert start is None or end is None or start <= end, line
+      digits = [len(v) for v in quals.values()]
+      facts.append(dict(rel=cols[0], s=cols[1], o=cols[2], start=start, end=end, digits=digits))
+  return facts
+
+
+def read_entities(path):
+  out = {}
+  with open(path, encoding="utf-8") as f:
+    for line in f:
+      qid, name, pop = line.rstrip("\n").split("\t")
+      assert re.fullmatch(r"Q\d+", qid) and qid not in out
+      assert re.fullmatch(r"[A-Z][A-Za-z' ]*[a-z]", name), name
+      assert int(pop) >= 1
+      out[qid] = name
+  return out
+
+
+def read_news(path):
+  docs = []
+  with open(path, encoding="utf-8") as f:
+    for line in f:
+      obj = json.loads(line)
+      assert set(obj) == {"date", "text"}
+      date = datetime.date.fromisoformat(obj["date"])
+      sentences = re.split(r"(?<=\.)\s+(?=[A-Z])", obj["text"])
+      assert all(s.endswith(".") for s in sentences), obj["text"]
+      docs.append((date, sentences))
+  return docs
+
+
+def valid_in_year(fact, year):
+  if fact["rel"] == "P276":
+    return fact["start"].year == year
+  lo = fact["start"] or datetime.date.min
+  hi = fact["end"] or datetime.date.max
+  return lo <= datetime.date(year, 12, 31) and hi >= datetime.date(year, 1, 1)
+
+
+def primaries(facts):
+  """Drops the facts whose span lies inside another fact of the same subject (loans...)."""
+  lo = lambda f: f["start"] or datetime.date.min
+  hi = lambda f: f["end"] or datetime.date.max
+  return [
+    f for f in facts if not any(g is not f and lo(g) <= lo(f) and hi(f) <= hi(g) for g in facts)
+  ]
+
+
+def group(facts, rel):
+  out = {}
+  for f in facts:
+    if f["rel"] == rel:
+      out.setdefault(f["s"], []).append(f)
+  return out
+
+
+# --- fixtures --------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def small(tmp_path_factory):
+  path = str(tmp_path_factory.mktemp("small") / "world")
+  return path, synthetic.build_world(path, seed=0, scale=0.2)
+
+
+@pytest.fixture(scope="module")
+def full(tmp_path_factory):
+  path = str(tmp_path_factory.mktemp("full") / "world")
+  return path, synthetic.build_world(path, seed=0, scale=1.0)
+
+
+def files_of(path):
+  out = {}
+  for dirpath, _, names in os.walk(path):
+    for name in names:
+      full_path = os.path.join(dirpath, name)
+      with open(full_path, "rb") as f:
+        out[os.path.relpath(full_path, path)] = f.read()
+  return out
+
+
+# --- determinism ---------------------------------------------------------------------------
+
+
+def test_same_seed_gives_byte_identical_files(small, tmp_path):
+  path, _ = small
+  again = str(tmp_path / "again")
+  synthetic.build_world(again, seed=0, scale=0.2)
+  a, b = files_of(path), files_of(again)
+  assert sorted(a) == sorted(b)
+  expected = {"news.jsonl", "facts.tsv", "entities.tsv", "spiece.model", "stats.json"}
+  assert expected | {"future_relations/queries.jsonl"} <= set(a)
+  for name in a:
+    assert a[name] == b[name], name
+
+
+def test_different_seed_differs(small, tmp_path):
+  path, _ = small
+  other = str(tmp_path / "other")
+  synthetic.build_world(other, seed=1, scale=0.2)
+  a, b = files_of(path), files_of(other)
+  for name in ("news.jsonl", "facts.tsv", "entities.tsv", "spiece.model"):
+    assert a[name] != b[name], name
+
+
+# --- formats ---------------------------------------------------------------------------------
+
+
+def test_files_parse_in_the_documented_formats(small):
+  path, counts = small
+  names = read_entities(os.path.join(path, "entities.tsv"))
+  assert len(set(names.values())) == len(names) == counts["entities"]
+  facts = read_facts(os.path.join(path, "facts.tsv"))
+  assert len(facts) == counts["facts"]
+  for f in facts:
+    assert f["s"] in names and f["o"] in names and f["s"] != f["o"]
+  assert {f["rel"] for f in facts} == set(TEMPLAMA) | set(OTHER)
+  docs = read_news(os.path.join(path, "news.jsonl"))
+  assert [d for d, _ in docs] == sorted(d for d, _ in docs)
+  assert {d.year for d, _ in docs} == set(NEWS_YEARS)
+  assert min(len(s) for _, s in docs) >= 2
+  assert sum(len(s) for _, s in docs) == counts["sentences"]
+  with open(os.path.join(path, "stats.json"), encoding="utf-8") as f:
+    assert json.load(f) == counts
+
+
+def test_dates_missing_qualifiers_and_precision(full):
+  facts = read_facts(os.path.join(full[0], "facts.tsv"))
+  dated = [f for f in facts if f["rel"] in TEMPLAMA]
+  digits = [n for f in dated for n in f["digits"]]
+  share = {n: digits.count(n) / len(digits) for n in (4, 6, 8)}
+  assert share[6] > 0.6 and share[4] > 0.03 and share[8] > 0.05, share
+  assert sum(f["start"] is None for f in dated) > 0.1 * len(dated)
+  assert sum(f["end"] is None for f in dated) > 0.1 * len(dated)
+  starts = [f["start"] for f in dated if f["start"] is not None]
+  ends = [f["end"] for f in dated if f["end"] is not None]
+  assert min(starts).year >= 1995 and max(ends) <= WINDOW[1]
+  # Undated and dated facts meet the window: facts span ~2004-2022.
+  assert all(f["end"] is None or f["end"] >= WINDOW[0] for f in dated)
+
+
+# --- change processes ------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def big_world():
+  """A scale-5 world without news: enough subjects to measure rates tightly."""
+  return generate_world(synthetic.WORLD, 0, 5.0)
+
+
+@pytest.fixture(scope="module")
+def big_facts(big_world, tmp_path_factory):
+  """The scale-5 world's facts, written as facts.tsv lines and read back."""
+  path = tmp_path_factory.mktemp("big") / "facts.tsv"
+  path.write_text("".join(synthetic.format_fact(f) + "\n" for f in big_world.facts))
+  return read_facts(str(path))
+
+
+@pytest.mark.parametrize(
+  "rel", ["P54", "P39", "P108", "P102", "P286", "P488", "P6", "P127", "P159"]
+)
+def test_mean_tenure_matches_the_configured_rate(big_facts, rel):
+  """Changes per subject-year inside 2004-2022 = 1 / mean tenure for a stationary process."""
+  spec = synthetic.WORLD.relations[rel]
+  subjects = group(big_facts, rel)
+  changes = 0
+  for facts in subjects.values():
+    changes += sum(
+      1 for f in primaries(facts) if f["start"] and WINDOW[0] <= f["start"] <= WINDOW[1]
+    )
+  movers = len(subjects) - round(len(subjects) * spec.loyal_share)
+  years = (WINDOW[1] - WINDOW[0]).days / 365.25
+  measured = movers * years / changes
+  # Relative spread of a renewal count: sqrt(cv^2 / events); elections: Bernoulli changes.
+  cv2 = 1.0 / spec.shape if spec.dynamics == "renewal" else 1.0 - spec.change_prob
+  tolerance = 4 * math.sqrt(cv2 / changes) + 0.03
+  expected = spec.expected_tenure_years
+  assert abs(measured / expected - 1) < tolerance, (rel, measured, expected, tolerance)
+
+
+def test_degree_lengths_match_the_configured_mean(big_facts):
+  spec = synthetic.WORLD.relations["P69"]
+  lengths = []
+  for facts in group(big_facts, "P69").values():
+    for f in primaries(facts):
+      if f["start"] and f["end"]:
+        lengths.append((f["end"] - f["start"]).days / 365.25)
+  sd = spec.mean_years / math.sqrt(spec.shape)
+  assert abs(np.mean(lengths) - spec.mean_years) < 4 * sd / math.sqrt(len(lengths))
+  # Studies end: nobody holds a P69 object for more than three degrees.
+  assert max(len(primaries(f)) for f in group(big_facts, "P69").values()) <= 3
+
+
+def test_change_rates_order_as_configured(big_facts):
+  """Head coaches change most often, party membership least (DESIGN.md)."""
+  changes = {}
+  for rel in ("P54", "P39", "P108", "P102", "P286", "P488", "P6", "P127"):
+    subjects = group(big_facts, rel)
+    changes[rel] = sum(len(primaries(f)) - 1 for f in subjects.values()) / len(subjects)
+  assert max(changes, key=changes.get) == "P286", changes
+  assert min(changes, key=changes.get) == "P102", changes
+
+
+def test_single_holder_positions_and_coaches_never_overlap(big_world):
+  """A ministry or a speakership has one holder at a time; a coach coaches one team."""
+  held = {}
+  for f in big_world.facts:
+    single = f.relation == "P39" and big_world.entities[f.obj].role == "single"
+    if (single or f.relation == "P286") and not f.secondary:
+      held.setdefault(f.obj, []).append((f.start or 0, f.end or 10**7))
+  assert len(held) > 50
+  for spans in held.values():
+    spans.sort()
+    for (_, end), (start, _) in zip(spans, spans[1:]):
+      assert start >= end  # handing over on the same day is allowed
+
+
+def test_never_changing_relations_never_change(full):
+  facts = read_facts(os.path.join(full[0], "facts.tsv"))
+  for rel in ("P131", "P17"):
+    subjects = group(facts, rel)
+    assert subjects
+    for fs in subjects.values():
+      assert len(fs) == 1 and fs[0]["start"] is None and fs[0]["end"] is None
+
+
+def test_annual_events_change_host_every_year(full):
+  facts = read_facts(os.path.join(full[0], "facts.tsv"))
+  events = group(facts, "P276")
+  assert len(events) >= 10
+  for fs in events.values():
+    fs = sorted(fs, key=lambda f: f["start"])
+    assert [f["start"].year for f in fs] == list(range(2004, 2023))
+    assert all(f["end"].year == f["start"].year for f in fs)
+    hosts = [f["o"] for f in fs]
+    assert all(h != p for h, p in zip(hosts[1:], hosts))
+    assert all(h not in hosts[i : i + 2] for i, h in enumerate(hosts[2:]))
+
+
+def test_templama_subjects_mostly_change_and_the_cut_matters(full):
+  """The builder's rule (more than one object in facts dated >= 2010) keeps most subjects."""
+  facts = read_facts(os.path.join(full[0], "facts.tsv"))
+  kept = total = 0
+  for rel in TEMPLAMA:
+    subjects = group(facts, rel)
+    n_kept = 0
+    for fs in subjects.values():
+      recent = [
+        f
+        for f in fs
+        if (f["start"] and f["start"].year >= 2010) or (f["end"] and f["end"].year >= 2010)
+      ]
+      n_kept += len({f["o"] for f in recent}) > 1
+    assert 0 < n_kept < len(subjects), rel
+    kept += n_kept
+    total += len(subjects)
+  assert 0.6 < kept / total < 0.95
+  assert 100 <= kept <= 150
+
+
+def test_sizing_at_scale_one(full):
+  _, counts = full
+  assert 100 <= sum(counts["templama_subjects"].values()) <= 150
+  assert 1000 <= sum(counts["templama_queries"].values()) <= 1500
+  per_year = [counts["sentences_per_year"][str(y)] for y in NEWS_YEARS]
+  assert 2000 <= min(per_year) and max(per_year) <= 10000
+
+
+def test_several_answers_in_some_years(full):
+  facts = read_facts(os.path.join(full[0], "facts.tsv"))
+  overlapping = 0
+  for rel in ("P54", "P108", "P69", "P39", "P127"):
+    for fs in group(facts, rel).values():
+      overlapping += len(fs) - len(primaries(fs))
+  assert overlapping >= 5
+
+
+# --- news ------------------------------------------------------------------------------------
+
+
+def test_document_counts_grow_with_the_year(full):
+  docs = read_news(os.path.join(full[0], "news.jsonl"))
+  per_year = [sum(d.year == y for d, _ in docs) for y in NEWS_YEARS]
+  assert all(b > a for a, b in zip(per_year, per_year[1:])), per_year
+  assert 1.1**10 * 0.8 < per_year[-1] / per_year[0] < 1.1**10 * 1.2
+
+
+def test_explicit_year_share_is_near_the_paper(full):
+  """CustomNews: 3.9% of sentences mention a year, 2.1% the publication year."""
+  docs = read_news(os.path.join(full[0], "news.jsonl"))
+  n = with_year = same_year = 0
+  for date, sentences in docs:
+    for s in sentences:
+      n += 1
+      years = {int(y) for y in YEAR.findall(s)}
+      with_year += bool(years)
+      same_year += date.year in years
+  assert 0.035 < with_year / n < 0.045
+  assert 0.4 < same_year / with_year < 0.65
+
+
+def test_every_fact_of_a_year_is_stated_in_that_years_news(small):
+  path, _ = small
+  names = read_entities(os.path.join(path, "entities.tsv"))
+  facts = read_facts(os.path.join(path, "facts.tsv"))
+  by_year = {y: [] for y in NEWS_YEARS}
+  for date, sentences in read_news(os.path.join(path, "news.jsonl")):
+    by_year[date.year].extend(sentences)
+  checked = 0
+  for year, sentences in by_year.items():
+    mentions = {}
+    for i, s in enumerate(sentences):
+      for qid, name in names.items():
+        if name in s:
+          mentions.setdefault(qid, set()).add(i)
+    for f in facts:
+      if valid_in_year(f, year):
+        both = mentions.get(f["s"], set()) & mentions.get(f["o"], set())
+        assert len(both) >= 3, (year, f, names[f["s"]], names[f["o"]])
+        checked += 1
+  assert checked > 500
+
+
+@pytest.fixture(scope="module")
+def records():
+  return synthetic.generate(0, 0.2)
+
+
+def test_fact_sentences_hold_on_the_document_date(records):
+  world, docs = records
+  kinds = {}
+  for doc in docs:
+    for s in doc.sentences:
+      kinds[s.kind] = kinds.get(s.kind, 0) + 1
+      if s.kind == "fact":
+        assert news_interval(s.fact, doc.date, doc.date) is not None, (doc.date_str, s)
+        assert world.entities[s.fact.subject].name in s.text
+        assert world.entities[s.fact.obj].name in s.text
+  total = sum(kinds.values())
+  assert 0.5 < kinds["fact"] / total < 0.7
+  assert 0.25 < kinds["distractor"] / total < 0.45
+  assert 0.02 < kinds["past_future"] / total < 0.04
+
+
+def test_several_paraphrases_per_relation(records):
+  _, docs = records
+  templates = {}
+  for doc in docs:
+    for s in doc.sentences:
+      if s.kind == "fact":
+        templates.setdefault(s.fact.relation, []).append(s.template)
+  for rel in TEMPLAMA:
+    used = templates[rel]
+    assert len(set(used)) >= 4, rel
+    share = used.count(f"{rel}:templama") / len(used)
+    assert 0.05 < share < 0.3, (rel, share)
+
+
+def test_popular_subjects_are_mentioned_more(records):
+  world, docs = records
+  mentions = {}
+  for doc in docs:
+    for s in doc.sentences:
+      if s.kind == "fact" and s.fact.relation in TEMPLAMA:
+        mentions[s.fact.subject] = mentions.get(s.fact.subject, 0) + 1
+  pops = np.array([world.entities[q].popularity for q in mentions], dtype=float)
+  counts = np.array(list(mentions.values()), dtype=float)
+  assert np.corrcoef(np.log(pops), np.log(counts))[0, 1] > 0.3
+
+
+# --- future relations, vocabulary ------------------------------------------------------------
+
+
+def test_future_relations_sets(small):
+  path, _ = small
+  fr = os.path.join(path, "future_relations")
+  names = read_entities(os.path.join(path, "entities.tsv"))
+  facts = read_facts(os.path.join(path, "facts.tsv"))
+  candidates = {}
+  for name in ("cities", "countries"):
+    with open(os.path.join(fr, "candidates", f"{name}.txt"), encoding="utf-8") as f:
+      candidates[name] = f.read().splitlines()
+    assert len(set(candidates[name])) == len(candidates[name]) >= 5
+  sets = {}
+  with open(os.path.join(fr, "queries.jsonl"), encoding="utf-8") as f:
+    for line in f:
+      q = json.loads(line)
+      assert {"id", "set", "query", "candidates"} <= set(q)
+      assert q["query"].count("_X_") == 1 and not YEAR.search(q["query"])
+      sets.setdefault(q["set"], []).append(q)
+      # The object in 2018 (or the 2018 edition's host) is among the candidates.
+      objs = [
+        names[f["o"]] for f in facts
+        if f["s"] == q["subject"] and f["rel"] == q["relation"] and valid_in_year(f, 2018)
+      ]  # fmt: skip
+      assert objs and all(o in candidates[q["candidates"]] for o in objs), q
+  assert set(sets) == {"frequent", "rare", "never"}
+  assert all(10 <= len(v) <= 30 for v in sets.values())
+  assert len({q["id"] for v in sets.values() for q in v}) == sum(len(v) for v in sets.values())
+
+
+def test_vocabulary_covers_names_templates_and_time_prefixes(small):
+  path, _ = small
+  vocab = Vocabulary(os.path.join(path, "spiece.model"))
+  assert vocab.vocab_size == synthetic.vocab_pieces(0.2) + 100
+  for name in read_entities(os.path.join(path, "entities.tsv")).values():
+    assert vocab.decode(vocab.encode(name)) == name
+  texts = [
+    "year: 2014 Zed Quux plays for Yves & Co.",
+    "In 2029, the Space Needle will be in Seattle!",
+    "X holds the position of Y. X is a member of the Y. Y is the head of the government of X.",
+    "Y works for X; X attended Y, Y is the chair of X (X is owned by Y).",
+  ]
+  for text in texts:
+    ids = vocab.encode(text)
+    assert vocab.unk_id not in ids, text
+    assert vocab.decode(ids) == text
+  assert vocab.sentinel_id(0) in vocab.encode("X plays for <extra_id_0>.")
+
+
+# --- errors and the CLI ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("scale", [0, -1.0, float("nan"), float("inf")])
+def test_bad_scale_is_a_config_error(tmp_path, scale):
+  with pytest.raises(ConfigError):
+    synthetic.build_world(str(tmp_path / "w"), scale=scale)
+  assert not os.path.exists(tmp_path / "w")
+
+
+def test_refuses_to_replace_a_foreign_directory(tmp_path):
+  (tmp_path / "notes.txt").write_text("mine")
+  with pytest.raises(UserError, match="not a synthetic world"):
+    synthetic.build_world(str(tmp_path), scale=0.2)
+  assert (tmp_path / "notes.txt").read_text() == "mine"
+
+
+def run_cli(*args):
+  return subprocess.run(
+    [sys.executable, os.path.join(ROOT, "run.py"), "--mode=build_world", *args],
+    capture_output=True, text=True, cwd=ROOT, timeout=120,
+  )  # fmt: skip
+
+
+def test_cli_builds_and_prints_counts(tmp_path):
+  out = tmp_path / "world"
+  proc = run_cli(f"--output_dir={out}", "--scale=0.2", "--seed=3")
+  assert proc.returncode == 0, proc.stderr
+  assert "TempLAMA-eligible" in proc.stdout and "documents" in proc.stdout
+  counts = json.loads(proc.stdout.strip().splitlines()[-1])
+  assert counts["seed"] == 3 and counts["scale"] == 0.2
+  assert os.path.isfile(out / "news.jsonl") and os.path.isfile(out / "spiece.model")
+  assert "jax" not in proc.stderr
+
+
+@pytest.mark.parametrize("args", [("--scale=0",), ("--scale=-2",), ()])
+def test_cli_bad_arguments_fail_in_one_line_and_write_nothing(tmp_path, args):
+  out = tmp_path / "world"
+  if args:
+    args = (f"--output_dir={out}", *args)
+  proc = run_cli(*args)
+  assert proc.returncode != 0
+  lines = proc.stderr.strip().splitlines()
+  assert len(lines) == 1 and lines[0].startswith("error: "), proc.stderr
+  assert not os.path.exists(out) and os.listdir(tmp_path) == []

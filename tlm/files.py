@@ -14,6 +14,17 @@ from collections.abc import Iterator
 from typing import Any
 
 
+def _umask() -> int:
+  mask = os.umask(0)
+  os.umask(mask)
+  return mask
+
+
+def _default_mode(directory: bool) -> int:
+  # mkstemp/mkdtemp create private (0600/0700) entries; outputs get the usual permissions.
+  return (0o777 if directory else 0o666) & ~_umask()
+
+
 @contextlib.contextmanager
 def atomic_output_file(path: str, mode: str = "w") -> Iterator[Any]:
   """Opens a temporary file that replaces `path` only if the block exits cleanly."""
@@ -23,6 +34,7 @@ def atomic_output_file(path: str, mode: str = "w") -> Iterator[Any]:
   try:
     with os.fdopen(fd, mode) as f:
       yield f
+    os.chmod(tmp, _default_mode(directory=False))
     os.replace(tmp, path)
   except BaseException:
     with contextlib.suppress(FileNotFoundError):
@@ -40,6 +52,7 @@ def atomic_output_dir(path: str) -> Iterator[str]:
   parent = os.path.dirname(path)
   os.makedirs(parent, exist_ok=True)
   tmp = tempfile.mkdtemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=parent)
+  os.chmod(tmp, _default_mode(directory=True))
   try:
     yield tmp
   except BaseException:

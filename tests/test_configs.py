@@ -1,0 +1,155 @@
+"""Named configs carry the paper's settings; --set overrides parse by type; errors list keys."""
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from tlm import configs
+from tlm.errors import ConfigError
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+
+
+def test_every_size_and_variant_is_named():
+  want = {f"{s}_{v}" for s in configs.SIZES for v in configs.VARIANTS}
+  assert set(configs.names()) == want
+  for name in want:
+    config = configs.get(name)
+    assert config.name == name
+    doc = configs.describe(name)
+    for part in ("Command:", "Run time:", "Expected:", f"--config={name}"):
+      assert part in doc, (name, part)
+
+
+def test_paper_settings():
+  # §2.3: Adafactor, constant LR 1e-3, dropout 0.1, batch 2048, 300K steps, 1000:1, 2010-18.
+  for size, preset in (("small", "t5-v1_1-small"), ("large", "t5-v1_1-large"),
+                       ("xxl", "t5-v1_1-xxl")):  # fmt: skip
+    for variant in ("temporal", "uniform", "yearly"):
+      c = configs.get(f"{size}_{variant}")
+      assert c.model.preset == preset
+      assert c.model.dropout_rate == 0.1
+      assert c.train.learning_rate == 1e-3 and c.train.schedule == "constant"
+      assert c.train.batch_size == 2048 and c.train.steps == 300_000
+      assert c.train.z_loss == 1e-4
+      assert c.data.news_to_templama == 1000.0
+      assert c.data.train_years == tuple(range(2010, 2019))
+      assert not c.data.synthetic
+      assert "model.init_checkpoint" in c.required and "data.ssm_dir" in c.required
+  assert configs.get("large_temporal").data.conditioning == "temporal"
+  assert configs.get("large_uniform").data.conditioning == "none"
+  assert configs.get("large_yearly").variant == "yearly"
+  cbqa = configs.get("large_cbqa_ft")  # T5-CBQA-ft: 5K steps on TempLAMA alone
+  assert cbqa.train.steps == 5000 and cbqa.data.news_to_templama == 0.0
+  assert cbqa.data.conditioning == "none"
+  assert "google/t5-large-ssm" in configs.describe("large_temporal")
+  assert configs.get("large_temporal").adapt.steps == 50_000
+  assert configs.get("large_temporal").adapt.new_year == 2019
+
+
+def test_tiny_configs_need_nothing():
+  for variant in ("temporal", "uniform", "yearly"):
+    c = configs.get(f"tiny_{variant}")
+    assert c.data.synthetic and c.required == ()
+    configs.check_required(c)
+    assert c.model.preset == "tiny"
+
+
+def test_required_key_names_exist():
+  keys = configs.valid_keys()
+  for key in ("train.steps", "train.batch_size", "train.checkpoint_every", "train.log_every",
+              "data.seed", "model.init_checkpoint"):  # fmt: skip
+    assert key in keys
+
+
+def test_override_types():
+  c = configs.override(
+    configs.get("tiny_temporal"),
+    [
+      "train.steps=12",
+      "train.learning_rate=3e-4",
+      "model.remat=true",
+      "adapt.alphas=0.3,0.5,0.7",
+      "data.train_years=2012,2013",
+      "model.init_checkpoint=/x/y=z",  # only the first "=" separates key and value
+      "mesh.data=-1",
+      "train.steps=13",  # later assignments win
+    ],
+  )
+  assert c.train.steps == 13 and isinstance(c.train.steps, int)
+  assert c.train.learning_rate == 3e-4
+  assert c.model.remat is True
+  assert c.adapt.alphas == (0.3, 0.5, 0.7) and all(isinstance(a, float) for a in c.adapt.alphas)
+  assert c.data.train_years == (2012, 2013)
+  assert c.model.init_checkpoint == "/x/y=z"
+  assert configs.override(c, ["data.train_years="]).data.train_years == ()
+  assert configs.get("tiny_temporal").train.steps != 13  # frozen: the registry is unchanged
+
+
+def test_override_errors_list_valid_keys():
+  base = configs.get("tiny_temporal")
+  with pytest.raises(ConfigError) as e:
+    configs.override(base, ["train.stepz=3"])
+  msg = str(e.value)
+  assert "train.stepz" in msg and "did you mean train.steps" in msg
+  assert "valid keys:" in msg and "model.init_checkpoint" in msg and "\n" not in msg
+  for bad, what in (
+    ("train.steps=3.5", "expects int"),
+    ("train.learning_rate=fast", "expects float"),
+    ("model.remat=maybe", "expects bool"),
+    ("adapt.alphas=0.3,x", "comma-separated floats"),
+    ("nosuchsection.x=1", "unknown config key"),
+    ("train=3", "unknown config key"),
+    ("train.steps", "dotted.key=value"),
+  ):
+    with pytest.raises(ConfigError, match=what):
+      configs.override(base, [bad])
+  with pytest.raises(ConfigError, match="unknown config 'large_temporl'.*large_temporal"):
+    configs.get("large_temporl")
+
+
+def test_json_round_trip_is_strict():
+  c = configs.override(configs.get("large_yearly"), ["data.year=2014", "adapt.alphas=0.5"])
+  d = json.loads(json.dumps(configs.to_dict(c)))
+  assert d["train"]["steps"] == 300_000 and d["adapt"]["alphas"] == [0.5]
+  assert configs.from_dict(d) == c
+  d["train"]["stepz"] = 1
+  with pytest.raises(ConfigError, match="stepz"):
+    configs.from_dict(d)
+  d = configs.to_dict(c)
+  d["train"]["steps"] = "many"
+  with pytest.raises(ConfigError, match="train.steps"):
+    configs.from_dict(d)
+
+
+def test_paper_config_without_checkpoint_or_data_fails_at_once():
+  with pytest.raises(ConfigError) as e:
+    configs.check_required(configs.get("large_temporal"))
+  msg = str(e.value)
+  for key in ("model.init_checkpoint", "data.ssm_dir", "data.templama_dir", "tiny_temporal"):
+    assert key in msg
+  ok = configs.override(
+    configs.get("large_temporal"),
+    ["model.init_checkpoint=/c", "data.ssm_dir=/s", "data.templama_dir=/t"],
+  )
+  configs.check_required(ok)
+  # On the synthetic world only the checkpoint is needed.
+  with pytest.raises(ConfigError, match="model.init_checkpoint") as e:
+    configs.check_required(configs.override(configs.get("large_temporal"), ["data.synthetic=1"]))
+  assert "data.ssm_dir" not in str(e.value)
+
+
+def test_cli_fails_fast_naming_the_keys(tmp_path):
+  proc = subprocess.run(
+    [sys.executable, "run.py", "--mode=train", "--config=large_temporal",
+     f"--workdir={tmp_path / 'w'}"],
+    cwd=ROOT, capture_output=True, text=True, timeout=120,
+  )  # fmt: skip
+  assert proc.returncode == 1
+  last = proc.stderr.strip().splitlines()[-1]
+  assert last.startswith("error: config 'large_temporal' needs model.init_checkpoint")
+  assert "tiny_temporal" in last
+  assert not (tmp_path / "w").exists()  # nothing written

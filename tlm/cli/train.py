@@ -1,0 +1,73 @@
+"""`--mode=train`: train a named config (all Yearly experts in turn), or `--dry_run` it.
+
+  python run.py --mode=train --config=tiny_temporal --workdir=/tmp/tiny_temporal
+  python run.py --mode=train --config=large_temporal --workdir=/shared/large_temporal \\
+    --set=model.init_checkpoint=/ckpt/t5-large-ssm --set=data.ssm_dir=SSM --set=data.templama_dir=TL
+  python run.py --mode=train --config=xxl_temporal --dry_run     # size it before reserving a pod
+
+Multi-host (JAX multi-controller, the same command on every host): `--coordinator_address`,
+`--num_processes` and `--process_id`, or a cluster environment JAX detects by itself (Cloud TPU
+pod slices, SLURM, Open MPI, `JAX_COORDINATOR_ADDRESS`), call `jax.distributed.initialize`
+before any device is touched. Rerunning the same command resumes from the latest checkpoint.
+"""
+
+import os
+
+from tlm import configs
+from tlm.errors import ConfigError
+
+# Environment variables of the clusters jax.distributed.initialize() configures itself from,
+# with the condition under which they mean more than one process.
+_CLUSTER_HINTS = (
+  ("JAX_COORDINATOR_ADDRESS", lambda v: bool(v)),
+  ("SLURM_NTASKS", lambda v: v.isdigit() and int(v) > 1),
+  ("OMPI_COMM_WORLD_SIZE", lambda v: v.isdigit() and int(v) > 1),
+  ("TPU_WORKER_HOSTNAMES", lambda v: "," in v),
+)
+
+
+def initialize_distributed(
+  coordinator_address: str | None, num_processes: int | None, process_id: int | None
+) -> bool:
+  """Calls `jax.distributed.initialize` for a multi-process run; returns whether it did.
+
+  Raises:
+    ConfigError: if only some of the three flags are given.
+  """
+  given = [coordinator_address is not None, num_processes is not None, process_id is not None]
+  if any(given) and not all(given):
+    raise ConfigError(
+      "--coordinator_address, --num_processes and --process_id must be given together"
+    )
+  cluster = any(check(os.environ.get(name, "")) for name, check in _CLUSTER_HINTS)
+  if not all(given) and not cluster:
+    return False
+  import jax
+
+  # CPU processes exchange collectives through gloo (GPU/TPU use their own interconnect).
+  jax.config.update("jax_cpu_collectives_implementation", "gloo")
+  if all(given):
+    jax.distributed.initialize(coordinator_address, num_processes, process_id)
+  else:
+    jax.distributed.initialize()
+  return True
+
+
+def main(flags) -> None:
+  """Entry point of `--mode=train` (`flags`: the parsed absl flags of run.py)."""
+  if not flags.config:
+    raise ConfigError(f"--config is required; one of: {', '.join(configs.names())}")
+  config = configs.override(configs.get(flags.config), flags.set)
+  if not flags.dry_run:
+    if not flags.workdir:
+      raise ConfigError("--workdir is required for --mode=train (checkpoints, metrics, config)")
+    configs.check_required(config)  # before jax starts: fail at once
+  initialize_distributed(flags.coordinator_address, flags.num_processes, flags.process_id)
+  if flags.dry_run:
+    from tlm.train.dry_run import dry_run
+
+    dry_run(config)
+    return
+  from tlm.train import loop
+
+  loop.run(config, flags.workdir)

@@ -1,0 +1,104 @@
+"""`--mode=train --dry_run`: compile the real train step on the configured mesh, allocate nothing.
+
+So that a user can size `large_temporal` or `xxl_temporal` (parameters, memory per device,
+FLOPs per step; `train.microbatches`, `model.remat`, `mesh.model`) before reserving a pod slice:
+the state and the batch are `jax.ShapeDtypeStruct`s carrying their shardings, the step is the
+one `tlm.train.loop` runs, lowered and compiled ahead of time by XLA for the devices present,
+and the figures come from XLA's own `memory_analysis()` and `cost_analysis()` of the compiled
+SPMD program (one device's share).
+"""
+
+import time
+from collections.abc import Callable
+
+import jax
+from flax import linen as nn
+
+from tlm.configs import Config
+from tlm.models.t5 import Transformer, get_preset
+from tlm.train import partitioning
+from tlm.train.loop import compile_train_step, make_train_step
+from tlm.train.optim import make_optimizer
+from tlm.train.state import model_config, param_count, state_layout
+
+
+def _gib(n: float) -> str:
+  return f"{n / 2**30:.2f} GiB"
+
+
+def dry_run(config: Config, log: Callable[[str], None] = print) -> dict:
+  """Compiles the train step of `config` on the current devices with abstract inputs.
+
+  The vocabulary size is the preset's (the real run uses its SentencePiece model's, rounded
+  up to a multiple of 128 for the tiny presets), so no data or checkpoint is read.
+
+  Returns:
+    {"config", "parameters", "devices", "mesh", "batch_size", "microbatches",
+     "tokens_per_step", "flops_per_step" (all devices), "flops_per_device",
+     "memory_per_device" (bytes: arguments, outputs, temporaries, aliased, peak estimate),
+     "compile_seconds"}.
+  """
+  tc = config.train
+  mesh = partitioning.make_mesh(config.mesh.data, config.mesh.model)
+  partitioning.check_batch(mesh, tc.batch_size, tc.microbatches)
+  t5 = model_config(config.model, get_preset(config.model.preset).vocab_size)
+  model = Transformer(t5)
+  optimizer = make_optimizer(tc.schedule, tc.learning_rate, tc.warmup_steps)
+  t0 = time.perf_counter()
+  with jax.set_mesh(mesh), nn.logical_axis_rules(partitioning.AXIS_RULES):
+    layout = state_layout(model, optimizer, mesh)
+    batch = partitioning.abstract_batch(
+      mesh, tc.batch_size, config.data.input_length, config.data.target_length
+    )
+    step_fn = make_train_step(
+      model,
+      optimizer,
+      microbatches=tc.microbatches,
+      z_loss=tc.z_loss,
+      loss_normalizing_factor=tc.loss_normalizing_factor,
+      seed=tc.seed,
+    )
+    compiled = compile_train_step(step_fn, layout, batch, mesh)
+  seconds = time.perf_counter() - t0
+  memory = compiled.memory_analysis()
+  cost = compiled.cost_analysis()
+  if isinstance(cost, list):  # older jax returned one dict per computation
+    cost = cost[0]
+  flops_per_device = float(cost.get("flops", 0.0))
+  mem = {
+    "arguments": int(memory.argument_size_in_bytes),
+    "outputs": int(memory.output_size_in_bytes),
+    "temporaries": int(memory.temp_size_in_bytes),
+    "aliased": int(memory.alias_size_in_bytes),
+  }
+  # The donated state is aliased to the output: count it once.
+  mem["peak_estimate"] = mem["arguments"] + mem["outputs"] + mem["temporaries"] - mem["aliased"]
+  devices = mesh.devices.size
+  report = {
+    "config": config.name,
+    "parameters": param_count(layout.abstract.params),
+    "devices": int(devices),
+    "mesh": {k: int(v) for k, v in mesh.shape.items()},
+    "batch_size": tc.batch_size,
+    "microbatches": tc.microbatches,
+    "tokens_per_step": tc.batch_size * (config.data.input_length + config.data.target_length),
+    "flops_per_device": flops_per_device,
+    "flops_per_step": flops_per_device * devices,
+    "memory_per_device": mem,
+    "compile_seconds": seconds,
+  }
+  log(
+    f"{config.name}: {report['parameters']:,} parameters ({t5.dtype} activations, remat "
+    f"{t5.remat}) on {devices} x {jax.devices()[0].platform} devices, mesh {report['mesh']}"
+  )
+  log(
+    f"step: batch {tc.batch_size} x ({config.data.input_length} + {config.data.target_length}) "
+    f"tokens in {tc.microbatches} microbatch(es); {report['flops_per_step']:.3e} FLOPs per step "
+    f"({flops_per_device:.3e} per device)"
+  )
+  log(
+    f"memory per device: {_gib(mem['peak_estimate'])} peak estimate (arguments "
+    f"{_gib(mem['arguments'])}, temporaries {_gib(mem['temporaries'])}, outputs "
+    f"{_gib(mem['outputs'])}, aliased {_gib(mem['aliased'])}); compiled in {seconds:.1f}s"
+  )
+  return report

@@ -1,7 +1,7 @@
 """The embedded synthetic temporal world: a deterministic stand-in for CustomNews + Wikidata.
 
-DESIGN.md "The embedded synthetic world"; the paper's §2 (CustomNews, TempLAMA) and §4.2
-(future relations). `build_world(output_dir, seed, scale)` writes, atomically:
+DESIGN.md "The embedded synthetic world"; the paper's dataset section (CustomNews, TempLAMA)
+and its "Future Relations" section. `build_world(output_dir, seed, scale)` writes, atomically:
 
 - `news.jsonl`: `{"date": "YYYY-MM-DD", "text": ...}` documents for 2010-2020;
 - `facts.tsv`: `relation<TAB>subject<TAB>object[<TAB>P580=YYYY[MM[DD]]][<TAB>P582=...]`;
@@ -11,8 +11,8 @@ DESIGN.md "The embedded synthetic world"; the paper's §2 (CustomNews, TempLAMA)
   queries; `stats.json`: the counts that `build_world` returns.
 so that the TempLAMA builder, the SSM builder and the samplers run on it unchanged. Everything is
 a pure function of (seed, scale): same seed, byte-identical files. The parts: entities and facts
-(`synthetic_facts.py`), names (`synthetic_names.py`), news (`synthetic_news.py`), sentence
-templates (`synthetic_templates.py`).
+(`synthetic_facts.py`), their records (`synthetic_types.py`), names (`synthetic_names.py`), news
+(`synthetic_news.py`), sentence templates (`synthetic_templates.py`).
 
 Settings, fixed for realism before any model was trained on the world (never tune them to make
 a model look good):
@@ -72,16 +72,9 @@ import os
 from collections import Counter
 
 from tlm.data import synthetic_templates as T
-from tlm.data.synthetic_facts import (
-  Fact,
-  RelationSpec,
-  World,
-  WorldSettings,
-  generate_world,
-  stream,
-  year_of,
-)
+from tlm.data.synthetic_facts import generate_world
 from tlm.data.synthetic_news import Document, NewsSettings, generate_news
+from tlm.data.synthetic_types import Fact, RelationSpec, World, WorldSettings, stream, year_of
 from tlm.data.vocab import train_sentencepiece
 from tlm.errors import ConfigError, UserError
 from tlm.files import atomic_output_dir, atomic_output_file, write_json, write_jsonl

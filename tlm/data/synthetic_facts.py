@@ -9,7 +9,7 @@ Change processes (`RelationSpec.dynamics`):
 - "renewal": a stationary renewal process. A subject keeps an object for a gamma-distributed
   tenure (mean `mean_years`, shape `shape`), then changes; the process starts in 1950 so that
   2004-2022 sees it in equilibrium, which makes "changes per subject-year = 1 / mean tenure"
-  hold exactly in expectation inside the window.
+  hold in expectation inside the window (up to a negligible transient).
 - "elections": the subject's jurisdiction votes every 4 or 5 years on a fixed date; at each
   election the object changes with probability `change_prob` (mean tenure = cycle / p).
 - "studies": a finite sequence of 2-3 degrees (gamma tenures), sometimes with a gap year.
@@ -25,129 +25,25 @@ not otherwise recorded; the current object has no end (P582). Inside the window 
 complete and correct, so every TempLAMA answer is supported by the news of its year.
 """
 
-import dataclasses
-import datetime
 import math
 from collections.abc import Callable
 
 import numpy as np
 
-WINDOW_START = datetime.date(2004, 1, 1).toordinal()
-WINDOW_END = datetime.date(2022, 12, 31).toordinal()
-HISTORY_START = datetime.date(1950, 1, 1).toordinal()
-DAYS_PER_YEAR = 365.25
-
-# Independent random streams, one per purpose, so that changing how the news is written never
-# changes the facts (and so on). The ids are part of the output format: never renumber them.
-_STREAMS = {"names": 1, "popularity": 2, "facts": 3, "news": 4, "future": 5}
-
-
-def stream(seed: int, name: str) -> np.random.Generator:
-  """The numpy Generator (PCG64) of one named purpose under `seed`."""
-  return np.random.Generator(np.random.PCG64(np.random.SeedSequence([_STREAMS[name], seed])))
-
-
-def day(year: int, month: int = 1, dom: int = 1) -> int:
-  return datetime.date(year, month, dom).toordinal()
-
-
-def year_of(d: int) -> int:
-  return datetime.date.fromordinal(d).year
-
-
-@dataclasses.dataclass(frozen=True)
-class RelationSpec:
-  """How the object of one relation changes over time; see the module docstring."""
-
-  pid: str
-  label: str
-  dynamics: str
-  mean_years: float = 0.0
-  shape: float = 1.0
-  change_prob: float = 0.0
-  loyal_share: float = 0.0
-  secondary_prob: float = 0.0
-  secondary_months: tuple[int, int] = (0, 0)
-
-  @property
-  def expected_tenure_years(self) -> float:
-    """Mean time between changes of a non-loyal subject's main object."""
-    if self.dynamics == "elections":
-      return 4.5 / self.change_prob  # cycles of 4 or 5 years, equally likely
-    if self.dynamics == "annual":
-      return 1.0
-    return self.mean_years
-
-
-@dataclasses.dataclass(frozen=True)
-class Entity:
-  qid: str
-  name: str
-  kind: str
-  popularity: int  # written to entities.tsv; the TempLAMA builder ranks subjects by it
-  weight: float  # latent salience: how often the news mentions the entity
-  article: bool = False  # running text writes "the <name>"
-  role: str = ""  # person: "player:striker", "leader:city", ...; event: host kind; position
-  country: str = ""  # qid of the home country (cities, parties, positions, politicians)
-
-  @property
-  def mention(self) -> str:
-    return f"the {self.name}" if self.article else self.name
-
-
-@dataclasses.dataclass(frozen=True)
-class Fact:
-  """One (relation, subject, object) valid from `start` to `end` (days, both inclusive).
-
-  `start is None`: valid since before the window, start unknown; `end is None`: still valid
-  at the end of the world. `*_digits` is the written precision (4 year, 6 month, 8 day).
-  """
-
-  relation: str
-  subject: str
-  obj: str
-  start: int | None
-  end: int | None
-  start_digits: int = 6
-  end_digits: int = 6
-  secondary: bool = False
-  dated: bool = True  # False: a timeless fact written without qualifiers
-
-  def valid_on(self, d: int) -> bool:
-    return (self.start is None or self.start <= d) and (self.end is None or d <= self.end)
-
-  def overlap(self, first: int, last: int) -> tuple[int, int] | None:
-    """The days of [first, last] on which the fact holds, or None."""
-    lo = first if self.start is None else max(first, self.start)
-    hi = last if self.end is None else min(last, self.end)
-    return (lo, hi) if lo <= hi else None
-
-
-@dataclasses.dataclass
-class WorldSettings:
-  """Sizes (at scale 1) and change processes of the world; chosen in tlm/data/synthetic.py."""
-
-  relations: dict[str, RelationSpec]
-  counts: dict[str, int]  # pool sizes at scale 1
-  min_counts: dict[str, int]  # floors, so that small scales keep every kind of entity
-  subjects_per_relation: int
-  min_subjects_per_relation: int
-  parties_per_country: int = 3
-  ministries_per_country: int = 6
-  election_change_months: tuple[int, int] = (3, 11)
-
-
-@dataclasses.dataclass
-class World:
-  seed: int
-  scale: float
-  entities: dict[str, Entity]
-  facts: list[Fact]
-  subjects: dict[str, list[str]]  # relation -> its subjects (loyal ones included)
-  loyal: dict[str, list[str]]  # relation -> subjects that keep one object
-
-  def by_kind(self, kind: str) -> list[Entity]:
-    return [e for e in self.entities.values() if e.kind == kind]
+from tlm.data.synthetic_types import (
+  DAYS_PER_YEAR,
+  HISTORY_START,
+  WINDOW_END,
+  WINDOW_START,
+  Entity,
+  Fact,
+  RelationSpec,
+  World,
+  WorldSettings,
+  day,
+  stream,
+  year_of,
+)
 
 
 def _count(settings: WorldSettings, key: str, scale: float) -> int:
@@ -197,7 +93,9 @@ class _Builder:
     self.countries = [self.add("country", self.names.country()) for _ in range(c("countries"))]
     self.cities = []
     for _ in range(c("cities")):
-      self.cities.append(self.add("city", self.names.city(), country=self.pick(self.countries)))
+      # Cities spread over countries, more in the salient ones (weight ** 0.5).
+      country = self.pick(self.countries, 0.5)
+      self.cities.append(self.add("city", self.names.city(), country=country))
     # Politics happens in the most salient countries, as in Wikidata's coverage.
     by_weight = sorted(self.countries, key=lambda q: -self.entities[q].weight)
     self.political = by_weight[: c("political_countries")]

@@ -17,7 +17,7 @@ import datetime
 import numpy as np
 
 from tlm.data import synthetic_templates as T
-from tlm.data.synthetic_facts import Fact, World, day, year_of
+from tlm.data.synthetic_types import Fact, World, day, year_of
 
 # Distractor slots filled with an entity of this kind (or person category).
 _SLOT_KINDS = {

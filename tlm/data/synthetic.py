@@ -212,6 +212,7 @@ def _check_output_dir(path: str) -> None:
 
 
 def format_date(d: int, digits: int) -> str:
+  """A day as a Wikidata-style qualifier value: YYYY, YYYYMM or YYYYMMDD (`digits`)."""
   return datetime.date.fromordinal(d).strftime("%Y%m%d")[:digits]
 
 

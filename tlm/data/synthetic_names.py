@@ -104,12 +104,16 @@ class NameGenerator:
         return name
 
   def person(self) -> str:
+    """A new person: a shared first name and a new surname."""
     return self.unique(lambda: f"{self._choice(self._first_names)} {self.root(2, 3, 9)}")
 
   def country(self) -> str:
+    """A new country name ("Veloria")."""
     return self.unique(lambda: self.root(1, 2, 6) + self._choice(COUNTRY_SUFFIXES))
 
   def city(self) -> str:
+    """A new city name, sometimes with Port or New in front."""
+
     def make():
       name = self.root(1, 2, 7) + self._choice(CITY_SUFFIXES)
       r = self._rng.random()
@@ -122,9 +126,11 @@ class NameGenerator:
     return self.unique(make)
 
   def team(self) -> str:
+    """A new sports team ("Kemke Athletic")."""
     return self.unique(lambda: f"{self.root()} {self._choice(TEAM_SUFFIXES)}")
 
   def company(self) -> str:
+    """A new company ("Mafes Pharma")."""
     return self.unique(lambda: f"{self.root()} {self._choice(COMPANY_SUFFIXES)}")
 
   def university(self) -> tuple[str, bool]:
@@ -137,13 +143,16 @@ class NameGenerator:
     return self.unique(lambda: f"{self.root()} Institute of Technology"), True
 
   def organisation(self) -> str:
+    """A new organisation ("Zosha Trust"); running text writes "the"."""
     return self.unique(lambda: self._choice(ORGANISATION_FORMS).format(self.root()))
 
   def event(self, hosted_by_country: bool) -> str:
+    """A new annual event: a festival or cup for cities, a summit or contest for countries."""
     forms = COUNTRY_EVENT_FORMS if hosted_by_country else CITY_EVENT_FORMS
     return self.unique(lambda: self._choice(forms).format(self.root()))
 
   def landmark(self) -> str:
+    """A new landmark ("Seves Cathedral")."""
     return self.unique(lambda: self._choice(LANDMARK_FORMS).format(self.root()))
 
   def parties(self, country: str, n: int) -> list[str]:

@@ -134,6 +134,8 @@ def _take(queue: list, chosen: list, limit: int, d: int, valid: list, lookahead:
 
 
 class _Writer:
+  """Writes the documents of each year; all randomness comes from one numpy stream."""
+
   def __init__(self, world: World, settings: NewsSettings, rng: np.random.Generator):
     self.w = world
     self.s = settings
@@ -217,11 +219,8 @@ class _Writer:
       else:
         q = self.random_entity(kind, exclude=fields.used)
       fields.used.add(q)
-      return (
-        self.ent[q].name
-        if key in ("city", "country", "team2", "country2")
-        else (self.ent[q].mention)
-      )
+      bare = key in ("city", "country", "team2", "country2")  # templates say "in {city}"
+      return self.ent[q].name if bare else self.ent[q].mention
     if key == "weekday":  # a day of the week before the publication
       d = fields.day - self.randint(7)
       return T.WEEKDAYS[datetime.date.fromordinal(d).weekday()]

@@ -109,6 +109,7 @@ FACT = {
   ),
   # The annual event's host, before and after this year's edition.
   "P276:before": (
+    "{s} will be held in {o} this year.",
     "{o} will host this year's {S}.",
     "This year's {S} will take place in {o}.",
     "Preparations for {s} in {o} are on schedule.",

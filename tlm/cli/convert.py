@@ -1,0 +1,52 @@
+"""`--mode=convert`: a checkpoint rewritten as an HF directory or a tlm model directory.
+
+  python run.py --mode=convert --checkpoint=SRC --output_dir=DST --format=hf|tlm [--vocab=...]
+
+SRC is anything `tlm.models.checkpoints.load_checkpoint` reads: an HF directory (safetensors,
+pytorch_model.bin or flax_model.msgpack), a Mesh-TF checkpoint prefix (e.g. the paper's
+T5-CBQA / SSM baselines), a tlm model directory or a training workdir. `--format=hf` writes
+`config.json`, `model.safetensors` and `spiece.model`, loadable by transformers'
+`T5ForConditionalGeneration.from_pretrained`; `--format=tlm` writes `model_config.json`,
+`spiece.model` and orbax `params/` (docs/ARCHITECTURE.md). The vocabulary is copied from
+`--vocab` or from beside SRC when there is one (a conversion needs none). The conversion is
+strict (every source tensor used once, shapes checked) and DST appears only when complete.
+"""
+
+import os
+
+from tlm.cli.inference import find_vocabulary, require_flags
+from tlm.errors import ConfigError, DataError
+
+
+def _inside(path: str, directory: str) -> bool:
+  path, directory = os.path.realpath(path), os.path.realpath(directory)
+  return path == directory or path.startswith(directory + os.sep)
+
+
+def main(flags) -> None:
+  """--mode=convert: reads --checkpoint and writes --output_dir in --format."""
+  require_flags(flags, "convert", "checkpoint", "output_dir")
+  if flags.format not in ("hf", "tlm"):
+    raise ConfigError(f"--format must be hf or tlm, got {flags.format!r}")
+  if _inside(flags.checkpoint, flags.output_dir):
+    raise ConfigError(
+      f"--output_dir={flags.output_dir} would replace the checkpoint being converted"
+    )
+  spiece_model = None
+  vocab_path = find_vocabulary(flags)
+  if vocab_path is not None:
+    try:
+      with open(vocab_path, "rb") as f:
+        spiece_model = f.read()
+    except OSError as e:
+      raise DataError(f"cannot read vocabulary ({e.strerror})", vocab_path) from None
+
+  from tlm.models import checkpoints
+
+  config, params = checkpoints.load_checkpoint(flags.checkpoint)
+  save = checkpoints.save_hf if flags.format == "hf" else checkpoints.save_tlm
+  save(flags.output_dir, config, params, spiece_model=spiece_model)
+  print(
+    f"convert: {flags.checkpoint} -> {flags.output_dir} ({flags.format}"
+    f"{', with spiece.model' if spiece_model else ', no vocabulary found'})"
+  )

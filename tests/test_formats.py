@@ -8,9 +8,12 @@ orbax params layer by round trips. Readers must refuse what they cannot read wit
 CheckpointError naming the file (and tensor), never return partial or wrong data.
 """
 
+import collections
 import json
 import os
+import pickle
 import struct
+import zipfile
 
 import jax
 import ml_dtypes
@@ -250,6 +253,72 @@ def test_torch_pickle_hf_t5_checkpoint(tmp_path):
   want = torch.load(path, weights_only=True)
   assert sorted(got) == sorted(want)
   for name, value in want.items():
+    _assert_same(got[name], _torch_to_numpy(value), name)
+
+
+class _StorageRef:
+  """Pickled as a persistent id: a storage reference in a hand-made legacy file."""
+
+  def __init__(self, pid):
+    self.pid = pid
+
+
+class _TensorV2:
+  """Pickled as torch._utils._rebuild_tensor_v2(storage, offset, size, stride, ...)."""
+
+  def __init__(self, storage, offset, size, stride):
+    self.args = (storage, offset, size, stride, False, collections.OrderedDict())
+
+  def __reduce__(self):
+    return (torch._utils._rebuild_tensor_v2, self.args)
+
+
+class _LegacyPickler(pickle.Pickler):
+  def persistent_id(self, obj):
+    return obj.pid if isinstance(obj, _StorageRef) else None
+
+
+def test_torch_pickle_legacy_storage_views(tmp_path):
+  # Files from torch < 1.0 could reference a view (view_key, offset, size) of a root storage;
+  # torch.load still reads them, and is the reference here.
+  path = str(tmp_path / "views.bin")
+  root = ("storage", torch.FloatStorage, "root", "cpu", 6)
+  state = {
+    "whole": _TensorV2(_StorageRef(root + (None,)), 0, (2, 3), (3, 1)),
+    "view": _TensorV2(_StorageRef(root + (("v", 2, 3),)), 1, (2,), (1,)),
+  }
+  with open(path, "wb") as f:
+    for header in (0x1950A86A20F9469CFC6C, 1001, {"little_endian": True, "protocol_version": 1001}):
+      pickle.dump(header, f, protocol=2)
+    _LegacyPickler(f, protocol=2).dump(state)
+    pickle.dump(["root"], f, protocol=2)
+    f.write(struct.pack("<q", 6) + np.arange(6, dtype="<f4").tobytes())
+  want = torch.load(path, weights_only=False)
+  got = torch_pickle.read(path)
+  assert sorted(got) == sorted(want)
+  for name, value in want.items():
+    _assert_same(got[name], _torch_to_numpy(value), name)
+  _assert_same(got["view"], np.array([3.0, 4.0], np.float32))
+
+
+def test_torch_pickle_big_endian_zip(tmp_path):
+  # A zip checkpoint from a big-endian machine: byteorder "big", storages byte-swapped.
+  sd = {"w": torch.randn(3, 2), "i": torch.arange(4), "h": torch.randn(2).half()}
+  little = str(tmp_path / "little.bin")
+  torch.save(sd, little)
+  big = str(tmp_path / "big.bin")
+  with zipfile.ZipFile(little) as src, zipfile.ZipFile(big, "w") as dst:
+    for info in src.infolist():
+      data = src.read(info)
+      if info.filename.endswith("/byteorder"):
+        data = b"big"
+      elif "/data/" in info.filename:
+        key = info.filename.rsplit("/", 1)[1]
+        itemsize = {"0": 4, "1": 8, "2": 2}[key]  # w, i, h in insertion order
+        data = np.frombuffer(data, f"<u{itemsize}").byteswap().tobytes()
+      dst.writestr(info, data)
+  got = torch_pickle.read(big)
+  for name, value in sd.items():
     _assert_same(got[name], _torch_to_numpy(value), name)
 
 

@@ -1,0 +1,81 @@
+"""Predictor batching keeps order and equals unbatched calls; time conditioning and Yearly
+routing send each query, formatted for its year, to the right model."""
+
+import jax
+import numpy as np
+import pytest
+
+from tlm.data.vocab import Vocabulary, train_sentencepiece
+from tlm.eval.predictor import Predictor, TimeConditioned, YearlyEnsemble
+from tlm.models import decoding, t5
+
+WORDS = "the coach of Lumora Vexton FC plays for year 2014 University in is a member".split()
+
+
+@pytest.fixture(scope="module")
+def vocab():
+  rng = np.random.default_rng(0)
+  texts = [" ".join(rng.choice(WORDS, size=10)) for _ in range(500)]
+  return Vocabulary(train_sentencepiece(texts, 40))
+
+
+def _predictor(vocab, seed, **kwargs):
+  cfg = t5.get_preset("tiny", vocab_size=256)
+  x = np.ones((1, 4), np.int32)
+  params = t5.Transformer(cfg).init(jax.random.PRNGKey(seed), x, x, enable_dropout=False)
+  return Predictor(cfg, params["params"], vocab, **kwargs)
+
+
+QUERIES = [
+  "Lumora plays for <extra_id_0> .",
+  "coach",
+  "the member of Vexton FC is a coach of it",
+  "a",
+]
+
+
+def test_predict_and_score_match_unbatched_calls(vocab):
+  p = _predictor(vocab, 0, batch_size=3, max_decode_length=6)
+  preds = p.predict(QUERIES)
+  for q, pred in zip(QUERIES, preds):
+    tokens = np.asarray([p.tokenize(q)], np.int32)
+    direct = decoding.greedy_decode(p.config, p.params, tokens, 6)
+    assert pred == vocab.decode(np.asarray(direct)[0])
+  targets = ["FC", "Vexton FC", "the", "Lumora University"]
+  ll, n = p.log_likelihood(QUERIES, targets)
+  for i, (q, t) in enumerate(zip(QUERIES, targets)):
+    enc = np.asarray([p.tokenize(q)], np.int32)
+    dec = np.asarray([vocab.encode(t) + [1]], np.int32)
+    ref, _ = decoding.score(p.config, p.params, enc, dec)
+    np.testing.assert_allclose(ll[i], float(ref[0]), rtol=1e-5, atol=1e-5)
+    assert n[i] == dec.shape[1]
+
+
+def test_rank_equals_log_likelihood_of_each_pair(vocab):
+  p = _predictor(vocab, 1, batch_size=2)
+  candidates = ["FC", "Vexton FC", "the", "Lumora", "University"]
+  ranked = p.rank(QUERIES, candidates)
+  assert ranked.shape == (len(QUERIES), len(candidates))
+  for i, q in enumerate(QUERIES):
+    ll, _ = p.log_likelihood([q] * len(candidates), candidates)
+    np.testing.assert_allclose(ranked[i], ll, rtol=1e-5, atol=1e-4)
+
+
+def test_time_conditioning_and_yearly_routing(vocab):
+  a, b = _predictor(vocab, 2, batch_size=4), _predictor(vocab, 3, batch_size=4)
+  temporal = TimeConditioned(a, "temporal")
+  ll, _ = temporal.log_likelihood(["coach"], [2014], ["FC"])
+  ref, _ = a.log_likelihood(["year: 2014 coach"], ["FC"])
+  np.testing.assert_allclose(ll, ref)
+  in_text, _ = TimeConditioned(a, "in_text").log_likelihood(["coach"], [2022], ["FC"])
+  np.testing.assert_allclose(in_text, a.log_likelihood(["In 2022, coach"], ["FC"])[0])
+
+  ensemble = YearlyEnsemble({2010: TimeConditioned(a, "none"), 2018: TimeConditioned(b, "none")})
+  years = [2009, 2019, 2011, 2017, 2030]
+  queries = ["coach", "a", "the member", "Lumora", "FC"]
+  got, _ = ensemble.log_likelihood(queries, years, ["FC"] * 5)
+  for q, y, g in zip(queries, years, got):
+    expert = a if y <= 2014 else b  # closest of {2010, 2018}
+    np.testing.assert_allclose(g, expert.log_likelihood([q], ["FC"])[0][0], rtol=1e-6)
+  ranked = ensemble.rank(queries, years, ["FC", "the"])
+  np.testing.assert_allclose(ranked[1], b.rank(["a"], ["FC", "the"])[0], rtol=1e-6)

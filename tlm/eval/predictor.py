@@ -1,0 +1,302 @@
+"""Text in, text and log-likelihoods out: a T5 model with its vocabulary, batched for jit.
+
+`Predictor` is what every evaluation (and `--mode=predict` / `--mode=score`) calls. It turns
+strings into T5 inputs (SentencePiece ids + EOS), groups examples of similar length into
+batches padded to a few bucketed shapes (powers of two, a fixed number of rows) so that jit
+compiles once per bucket rather than once per batch, and restores input order.
+
+On top of it, the time conditioning of the paper (§2.3):
+- `TimeConditioned(predictor, conditioning)` formats each query for its year first
+  ("year: 2014 " prefix for Temporal, nothing for Uniform, "In 2014, " in the text for the
+  future probes of models without a time input);
+- `YearlyEnsemble(experts)` routes each query to its year's expert, the closest one outside
+  the experts' years (2018 for every year after).
+Both expose `predict(queries, years)`, `log_likelihood(queries, years, targets)` and
+`rank(queries, years, candidates)`, so the experiments treat every model alike.
+"""
+
+import sys
+import time
+from collections.abc import Callable, Mapping, Sequence
+
+import numpy as np
+
+from tlm.data.formatting import format_input
+from tlm.data.vocab import EOS_ID, Vocabulary
+from tlm.errors import ConfigError
+from tlm.eval.routing import route_to_expert
+
+_MIN_LENGTH = 8
+
+
+def _bucket(n: int) -> int:
+  """Smallest power of two >= max(n, _MIN_LENGTH)."""
+  return 1 << (max(n, _MIN_LENGTH) - 1).bit_length()
+
+
+def _pad(sequences: Sequence[Sequence[int]], rows: int, length: int) -> np.ndarray:
+  out = np.zeros((rows, length), np.int32)
+  for i, ids in enumerate(sequences):
+    out[i, : len(ids)] = ids
+  return out
+
+
+class _Progress:
+  """Examples done, rate and ETA on stderr, at most about once every `every` seconds."""
+
+  def __init__(self, label: str, total: int, enabled: bool, every: float = 5.0):
+    self.label, self.total, self.done, self.enabled, self.every = label, total, 0, enabled, every
+    self.start = self.last = time.time()
+
+  def update(self, n: int) -> None:
+    self.done += n
+    now = time.time()
+    if not self.enabled or (now - self.last < self.every and self.done < self.total):
+      return
+    self.last = now
+    rate = self.done / max(now - self.start, 1e-9)
+    eta = (self.total - self.done) / rate if rate > 0 else 0.0
+    print(
+      f"  {self.label}: {self.done}/{self.total} ({rate:.0f}/s, ETA {eta:.0f}s)",
+      file=sys.stderr,
+      flush=True,
+    )
+
+
+class Predictor:
+  """A T5 model and its vocabulary, applied to lists of strings in bucketed batches.
+
+  Args:
+    config: the model's T5Config.
+    params: its "params" tree (numpy or jax arrays, plain or boxed).
+    vocab: the vocabulary it was trained with.
+    batch_size: rows per batch (fixed, the last batch is padded).
+    max_decode_length: tokens generated at most by `predict`.
+    beam_size: 1 decodes greedily (the paper's CBQA decoding), more uses beam search.
+    max_input_length: longer inputs are truncated (keeping EOS); 0 keeps them whole.
+    progress: print progress lines to stderr for long lists.
+  """
+
+  def __init__(
+    self,
+    config,
+    params,
+    vocab: Vocabulary,
+    *,
+    batch_size: int = 64,
+    max_decode_length: int = 32,
+    beam_size: int = 1,
+    max_input_length: int = 0,
+    progress: bool = False,
+  ):
+    import jax
+
+    if vocab.vocab_size > config.vocab_size:
+      raise ConfigError(
+        f"the vocabulary has {vocab.vocab_size} ids but the model embeds only "
+        f"{config.vocab_size}: wrong vocabulary for this checkpoint?"
+      )
+    for name, value in (("batch_size", batch_size), ("max_decode_length", max_decode_length)):
+      if value < 1:
+        raise ConfigError(f"{name} must be >= 1, got {value}")
+    if beam_size < 1:
+      raise ConfigError(f"beam_size must be >= 1, got {beam_size}")
+    self.config = config
+    self.params = jax.device_put(params)
+    self.vocab = vocab
+    self.batch_size = batch_size
+    self.max_decode_length = max_decode_length
+    self.beam_size = beam_size
+    self.max_input_length = max_input_length
+    self.progress = progress
+
+  @classmethod
+  def from_checkpoint(cls, path: str, vocab: Vocabulary | str | None = None, **kwargs):
+    """Loads any checkpoint `load_checkpoint` reads; the vocabulary defaults to the
+    `spiece.model` beside it."""
+    from tlm.models.checkpoints import find_spiece_model, load_checkpoint
+
+    if vocab is None:
+      vocab = find_spiece_model(path)
+      if vocab is None:
+        raise ConfigError(f"no vocabulary for {path}: put spiece.model beside the checkpoint")
+    if isinstance(vocab, str):
+      vocab = Vocabulary(vocab)
+    config, params = load_checkpoint(path)
+    return cls(config, params, vocab, **kwargs)
+
+  # ---- tokenisation and batching ---------------------------------------------------------
+
+  def tokenize(self, text: str) -> list[int]:
+    """Ids of `text` followed by EOS, truncated to max_input_length (EOS kept)."""
+    ids = self.vocab.encode(text) + [EOS_ID]
+    if self.max_input_length and len(ids) > self.max_input_length:
+      ids = ids[: self.max_input_length - 1] + [EOS_ID]
+    return ids
+
+  def _batched(
+    self,
+    label: str,
+    keys: Sequence[int],
+    run: Callable[[list[int], int], np.ndarray],
+  ) -> list:
+    """Calls `run(indices, length_bucket)` on groups of similar `keys`; results by index."""
+    order = sorted(range(len(keys)), key=lambda i: keys[i])
+    results: list = [None] * len(keys)
+    progress = _Progress(label, len(keys), self.progress and len(keys) > 4 * self.batch_size)
+    for start in range(0, len(order), self.batch_size):
+      chunk = order[start : start + self.batch_size]
+      out = run(chunk, _bucket(max(keys[i] for i in chunk)))
+      for row, i in enumerate(chunk):
+        results[i] = out[row]
+      progress.update(len(chunk))
+    return results
+
+  # ---- the three operations --------------------------------------------------------------
+
+  def predict(self, inputs: Sequence[str]) -> list[str]:
+    """Decoded text for every input (greedy, or beam search with beam_size > 1)."""
+    from tlm.models import decoding
+
+    encoded = [self.tokenize(t) for t in inputs]
+
+    def run(chunk, length):
+      tokens = _pad([encoded[i] for i in chunk], self.batch_size, length)
+      if self.beam_size == 1:
+        out = decoding.greedy_decode(self.config, self.params, tokens, self.max_decode_length)
+      else:
+        out, _ = decoding.beam_search(
+          self.config, self.params, tokens, self.max_decode_length, beam_size=self.beam_size
+        )
+        out = out[:, 0]
+      return np.asarray(out)
+
+    tokens = self._batched("predict", [len(e) for e in encoded], run)
+    return [self.vocab.decode(t) for t in tokens]
+
+  def log_likelihood(
+    self, inputs: Sequence[str], targets: Sequence[str]
+  ) -> tuple[np.ndarray, np.ndarray]:
+    """Natural-log p(target | input) summed over target tokens incl. EOS, and token counts."""
+    from tlm.models import decoding
+
+    if len(inputs) != len(targets):
+      raise ValueError(f"{len(inputs)} inputs but {len(targets)} targets")
+    enc = [self.tokenize(t) for t in inputs]
+    dec = [self.vocab.encode(t) + [EOS_ID] for t in targets]
+    target_length = _bucket(max((len(d) for d in dec), default=1))
+
+    def run(chunk, length):
+      sums, _ = decoding.score(
+        self.config,
+        self.params,
+        _pad([enc[i] for i in chunk], self.batch_size, length),
+        _pad([dec[i] for i in chunk], self.batch_size, target_length),
+      )
+      return np.asarray(sums, np.float64)
+
+    sums = self._batched("score", [len(e) for e in enc], run)
+    return np.asarray(sums, np.float64), np.asarray([len(d) for d in dec], np.int64)
+
+  def rank(self, inputs: Sequence[str], candidates: Sequence[str]) -> np.ndarray:
+    """`[len(inputs), len(candidates)]` log p(candidate | input), encoder once per input."""
+    from tlm.models import decoding
+
+    cand = [self.vocab.encode(c) + [EOS_ID] for c in candidates]
+    cand_tokens = _pad(cand, len(cand), _bucket(max(len(c) for c in cand)))
+    enc = [self.tokenize(t) for t in inputs]
+    # A few inputs at a time keeps the [inputs x candidates x length x vocab] logits small.
+    per_step = max(1, min(self.batch_size, 4096 // max(len(cand), 1)))
+    rows = -(-min(self.batch_size, len(enc)) // per_step) * per_step
+
+    def run(chunk, length):
+      out = []
+      for s in range(0, len(chunk), rows):
+        part = chunk[s : s + rows]
+        tokens = _pad([enc[i] for i in part], rows, length)
+        out.append(
+          np.asarray(
+            decoding.rank_candidates(self.config, self.params, tokens, cand_tokens, per_step)
+          )
+        )
+      return np.concatenate(out)[: len(chunk)]
+
+    scores = self._batched("rank", [len(e) for e in enc], run)
+    return np.stack(scores).astype(np.float64) if scores else np.zeros((0, len(candidates)))
+
+
+class TimeConditioned:
+  """A Predictor whose queries are formatted for their year (`tlm.data.formatting`).
+
+  Args:
+    predictor: the model.
+    conditioning: "temporal" ("year: 2014 " prefix), "none" (the query alone) or "in_text"
+      ("In 2014, " + query: the future probes of models without a time input).
+  """
+
+  def __init__(self, predictor: Predictor, conditioning: str):
+    self.predictor = predictor
+    self.conditioning = conditioning
+
+  def _inputs(self, queries: Sequence[str], years: Sequence[int]) -> list[str]:
+    if len(queries) != len(years):
+      raise ValueError(f"{len(queries)} queries but {len(years)} years")
+    return [format_input(q, int(y), self.conditioning) for q, y in zip(queries, years)]
+
+  def predict(self, queries: Sequence[str], years: Sequence[int]) -> list[str]:
+    return self.predictor.predict(self._inputs(queries, years))
+
+  def log_likelihood(self, queries, years, targets) -> tuple[np.ndarray, np.ndarray]:
+    return self.predictor.log_likelihood(self._inputs(queries, years), targets)
+
+  def rank(self, queries, years, candidates) -> np.ndarray:
+    return self.predictor.rank(self._inputs(queries, years), candidates)
+
+
+class YearlyEnsemble:
+  """One model per year; each query goes to `route_to_expert(year)` (paper §2.3).
+
+  Args:
+    experts: year -> a model with the TimeConditioned interface (usually
+      `TimeConditioned(predictor, "none")`).
+  """
+
+  def __init__(self, experts: Mapping[int, TimeConditioned]):
+    if not experts:
+      raise ConfigError("a Yearly ensemble needs at least one expert")
+    self.experts = dict(experts)
+
+  def _route(self, years: Sequence[int]) -> dict[int, list[int]]:
+    groups: dict[int, list[int]] = {}
+    for i, y in enumerate(years):
+      groups.setdefault(route_to_expert(int(y), list(self.experts)), []).append(i)
+    return groups
+
+  def _gather(self, years, call) -> list:
+    out: list = [None] * len(years)
+    for expert, idx in sorted(self._route(years).items()):
+      for i, value in zip(idx, call(self.experts[expert], idx)):
+        out[i] = value
+    return out
+
+  def predict(self, queries, years) -> list[str]:
+    return self._gather(
+      years, lambda m, idx: m.predict([queries[i] for i in idx], [years[i] for i in idx])
+    )
+
+  def log_likelihood(self, queries, years, targets) -> tuple[np.ndarray, np.ndarray]:
+    def call(m, idx):
+      ll, n = m.log_likelihood(
+        [queries[i] for i in idx], [years[i] for i in idx], [targets[i] for i in idx]
+      )
+      return list(zip(ll, n))
+
+    pairs = self._gather(years, call)
+    return np.asarray([p[0] for p in pairs]), np.asarray([p[1] for p in pairs])
+
+  def rank(self, queries, years, candidates) -> np.ndarray:
+    rows = self._gather(
+      years,
+      lambda m, idx: list(m.rank([queries[i] for i in idx], [years[i] for i in idx], candidates)),
+    )
+    return np.stack(rows) if rows else np.zeros((0, len(candidates)))

@@ -1,0 +1,154 @@
+"""TempLAMA and news (SSM) evaluation of a time-aware model (paper §2.2, Tables 2, 3, 7, Fig. 2).
+
+TempLAMA: every query is decoded greedily with the model's time conditioning and scored with
+SQuAD token F1 and exact match, the max over all answers and aliases. Results are reported for
+the seen years (2010-18) and the future years (2019-20), and by year, relation and fact
+duration (the years the first answer holds, `tlm.data.templama.fact_durations`). The two
+answer baselines of the data itself — always answering the subject's most frequent or most
+recent answer — are scored the same way.
+
+News: the held-out salient-span-masking examples of each year are decoded (F1 / EM against the
+masked span) and scored (token-level perplexity of the span, Table 7).
+
+A "model" is anything with `predict(queries, years)` and `log_likelihood(queries, years,
+targets)`: `tlm.eval.predictor.TimeConditioned` or `YearlyEnsemble`.
+"""
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from tlm.data import metrics
+from tlm.data.formatting import templama_query_input
+from tlm.data.templama import TempLamaExample, fact_durations
+
+SLICES = {"2010-18": tuple(range(2010, 2019)), "2019-20": (2019, 2020)}
+SHORT_LIVED_YEARS = 5  # "queries whose answers persist for less than 5 years" (§3.1)
+
+
+def slice_of(year: int) -> str | None:
+  """The Table 2 slice a year belongs to, or None."""
+  for name, years in SLICES.items():
+    if year in years:
+      return name
+  return None
+
+
+def _answers(example: TempLamaExample) -> list[list[str]]:
+  return [list(a) for a in example.answers]
+
+
+def score_records(
+  examples: Sequence[TempLamaExample],
+  predictions: Sequence[str],
+  durations: Mapping[str, int],
+) -> list[dict]:
+  """One record per query: id, year, relation, duration, prediction, answers, f1, em."""
+  records = []
+  for ex, pred in zip(examples, predictions, strict=True):
+    answers = _answers(ex)
+    records.append(
+      {
+        "id": ex.id,
+        "year": ex.year,
+        "relation": ex.relation,
+        "duration": int(durations[ex.id]),
+        "query": ex.query,
+        "prediction": pred,
+        "answers": [a[0] for a in answers],
+        "f1": metrics.token_f1(pred, answers),
+        "em": metrics.exact_match(pred, answers),
+      }
+    )
+  return records
+
+
+def aggregate(records: Sequence[dict]) -> dict:
+  """F1/EM overall, per Table 2 slice, by year, relation, duration bucket, short vs long."""
+  out = {"all": metrics.summarize(records)}
+  for name in SLICES:
+    out[name] = metrics.summarize([r for r in records if slice_of(r["year"]) == name])
+  for name, keep in (
+    ("short", lambda r: r["duration"] < SHORT_LIVED_YEARS),
+    ("long", lambda r: r["duration"] >= SHORT_LIVED_YEARS),
+  ):
+    seen = [r for r in records if slice_of(r["year"]) == "2010-18" and keep(r)]
+    out[f"2010-18_{name}_lived"] = metrics.summarize(seen)
+  return out
+
+
+def evaluate_templama(
+  model, examples: Sequence[TempLamaExample], all_examples: Sequence[TempLamaExample] = ()
+) -> dict:
+  """Decodes and scores every query.
+
+  Args:
+    model: `predict(queries, years)`.
+    examples: the queries to evaluate (e.g. the test split).
+    all_examples: examples used to compute fact durations (defaults to `examples`; a
+      subject's queries are all in one split, so the split itself suffices).
+
+  Returns:
+    {"metrics": aggregate(...), "records": [...]}.
+  """
+  durations = fact_durations(list(all_examples or examples))
+  queries = [templama_query_input(ex.query) for ex in examples]
+  predictions = model.predict(queries, [ex.year for ex in examples])
+  records = score_records(examples, predictions, durations)
+  return {"metrics": aggregate(records), "records": records}
+
+
+def answer_baselines(examples: Sequence[TempLamaExample]) -> dict:
+  """Scores of always answering the most frequent / most recent answer (from the data)."""
+  durations = fact_durations(list(examples))
+  out = {}
+  for name in ("most_frequent_answer", "most_recent_answer"):
+    records = score_records(examples, [getattr(ex, name) for ex in examples], durations)
+    out[name] = aggregate(records)
+  return out
+
+
+def evaluate_news(model, examples_by_year: Mapping[int, Sequence[dict]]) -> dict:
+  """SSM F1 / EM and perplexity of the masked spans, per year and per Table 2 slice.
+
+  Args:
+    model: `predict(queries, years)` and `log_likelihood(queries, years, targets)`.
+    examples_by_year: `{year: [{"inputs", "targets", ...}, ...]}` held-out SSM examples.
+
+  Returns:
+    {"by_year": {year: {"f1", "em", "perplexity", "count"}}, "<slice>": {...}}.
+  """
+  by_year, pooled = {}, {}
+  for year in sorted(examples_by_year):
+    rows = examples_by_year[year]
+    if not rows:
+      continue
+    inputs = [r["inputs"] for r in rows]
+    targets = [r["targets"] for r in rows]
+    years = [year] * len(rows)
+    preds = model.predict(inputs, years)
+    ll, n = model.log_likelihood(inputs, years, targets)
+    f1 = [metrics.token_f1(p, [t]) for p, t in zip(preds, targets)]
+    em = [metrics.exact_match(p, [t]) for p, t in zip(preds, targets)]
+    by_year[year] = {
+      "f1": float(np.mean(f1)),
+      "em": float(np.mean(em)),
+      "perplexity": metrics.perplexity(ll, n),
+      "count": len(rows),
+    }
+    name = slice_of(year)
+    if name:
+      acc = pooled.setdefault(name, {"f1": [], "em": [], "ll": [], "n": []})
+      acc["f1"] += f1
+      acc["em"] += em
+      acc["ll"] += list(ll)
+      acc["n"] += list(n)
+  out: dict = {"by_year": by_year}
+  for name, acc in pooled.items():
+    out[name] = {
+      "f1": float(np.mean(acc["f1"])),
+      "em": float(np.mean(acc["em"])),
+      "perplexity": metrics.perplexity(acc["ll"], acc["n"]),
+      "count": len(acc["f1"]),
+    }
+  return out

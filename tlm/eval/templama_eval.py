@@ -113,7 +113,8 @@ def evaluate_news(model, examples_by_year: Mapping[int, Sequence[dict]]) -> dict
 
   Args:
     model: `predict(queries, years)` and `log_likelihood(queries, years, targets)`.
-    examples_by_year: `{year: [{"inputs", "targets", ...}, ...]}` held-out SSM examples.
+    examples_by_year: `{year: [TextExample(inputs, targets, year), ...]}` held-out SSM
+      examples (`tlm.data.datasets.load_sources(..., split="test")`).
 
   Returns:
     {"by_year": {year: {"f1", "em", "perplexity", "count"}}, "<slice>": {...}}.
@@ -123,8 +124,8 @@ def evaluate_news(model, examples_by_year: Mapping[int, Sequence[dict]]) -> dict
     rows = examples_by_year[year]
     if not rows:
       continue
-    inputs = [r["inputs"] for r in rows]
-    targets = [r["targets"] for r in rows]
+    inputs = [r.inputs for r in rows]
+    targets = [r.targets for r in rows]
     years = [year] * len(rows)
     preds = model.predict(inputs, years)
     ll, n = model.log_likelihood(inputs, years, targets)

@@ -1,0 +1,272 @@
+"""The paper's evaluations of trained models: Table 2 rows, Figures 2-4 (paper §3.1-§3.2).
+
+- `evaluate(config, workdir)`: TempLAMA and news F1 (and news perplexity, Table 7) of the
+  model trained in `workdir` with `config`; writes `results/eval.json` and the model's Markdown
+  row of Table 2.
+- `eval_future(config, workdir)`: Figure 3 (change of log-likelihood of 2018-correct answers
+  over 2019..2029) and Figure 4 (entropy over a candidate set for frequently / rarely / never
+  changing facts); writes `results/future.json`, `figure3.png`, `figure4.png`.
+- `yearly_gap_curves(...)`: Figure 2, left (each yearly expert on every year).
+
+How each variant is queried (§2.3, §3.2): Temporal with the "year: 2014" prefix; Uniform and
+T5-CBQA(-ft) with the query alone, and "In 2025, <query>" for the future probes; Yearly routes
+each query to its year's expert (`WORKDIR/year=YYYY`), the 2018 expert for later years.
+"""
+
+import dataclasses
+import os
+from collections.abc import Callable, Sequence
+
+import numpy as np
+
+from tlm import configs
+from tlm.configs import Config
+from tlm.data import datasets, metrics
+from tlm.data.formatting import templama_query_input
+from tlm.data.future_relations import RESOURCES, FutureRelations, load_future_relations
+from tlm.data.sampling import NEWS_SSM
+from tlm.data.templama import TempLamaExample, load_templama
+from tlm.errors import ConfigError
+from tlm.eval import figures, future, tables
+from tlm.eval.predictor import Predictor, TimeConditioned, YearlyEnsemble
+from tlm.eval.templama_eval import answer_baselines, evaluate_news, evaluate_templama
+from tlm.files import atomic_output_file, write_json
+
+Log = Callable[[str], None]
+
+
+# ---- data ------------------------------------------------------------------------------------
+
+
+@dataclasses.dataclass(frozen=True)
+class EvalData:
+  """Held-out data of an experiment.
+
+  Attributes:
+    templama: the TempLAMA split under evaluation, every year.
+    news: {year: held-out SSM examples}, at most `eval.max_examples` per year.
+    future_relations_dir: the future-relations query sets (world's, or the shipped real ones).
+  """
+
+  templama: list
+  news: dict
+  future_relations_dir: str
+
+
+def eval_data(config: Config) -> EvalData:
+  """Loads the config's held-out TempLAMA and news data (building the world if needed)."""
+  from tlm.train.data import resolve_sources, synthetic_cache_dir
+
+  data, ec = config.data, config.eval
+  sources = resolve_sources(data)
+  future_dir = RESOURCES
+  if data.synthetic:
+    future_dir = datasets.ensure_synthetic_data(
+      synthetic_cache_dir(data), seed=data.world_seed, scale=data.world_scale
+    ).future_relations_dir
+  templama_dir = sources.templama_dir
+  if not templama_dir:
+    raise ConfigError("evaluation needs TempLAMA: set data.templama_dir (or data.synthetic)")
+  templama = load_templama(os.path.join(templama_dir, f"{ec.split}.json"))
+  templama = [ex for ex in templama if ex.year in ec.years]
+  news = {}
+  ssm_dir = sources.ssm_dir or (data.ssm_dir if os.path.isdir(data.ssm_dir) else "")
+  if ssm_dir:
+    loaded = datasets.load_sources(ssm_dir, None, years=ec.years, split=ec.split)[NEWS_SSM]
+    news = {y: (rows[: ec.max_examples] if ec.max_examples else rows) for y, rows in loaded.items()}
+  return EvalData(templama, news, future_dir)
+
+
+# ---- models ----------------------------------------------------------------------------------
+
+
+def trained(path: str) -> bool:
+  """Whether `path` holds a model: a training workdir with a saved step, a tlm model
+  directory, or an HF directory with weights."""
+  steps_dir = os.path.join(path, "checkpoints")
+  if os.path.isdir(steps_dir):
+    return any(name.isdigit() for name in os.listdir(steps_dir))
+  if os.path.isdir(os.path.join(path, "params")):
+    return os.path.isfile(os.path.join(path, "model_config.json"))
+  weights = ("model.safetensors", "pytorch_model.bin", "flax_model.msgpack")
+  return any(os.path.isfile(os.path.join(path, w)) for w in weights)
+
+
+def expert_dir(workdir: str, year: int) -> str:
+  """Where the Yearly expert of `year` is trained (`tlm.train.loop.expert_runs`)."""
+  return os.path.join(workdir, f"year={year}")
+
+
+def _require_trained(path: str, config: Config) -> None:
+  if not trained(path):
+    raise ConfigError(
+      f"no trained model in {path}: run `python run.py --mode=train --config={config.name} "
+      f"--workdir={path}` first"
+    )
+
+
+def predictor(path: str, config: Config) -> Predictor:
+  ec = config.eval
+  return Predictor.from_checkpoint(
+    path,
+    batch_size=ec.batch_size,
+    max_decode_length=ec.max_decode_length,
+    beam_size=ec.beam_size,
+    max_input_length=config.data.input_length,
+    progress=True,
+  )
+
+
+def load_model(config: Config, workdir: str, *, future_probe: bool = False):
+  """The model of `config` trained in `workdir`, queried as the paper does for its variant.
+
+  Args:
+    config: the experiment config (its variant picks the time conditioning).
+    workdir: the training workdir (a Yearly config: the directory holding year=YYYY/).
+    future_probe: models without a time input get the year in the text ("In 2025, ...").
+  """
+  if config.variant == "yearly":
+    experts = {}
+    for year in config.data.train_years:
+      path = expert_dir(workdir, year)
+      _require_trained(path, config)
+      experts[year] = TimeConditioned(predictor(path, config), "none")
+    return YearlyEnsemble(experts)
+  _require_trained(workdir, config)
+  if config.data.conditioning == "temporal":
+    conditioning = "temporal"
+  else:
+    conditioning = "in_text" if future_probe else "none"
+  return TimeConditioned(predictor(workdir, config), conditioning)
+
+
+# ---- experiments -----------------------------------------------------------------------------
+
+
+def _results_dir(workdir: str) -> str:
+  path = os.path.join(workdir, "results")
+  os.makedirs(path, exist_ok=True)
+  return path
+
+
+def _log_slices(log: Log, label: str, result: dict) -> None:
+  t = result["templama"]["metrics"]
+  parts = [f"TempLAMA F1 {s} {100 * t[s]['overall']['f1']:.1f}" for s in ("2010-18", "2019-20")]
+  news = result.get("news") or {}
+  parts += [f"news F1 {s} {100 * news[s]['f1']:.1f}" for s in ("2010-18", "2019-20") if s in news]
+  log(f"{label}: " + ", ".join(parts))
+
+
+def evaluate_model(model, data: EvalData, log: Log, label: str) -> dict:
+  """TempLAMA and news results of one model on `data`."""
+  log(f"{label}: decoding {len(data.templama)} TempLAMA queries")
+  result = {"templama": evaluate_templama(model, data.templama)}
+  if data.news:
+    log(f"{label}: news SSM on {sum(len(v) for v in data.news.values())} held-out examples")
+    result["news"] = evaluate_news(model, data.news)
+  _log_slices(log, label, result)
+  return result
+
+
+def evaluate(config: Config, workdir: str, log: Log = print, data: EvalData | None = None) -> dict:
+  """`--mode=eval`: writes WORKDIR/results/eval.json and table2_row.md; returns the result."""
+  data = data or eval_data(config)
+  model = load_model(config, workdir)
+  result = evaluate_model(model, data, log, config.name)
+  result["config"] = configs.to_dict(config)
+  result["answer_baselines"] = answer_baselines(data.templama)
+  out = _results_dir(workdir)
+  write_json(os.path.join(out, "eval.json"), result)
+  with atomic_output_file(os.path.join(out, "table2_row.md")) as f:
+    f.write(tables.table2({config.name: result}, result["answer_baselines"]))
+  return result
+
+
+def predictions_by_id(result: dict) -> dict[str, str]:
+  """{example id: prediction} from an `evaluate` result."""
+  return {r["id"]: r["prediction"] for r in result["templama"]["records"]}
+
+
+def future_results(
+  config: Config, workdir: str, data: EvalData, predictions: dict[str, str], log: Log
+) -> dict:
+  """Figure 3 and Figure 4 numbers for one model."""
+  model = load_model(config, workdir, future_probe=True)
+  fr: FutureRelations = load_future_relations(data.future_relations_dir)
+  log(f"{config.name}: Figure 3, log-likelihood of 2018-correct answers over 2019-2029")
+  fig3 = future.loglik_change(model, data.templama, predictions)
+  log(f"{config.name}: Figure 4, entropy over candidates for {len(fr.queries)} queries")
+  fig4 = future.future_entropy(model, fr)
+  return {"loglik_change": fig3, "entropy": fig4}
+
+
+def eval_future(config: Config, workdir: str, log: Log = print) -> dict:
+  """`--mode=eval_future`: WORKDIR/results/future.json, figure3.png, figure4.png."""
+  data = eval_data(config)
+  eval_path = os.path.join(workdir, "results", "eval.json")
+  if os.path.isfile(eval_path):
+    import json
+
+    with open(eval_path) as f:
+      predictions = predictions_by_id(json.load(f))
+  else:
+    log(f"{eval_path} not found: decoding the 2018 TempLAMA queries first")
+    model = load_model(config, workdir)
+    queries_2018 = [ex for ex in data.templama if ex.year == future.REFERENCE_YEAR]
+    preds = model.predict([templama_query_input(ex.query) for ex in queries_2018],
+                          [ex.year for ex in queries_2018])  # fmt: skip
+    predictions = {ex.id: p for ex, p in zip(queries_2018, preds)}
+  result = future_results(config, workdir, data, predictions, log)
+  out = _results_dir(workdir)
+  write_json(os.path.join(out, "future.json"), result)
+  _draw(
+    log, figures.figure3, {config.name: result["loglik_change"]}, os.path.join(out, "figure3.png")
+  )
+  _draw(
+    log,
+    figures.figure4,
+    {config.name: result["entropy"]["entropy"]},
+    os.path.join(out, "figure4.png"),
+  )
+  return result
+
+
+def _draw(log: Log, fn, *args) -> None:
+  """Draws a figure; without matplotlib, says so and carries on (the JSON is complete)."""
+  try:
+    fn(*args)
+  except figures.FiguresUnavailable as e:
+    log(f"note: {e}")
+
+
+def yearly_gap_curves(
+  config: Config, workdir: str, data: EvalData, log: Log
+) -> dict[str, dict[int, float]]:
+  """Figure 2, left: F1 of every yearly expert on every year, averaged by (test - train) year.
+
+  Returns:
+    {"TempLAMA": {gap: F1}, "News": {gap: F1}} (News only with news data).
+  """
+  sums: dict = {"TempLAMA": {}, "News": {}}
+  for expert_year in config.data.train_years:
+    model = TimeConditioned(predictor(expert_dir(workdir, expert_year), config), "none")
+    log(f"Figure 2: expert {expert_year} on every year")
+    t = evaluate_templama(model, data.templama)["metrics"]["all"]
+    for year, v in t.get("by_year", {}).get("f1", {}).items():
+      sums["TempLAMA"].setdefault(int(year) - expert_year, []).append(v["mean"])
+    if data.news:
+      n = evaluate_news(model, data.news)["by_year"]
+      for year, v in n.items():
+        sums["News"].setdefault(int(year) - expert_year, []).append(v["f1"])
+  return {k: {g: float(np.mean(v)) for g, v in sorted(d.items())} for k, d in sums.items() if d}
+
+
+def f1_by_duration(result: dict) -> dict[int, float]:
+  """TempLAMA F1 of the 2010-18 queries by fact duration in years (Figure 2, right)."""
+  records = [r for r in result["templama"]["records"] if 2010 <= r["year"] <= 2018]
+  groups = metrics.group_mean([r["f1"] for r in records], [r["duration"] for r in records])
+  return {int(k): v["mean"] for k, v in sorted(groups.items())}
+
+
+def templama_subset(examples: Sequence[TempLamaExample], years: Sequence[int]) -> list:
+  return [ex for ex in examples if ex.year in set(years)]

@@ -363,7 +363,7 @@ class _Matcher:
     self.used.add(alias)
     a, b = self.tensors[alias], self.tensors.get(of)
     if b is None or a.shape != b.shape or not np.array_equal(a, b):
-      self.mismatched.append(f"{alias} (must equal {of}: the output layer is tied)")
+      self.mismatched.append(f"{alias} (must equal {of}, as a tied copy of it)")
 
   def raise_if_bad(self, ignored: Callable[[str], bool] = lambda name: False) -> None:
     unexpected = sorted(k for k in self.tensors if k not in self.used and not ignored(k))
@@ -580,10 +580,12 @@ def _mesh_tf_prefix(path: str) -> str | None:
 
 def _latest_step_dir(workdir: str) -> str:
   root = os.path.join(workdir, "checkpoints")
-  steps = sorted(int(d) for d in os.listdir(root) if d.isdigit()) if os.path.isdir(root) else []
+  names = os.listdir(root) if os.path.isdir(root) else []
+  # Complete orbax steps only (in-progress saves live in temporary, non-numeric names).
+  steps = [int(d) for d in names if d.isdigit() and os.path.isdir(os.path.join(root, d, "params"))]
   if not steps:
-    raise CheckpointError(f"{workdir}: training workdir without checkpoints/<step>/")
-  return os.path.join(root, str(steps[-1]), "params")
+    raise CheckpointError(f"{workdir}: training workdir without checkpoints/<step>/params")
+  return os.path.join(root, str(max(steps)), "params")
 
 
 def _tlm_params(params_dir: str, cfg: t5.T5Config) -> dict:

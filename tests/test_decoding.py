@@ -1,0 +1,245 @@
+"""Decoding and scoring against references built from the plain forward pass
+(tlm/models/decoding.py): greedy vs an uncached argmax loop, beam search vs exhaustive search,
+scores vs log-softmax of the logits, candidate ranking vs pairwise scoring, and sharded params
+inside jit on 4 simulated devices."""
+
+import functools
+import itertools
+import os
+import subprocess
+import sys
+import textwrap
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from tlm.models import checkpoints, decoding, t5
+
+# The HF parity tests use the same configs and shapes, so the compiled programs are shared.
+VOCAB, BATCH, INPUT_LEN, MAX_DECODE = 300, 16, 12, 10
+
+
+def random_params(cfg, seed=0, embedding_scale=0.05, out_scale=3.0, eos_scale=5.0):
+  """Random T5X-scaled params, shaped so that greedy outputs vary and sometimes end early.
+
+  Small embeddings and larger attention/MLP output kernels keep a random tied model from
+  repeating its input token (the decoder norm scale restores the logits' spread); a larger
+  EOS row (or logits column) makes EOS reachable.
+  """
+  rs = np.random.RandomState(seed)
+  flat = {}
+  for path, shape in checkpoints.param_shapes(cfg).items():
+    if path.endswith("scale"):
+      value = 1.0 + 0.2 * rs.randn(*shape)
+      if path == "decoder/decoder_norm/scale" and cfg.logits_via_embedding:
+        value /= embedding_scale
+    elif path == "token_embedder/embedding":
+      value = embedding_scale * rs.randn(*shape)
+      value[0] *= 0.05
+      value[1] *= eos_scale if cfg.logits_via_embedding else 1.0
+    elif path.endswith("rel_embedding"):
+      value = rs.randn(*shape)
+    else:
+      value = rs.randn(*shape) / np.sqrt(shape[0])
+      if path.endswith(("out/kernel", "wo/kernel")):
+        value *= out_scale
+      if path.endswith("query/kernel"):
+        value /= np.sqrt(cfg.head_dim)
+      if path == "decoder/logits_dense/kernel":
+        value[:, 0] *= 0.05  # like a trained model, never predict padding
+        value[:, 1] *= eos_scale / 2
+    flat[path] = value.astype(np.float32)
+  return checkpoints.unflatten(flat)
+
+
+def inputs(seed=1, batch=BATCH, length=INPUT_LEN):
+  """Token batches of varied lengths (at least 2 real tokens), 0-padded."""
+  rs = np.random.RandomState(seed)
+  x = rs.randint(2, VOCAB, (batch, length))
+  for b in range(batch):
+    x[b, rs.randint(2, length + 1) :] = 0
+  return x
+
+
+@pytest.fixture(scope="module", params=["tiny", "tiny-v1_1"])
+def model(request):
+  cfg = t5.get_preset(request.param, vocab_size=VOCAB)
+  return cfg, random_params(cfg)
+
+
+@functools.cache
+def _jitted_forward(cfg):
+  return jax.jit(
+    lambda p, a, b: t5.Transformer(cfg).apply({"params": p}, a, b, enable_dropout=False)
+  )
+
+
+def _forward(cfg, params, x, decoder_inputs):
+  return np.asarray(_jitted_forward(cfg)(params, x, decoder_inputs), np.float64)
+
+
+def _log_softmax(logits):
+  logits = logits - logits.max(-1, keepdims=True)
+  return logits - np.log(np.exp(logits).sum(-1, keepdims=True))
+
+
+def test_greedy_equals_an_uncached_argmax_loop(model):
+  cfg, params = model
+  x = inputs()
+  got = np.asarray(decoding.greedy_decode(cfg, params, x, MAX_DECODE))
+  # Reference: the full forward pass over the prefix at every step, no cache.
+  ref = np.zeros((BATCH, MAX_DECODE), np.int64)
+  done = np.zeros(BATCH, bool)
+  for i in range(MAX_DECODE):
+    logits = _forward(cfg, params, x, np.asarray(decoding.shift_right(ref)))
+    token = np.where(done, 0, logits[:, i].argmax(-1))
+    ref[:, i] = token
+    done |= token == decoding.EOS_ID
+  np.testing.assert_array_equal(got, ref)
+  assert got.dtype == np.int32
+  ends = [list(r).index(1) for r in got if 1 in r]
+  assert len(set(ends)) >= 2, "random model should end rows at different lengths"
+
+
+def _targets(seed, batch, length):
+  """Random targets ending in EOS at varied lengths, 0-padded."""
+  rs = np.random.RandomState(seed)
+  y = rs.randint(2, VOCAB, (batch, length))
+  for b in range(batch):
+    n = rs.randint(1, length + 1)
+    y[b, n - 1], y[b, n:] = 1, 0
+  return y
+
+
+def _sequence_log_likelihood(cfg, params, x, seqs):
+  """Sum of log p over each sequence up to and including its first EOS (0s count as tokens)."""
+  logp = _log_softmax(_forward(cfg, params, x, np.asarray(decoding.shift_right(seqs))))
+  token_logp = np.take_along_axis(logp, seqs[..., None], -1)[..., 0]
+  length = np.where((seqs == 1).any(-1), (seqs == 1).argmax(-1) + 1, seqs.shape[1])
+  return (token_logp * (np.arange(seqs.shape[1]) < length[:, None])).sum(-1), length
+
+
+def test_score_is_the_sum_of_target_log_probs_without_padding(model):
+  cfg, params = model
+  x = inputs()
+  targets = _targets(2, BATCH, MAX_DECODE)
+  total, per_token = map(np.asarray, decoding.score(cfg, params, x, targets))
+  logp = _log_softmax(_forward(cfg, params, x, np.asarray(decoding.shift_right(targets))))
+  ref = np.take_along_axis(logp, targets[..., None], -1)[..., 0] * (targets > 0)
+  np.testing.assert_allclose(per_token, ref, rtol=1e-5, atol=1e-5)
+  np.testing.assert_allclose(total, ref.sum(-1), rtol=1e-5, atol=1e-5)
+  assert np.all(per_token[targets == 0] == 0) and np.all(total < 0)
+
+
+def test_beam_search_ranks_by_length_penalised_score(model):
+  cfg, params = model
+  x = inputs()
+  greedy = np.asarray(decoding.greedy_decode(cfg, params, x, MAX_DECODE))
+  one, _ = decoding.beam_search(cfg, params, x, MAX_DECODE, beam_size=1, alpha=0.0)
+  np.testing.assert_array_equal(np.asarray(one)[:, 0], greedy)
+  seqs, scores = map(np.asarray, decoding.beam_search(cfg, params, x, MAX_DECODE, 4, 0.6))
+  assert seqs.shape == (BATCH, 4, MAX_DECODE) and scores.shape == (BATCH, 4)
+  finished = (seqs == 1).any(-1)
+  assert finished.sum() >= 8
+  # Finished beams first, best first; rows that ran out of length continue with live beams.
+  assert np.all(finished[:, :-1] >= finished[:, 1:])
+  assert np.all((np.diff(scores, axis=1) <= 0) | (finished[:, :-1] != finished[:, 1:]))
+  loglik, lengths = _sequence_log_likelihood(
+    cfg, params, np.repeat(x, 4, 0), seqs.reshape(-1, MAX_DECODE)
+  )
+  penalised = (loglik / ((5.0 + lengths) / 6.0) ** 0.6).reshape(BATCH, 4)
+  np.testing.assert_allclose(scores[finished], penalised[finished], rtol=1e-5, atol=1e-5)
+  # Unfinished beams are scored at full length.
+  np.testing.assert_allclose(scores[~finished], penalised[~finished], rtol=1e-5, atol=1e-5)
+
+
+def test_beam_search_equals_exhaustive_search_on_a_tiny_vocabulary():
+  # 5 tokens (0 and EOS 1 included), length 3: with 80 beams every candidate of every step
+  # is kept (at most 16 live prefixes x 5 tokens), so the search is exact; compare the 16
+  # best finished sequences with brute force over all 21 of them.
+  cfg = t5.get_preset("tiny", vocab_size=5, num_encoder_layers=1, num_decoder_layers=1)
+  params = random_params(cfg, seed=3, embedding_scale=1.0, out_scale=1.0, eos_scale=1.0)
+  x = np.array([[2, 3, 4, 4, 2], [3, 3, 0, 0, 0]])
+  seqs, scores = map(np.asarray, decoding.beam_search(cfg, params, x, 3, 80, 0.6))
+  candidates = [p + (1,) for n in range(3) for p in itertools.product([0, 2, 3, 4], repeat=n)]
+  targets = np.array([c + (0,) * (3 - len(c)) for c in candidates])
+  for b in range(2):
+    logp = _log_softmax(_forward(cfg, params, np.repeat(x[b : b + 1], len(targets), 0),
+                                 np.asarray(decoding.shift_right(targets))))  # fmt: skip
+    token_logp = np.take_along_axis(logp, targets[..., None], -1)[..., 0]
+    # Generated 0s are real tokens here: mask by length, not by value.
+    lengths = np.array([len(c) for c in candidates])
+    loglik = (token_logp * (np.arange(3)[None] < lengths[:, None])).sum(-1)
+    brute = loglik / ((5.0 + lengths) / 6.0) ** 0.6
+    order = np.argsort(-brute)[:16]
+    np.testing.assert_allclose(scores[b, :16], brute[order], rtol=1e-5, atol=1e-5)
+    np.testing.assert_array_equal(seqs[b, :16], targets[order])
+
+
+def test_rank_candidates_equals_scoring_every_pair(model):
+  cfg, params = model
+  x = inputs(seed=4, batch=4)
+  rs = np.random.RandomState(5)
+  candidates = rs.randint(2, VOCAB, (7, 5))
+  candidates[:, -1] = 1
+  candidates[2, 2:] = [1, 0, 0]
+  ranked = np.asarray(decoding.rank_candidates(cfg, params, x, candidates))
+  pairs_x = np.repeat(x, 7, 0)
+  pairs_y = np.tile(candidates, (4, 1))
+  ref = np.asarray(decoding.score(cfg, params, pairs_x, pairs_y)[0]).reshape(4, 7)
+  np.testing.assert_allclose(ranked, ref, rtol=1e-5, atol=1e-5)
+  two = np.asarray(decoding.rank_candidates(cfg, params, x, candidates, inputs_per_step=2))
+  np.testing.assert_allclose(two, ref, rtol=1e-5, atol=1e-5)
+  with pytest.raises(ValueError, match="inputs_per_step"):
+    decoding.rank_candidates(cfg, params, x, candidates, inputs_per_step=3)
+
+
+SHARDED = textwrap.dedent(
+  """
+  import jax, numpy as np
+  from flax import linen as nn
+  from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
+  from tlm.models import decoding, t5
+  from tests.test_decoding import inputs, random_params
+  cfg = t5.get_preset("tiny-v1_1", vocab_size=300, num_encoder_layers=1, num_decoder_layers=1)
+  params, x = random_params(cfg), inputs(batch=4)
+  expected = np.asarray(decoding.greedy_decode(cfg, params, x, 6))
+  rules = (("batch", "data"), ("vocab", "model"), ("mlp", "model"), ("heads", "model"),
+           ("joined_kv", "model"), ("kv", None), ("embed", None), ("length", None),
+           ("relpos_buckets", None))
+  mesh = Mesh(np.array(jax.devices()).reshape(2, 2), ("data", "model"))
+  abstract = jax.eval_shape(lambda: t5.Transformer(cfg).init(jax.random.key(0), x, x))
+  specs = nn.get_partition_spec(abstract)["params"]
+  with mesh, nn.logical_axis_rules(rules):
+    shardings = nn.logical_to_mesh_sharding(specs, mesh, rules)
+    sharded = jax.device_put(params, shardings)
+    assert len(sharded["decoder"]["logits_dense"]["kernel"].sharding.device_set) == 4
+    run = jax.jit(lambda p, t: (decoding.greedy_decode(cfg, p, t, 6),
+                                decoding.score(cfg, p, t, t[:, :6])[0]))
+    tokens, scores = run(sharded, jax.device_put(x, NamedSharding(mesh, P("data"))))
+  np.testing.assert_array_equal(np.asarray(tokens), expected)
+  np.testing.assert_allclose(scores, decoding.score(cfg, params, x, x[:, :6])[0], rtol=1e-5)
+  print("ok")
+  """
+)
+
+
+@pytest.mark.slow
+def test_decoding_and_scoring_with_sharded_params_inside_jit():
+  env = dict(os.environ, XLA_FLAGS="--xla_force_host_platform_device_count=4")
+  env["PYTHONPATH"] = os.pathsep.join(filter(None, [os.getcwd(), env.get("PYTHONPATH")]))
+  root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+  result = subprocess.run(
+    [sys.executable, "-c", SHARDED], cwd=root, env=env, capture_output=True, text=True
+  )
+  assert result.returncode == 0, result.stderr[-3000:]
+  assert result.stdout.strip().endswith("ok")
+
+
+def test_shift_right_and_brevity_penalty():
+  np.testing.assert_array_equal(decoding.shift_right(jnp.array([[5, 6, 1, 0]])), [[0, 5, 6, 1]])
+  np.testing.assert_allclose(decoding.brevity_penalty(0.6, 7.0), 2.0**0.6, rtol=1e-6)
+  with pytest.raises(ValueError, match="alpha"):
+    decoding.beam_search(t5.get_preset("tiny"), {}, np.ones((1, 2)), 3, alpha=-1.0)

@@ -113,16 +113,6 @@ class CheckpointManager:
     self._manager.close()
 
 
-def latest_params_dir(workdir: str) -> str | None:
-  """WORKDIR/checkpoints/<latest step>/params, or None if the workdir has no checkpoint."""
-  directory = checkpoints_dir(workdir)
-  if not os.path.isdir(directory):
-    return None
-  steps = [int(d) for d in os.listdir(directory) if d.isdigit()]
-  complete = [s for s in steps if os.path.isdir(os.path.join(directory, str(s), "params"))]
-  return os.path.join(directory, str(max(complete)), "params") if complete else None
-
-
 def _flat(tree: Any) -> dict[str, Any]:
   flat = {}
   for path, leaf in jax.tree_util.tree_flatten_with_path(tree)[0]:

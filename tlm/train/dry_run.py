@@ -17,7 +17,7 @@ from flax import linen as nn
 from tlm.configs import Config
 from tlm.models.t5 import Transformer, get_preset
 from tlm.train import partitioning
-from tlm.train.loop import compile_train_step, make_train_step
+from tlm.train.loop import lower_train_step, make_train_step
 from tlm.train.optim import make_optimizer
 from tlm.train.state import model_config, param_count, state_layout
 
@@ -26,17 +26,24 @@ def _gib(n: float) -> str:
   return f"{n / 2**30:.2f} GiB"
 
 
-def dry_run(config: Config, log: Callable[[str], None] = print) -> dict:
-  """Compiles the train step of `config` on the current devices with abstract inputs.
+def dry_run(config: Config, log: Callable[[str], None] = print, compile: bool = True) -> dict:
+  """Lowers and compiles the train step of `config` on the current devices, abstractly.
 
   The vocabulary size is the preset's (the real run uses its SentencePiece model's, rounded
   up to a multiple of 128 for the tiny presets), so no data or checkpoint is read.
 
+  Args:
+    config: the experiment config (its mesh, batch, lengths, microbatches, model).
+    log: where the summary lines go.
+    compile: run XLA's compiler (memory and optimised FLOPs); False stops after lowering
+      and reports XLA's cost analysis of the unoptimised program and no memory (XLA's CPU
+      compiler needs ~10 minutes for `large` on 2 cores; accelerators are far faster).
+
   Returns:
     {"config", "parameters", "devices", "mesh", "batch_size", "microbatches",
      "tokens_per_step", "flops_per_step" (all devices), "flops_per_device",
-     "memory_per_device" (bytes: arguments, outputs, temporaries, aliased, peak estimate),
-     "compile_seconds"}.
+     "memory_per_device" (bytes: arguments, outputs, temporaries, aliased, peak estimate;
+     None without compiling), "lower_seconds", "compile_seconds"}.
   """
   tc = config.train
   mesh = partitioning.make_mesh(config.mesh.data, config.mesh.model)
@@ -58,22 +65,27 @@ def dry_run(config: Config, log: Callable[[str], None] = print) -> dict:
       loss_normalizing_factor=tc.loss_normalizing_factor,
       seed=tc.seed,
     )
-    compiled = compile_train_step(step_fn, layout, batch, mesh)
-  seconds = time.perf_counter() - t0
-  memory = compiled.memory_analysis()
-  cost = compiled.cost_analysis()
-  if isinstance(cost, list):  # older jax returned one dict per computation
-    cost = cost[0]
-  flops_per_device = float(cost.get("flops", 0.0))
-  mem = {
-    "arguments": int(memory.argument_size_in_bytes),
-    "outputs": int(memory.output_size_in_bytes),
-    "temporaries": int(memory.temp_size_in_bytes),
-    "aliased": int(memory.alias_size_in_bytes),
-  }
-  # The donated state is aliased to the output: count it once.
-  mem["peak_estimate"] = mem["arguments"] + mem["outputs"] + mem["temporaries"] - mem["aliased"]
+    lowered = lower_train_step(step_fn, layout, batch, mesh)
+  t1 = time.perf_counter()
   devices = mesh.devices.size
+  mem = None
+  if compile:
+    compiled = lowered.compile()
+    cost = compiled.cost_analysis()
+    memory = compiled.memory_analysis()
+    mem = {
+      "arguments": int(memory.argument_size_in_bytes),
+      "outputs": int(memory.output_size_in_bytes),
+      "temporaries": int(memory.temp_size_in_bytes),
+      "aliased": int(memory.alias_size_in_bytes),
+    }
+    # The donated state is aliased to the output: count it once.
+    mem["peak_estimate"] = mem["arguments"] + mem["outputs"] + mem["temporaries"] - mem["aliased"]
+    flops_per_device = _flops(cost)
+  else:
+    # Before SPMD partitioning the program is the whole (global) step.
+    flops_per_device = _flops(lowered.cost_analysis()) / devices
+  seconds = time.perf_counter() - t1
   report = {
     "config": config.name,
     "parameters": param_count(layout.abstract.params),
@@ -85,7 +97,8 @@ def dry_run(config: Config, log: Callable[[str], None] = print) -> dict:
     "flops_per_device": flops_per_device,
     "flops_per_step": flops_per_device * devices,
     "memory_per_device": mem,
-    "compile_seconds": seconds,
+    "lower_seconds": t1 - t0,
+    "compile_seconds": seconds if compile else None,
   }
   log(
     f"{config.name}: {report['parameters']:,} parameters ({t5.dtype} activations, remat "
@@ -96,9 +109,19 @@ def dry_run(config: Config, log: Callable[[str], None] = print) -> dict:
     f"tokens in {tc.microbatches} microbatch(es); {report['flops_per_step']:.3e} FLOPs per step "
     f"({flops_per_device:.3e} per device)"
   )
-  log(
-    f"memory per device: {_gib(mem['peak_estimate'])} peak estimate (arguments "
-    f"{_gib(mem['arguments'])}, temporaries {_gib(mem['temporaries'])}, outputs "
-    f"{_gib(mem['outputs'])}, aliased {_gib(mem['aliased'])}); compiled in {seconds:.1f}s"
-  )
+  if mem is None:
+    log(f"traced and lowered in {t1 - t0:.1f}s; not compiled, so no memory figures")
+  else:
+    log(
+      f"memory per device: {_gib(mem['peak_estimate'])} peak estimate (arguments "
+      f"{_gib(mem['arguments'])}, temporaries {_gib(mem['temporaries'])}, outputs "
+      f"{_gib(mem['outputs'])}, aliased {_gib(mem['aliased'])}); traced and lowered in "
+      f"{t1 - t0:.1f}s, compiled in {seconds:.1f}s"
+    )
   return report
+
+
+def _flops(cost) -> float:
+  if isinstance(cost, list):  # older jax returned one dict per computation
+    cost = cost[0]
+  return float((cost or {}).get("flops", 0.0))

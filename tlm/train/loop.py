@@ -178,8 +178,8 @@ def make_eval_step(model: Transformer, z_loss: float = 1e-4) -> Callable[[Any, d
   return step
 
 
-def compile_train_step(step_fn, layout, abstract_batch, mesh):
-  """Lowers and compiles the step ahead of time with shardings and the state donated."""
+def lower_train_step(step_fn, layout, abstract_batch, mesh):
+  """Lowers the step for the mesh: state and batch shardings in and out, the state donated."""
   replicated = NamedSharding(mesh, PartitionSpec())
   batch_sharding = NamedSharding(mesh, partitioning.BATCH_SPEC)
   jitted = jax.jit(
@@ -188,7 +188,12 @@ def compile_train_step(step_fn, layout, abstract_batch, mesh):
     out_shardings=(layout.shardings, replicated),
     donate_argnums=(0,),
   )
-  return jitted.lower(layout.abstract, abstract_batch).compile()
+  return jitted.lower(layout.abstract, abstract_batch)
+
+
+def compile_train_step(step_fn, layout, abstract_batch, mesh):
+  """Lowers and compiles the step ahead of time (see `lower_train_step`)."""
+  return lower_train_step(step_fn, layout, abstract_batch, mesh).compile()
 
 
 def _format_seconds(seconds: float) -> str:

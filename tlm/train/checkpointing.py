@@ -16,6 +16,7 @@ directory or workdir), strictly: the architecture and every parameter name and s
 """
 
 import dataclasses
+import json
 import os
 from typing import Any
 
@@ -23,7 +24,7 @@ import jax
 import numpy as np
 import orbax.checkpoint as ocp
 
-from tlm.errors import CheckpointError
+from tlm.errors import CheckpointError, UserError
 
 ITEMS = ("params", "opt_state", "data_state")
 # T5Config fields that change the computation but not the parameters: a checkpoint may differ.
@@ -103,6 +104,22 @@ class CheckpointManager:
       ) from None
     return restored.params, restored.opt_state, dict(restored.data_state)
 
+  def restore_params(self, step: int, abstract_params: Any) -> Any:
+    """Restores only the parameters of a checkpoint onto the abstract tree's shardings.
+
+    Raises:
+      CheckpointError: if the checkpoint's parameters do not match the tree.
+    """
+    try:
+      restored = self._manager.restore(
+        step, args=ocp.args.Composite(params=ocp.args.StandardRestore(abstract_params))
+      )
+    except (ValueError, KeyError, TypeError) as e:
+      raise CheckpointError(
+        f"{self.directory}/{step}/params: does not match the model ({str(e).splitlines()[0][:300]})"
+      ) from None
+    return restored.params
+
   def wait(self) -> None:
     """Blocks until pending asynchronous saves are complete."""
     self._manager.wait_until_finished()
@@ -172,7 +189,12 @@ def place_params(params: Any, abstract_params: Any, path: str) -> Any:
 
 
 def load_init_params(path: str, model_config: Any, abstract_params: Any) -> Any:
-  """Loads `model.init_checkpoint` (any format load_checkpoint reads) onto the shardings.
+  """Loads `model.init_checkpoint` onto the shardings of `abstract_params`.
+
+  A tlm training workdir (model_config.json + checkpoints/) is restored from its latest
+  checkpoint directly onto the shardings, each process reading only its shards; any other
+  path goes through `tlm.models.checkpoints.load_checkpoint` (HF directory, Mesh-TF prefix,
+  tlm model directory) and is then placed.
 
   Args:
     path: the checkpoint path.
@@ -185,12 +207,29 @@ def load_init_params(path: str, model_config: Any, abstract_params: Any) -> Any:
   Raises:
     CheckpointError: unreadable checkpoint, other architecture, or mismatched parameters.
   """
+  from tlm.models import t5
   from tlm.models.checkpoints import load_checkpoint
 
   if not os.path.exists(path) and not any(
     os.path.exists(path + suffix) for suffix in (".index", ".meta")
   ):
     raise CheckpointError(f"model.init_checkpoint: no such file or directory: {path}")
+  config_path = os.path.join(path, "model_config.json")
+  if os.path.isdir(checkpoints_dir(path)) and os.path.isfile(config_path):
+    with open(config_path, encoding="utf-8") as f:
+      try:
+        checkpoint_config = t5.T5Config.from_dict(json.load(f))
+      except (ValueError, UserError) as e:
+        raise CheckpointError(f"{config_path}: {e}") from None
+    check_architecture(model_config, checkpoint_config, path)
+    manager = CheckpointManager(path)
+    try:
+      step = manager.latest_step()
+      if step is None:
+        raise CheckpointError(f"{path}: training workdir without a complete checkpoint")
+      return manager.restore_params(step, abstract_params)
+    finally:
+      manager.close()
   checkpoint_config, params = load_checkpoint(path)
   check_architecture(model_config, checkpoint_config, path)
   return place_params(params, abstract_params, path)

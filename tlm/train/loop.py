@@ -136,9 +136,9 @@ def make_train_step(
 
       def split(x):
         # [B, L] -> [M, B / M, L] with microbatch m = rows m, m + M, ...: each device's rows
-        # stay on it (the data axis shards the second dim).
+        # stay on it ("batch", i.e. the data axis, shards the second dim).
         x = x.reshape((x.shape[0] // microbatches, microbatches) + x.shape[1:]).swapaxes(0, 1)
-        return jax.lax.with_sharding_constraint(x, PartitionSpec(None, partitioning.DATA_AXIS))
+        return nn.with_logical_constraint(x, (None, "batch") + (None,) * (x.ndim - 2))
 
       def body(acc, xs):
         index, micro = xs

@@ -1,0 +1,193 @@
+"""The train step and loop on one device: T5X loss, microbatching, overfitting one batch, the
+non-finite-loss stop, initialisation from a checkpoint, resume checks and Yearly experts."""
+
+import os
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+from flax import linen as nn
+
+from tlm import configs
+from tlm.errors import CheckpointError, ConfigError
+from tlm.models.t5 import Transformer
+from tlm.train import loop, partitioning
+from tlm.train.checkpointing import CheckpointManager, load_init_params
+from tlm.train.data import TrainingData
+from tlm.train.optim import make_optimizer
+from tlm.train.state import TrainState, model_config, state_layout
+
+DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "train", "tiny_data")
+
+
+def tiny_config(*overrides):
+  return configs.override(
+    configs.get("tiny_temporal"),
+    [
+      "data.synthetic=false",
+      f"data.ssm_dir={DATA}/ssm",
+      f"data.templama_dir={DATA}/templama",
+      f"data.vocab={DATA}/spiece.model",
+      "data.input_length=32",
+      "data.target_length=8",
+      "train.batch_size=8",
+      "train.eval_every=0",
+      "model.dropout_rate=0.0",
+      *overrides,
+    ],
+  )
+
+
+def test_loss_sums_match_numpy():
+  rng = np.random.default_rng(0)
+  logits = rng.normal(size=(2, 3, 5)).astype(np.float32) * 3
+  targets = np.array([[1, 4, 0], [2, 2, 3]], np.int32)
+  weights = np.array([[1, 1, 0], [1, 0.5, 1]], np.float32)
+  got = jax.device_get(loop.loss_sums(jnp.asarray(logits), targets, weights, 1e-4))
+  log_z = np.log(np.exp(logits.astype(np.float64)).sum(-1))
+  xent = log_z - np.take_along_axis(logits, targets[..., None], -1)[..., 0]
+  z = 1e-4 * log_z**2
+  np.testing.assert_allclose(got["loss"], ((xent + z) * weights).sum(), rtol=1e-6)
+  np.testing.assert_allclose(got["z_loss"], (z * weights).sum(), rtol=1e-6)
+  assert got["weight"] == 4.5
+  np.testing.assert_allclose(
+    got["correct"], ((logits.argmax(-1) == targets) * weights).sum(), rtol=1e-6
+  )
+
+
+@pytest.fixture(scope="module")
+def tiny():
+  config = tiny_config("train.learning_rate=1e-2")
+  data = TrainingData(config)
+  model = Transformer(model_config(config.model, data.vocab.vocab_size))
+  optimizer = make_optimizer("constant", 1e-2)
+  mesh = partitioning.make_mesh(1, 1, jax.devices()[:1])
+  with jax.set_mesh(mesh), nn.logical_axis_rules(partitioning.AXIS_RULES):
+    layout = state_layout(model, optimizer, mesh)
+  rng = np.random.default_rng(0)
+  params = jax.tree.map(
+    lambda x: (rng.normal(size=x.shape) * 0.5).astype(np.float32), layout.abstract.params
+  )
+  batch = data.train_batch(0, 0, 8)[0]
+
+  def fresh_state():
+    p = jax.tree.map(jnp.asarray, params)
+    return TrainState(jnp.zeros((), jnp.int32), p, optimizer.init(p))
+
+  step = jax.jit(loop.make_train_step(model, optimizer), donate_argnums=(0,))
+  return {"model": model, "optimizer": optimizer, "batch": batch, "state": fresh_state,
+          "step": step}  # fmt: skip
+
+
+def test_microbatches_accumulate_the_full_batch_gradient(tiny):
+  one, m1 = tiny["step"](tiny["state"](), tiny["batch"])
+  step4 = jax.jit(loop.make_train_step(tiny["model"], tiny["optimizer"], microbatches=4))
+  four, m4 = step4(tiny["state"](), tiny["batch"])
+  for k in ("loss", "weight", "correct", "grad_norm"):
+    np.testing.assert_allclose(float(m4[k]), float(m1[k]), rtol=1e-5, err_msg=k)
+  for a, b in zip(jax.tree.leaves(four.params), jax.tree.leaves(one.params)):
+    np.testing.assert_allclose(np.asarray(a), np.asarray(b), rtol=1e-5, atol=1e-6)
+  assert int(four.step) == 1 and int(four.opt_state["count"]) == 1
+
+
+def test_tiny_overfits_one_batch(tiny):
+  state = tiny["state"]()
+  losses = []
+  for _ in range(300):
+    state, m = tiny["step"](state, tiny["batch"])
+    losses.append(float(m["loss"]) / float(m["weight"]))
+  assert losses[0] > 3.0
+  assert losses[-1] < 0.05, losses[-10:]
+  # Every target token but the ambiguous ones (the same masked sentence with two answers).
+  assert float(m["correct"]) >= 0.95 * float(m["weight"])
+
+
+class _Poisoned:
+  """The fixture data with NaN loss weights at one step."""
+
+  def __init__(self, data, bad_step):
+    self.data, self.bad_step, self.vocab = data, bad_step, data.vocab
+
+  def train_batch(self, step, start, stop):
+    batch, stats = self.data.train_batch(step, start, stop)
+    if step == self.bad_step:
+      batch = dict(batch, decoder_loss_weights=batch["decoder_loss_weights"] * np.nan)
+    return batch, stats
+
+  def eval_batches(self, start, stop):
+    return []
+
+
+@pytest.fixture(scope="module")
+def nan_run(tmp_path_factory):
+  workdir = str(tmp_path_factory.mktemp("nan"))
+  config = tiny_config("train.steps=8", "train.checkpoint_every=2", "train.log_every=1")
+  lines = []
+  with pytest.raises(loop.NonFiniteLossError) as e:
+    loop.train(config, workdir, data=_Poisoned(TrainingData(config), 4), log=lines.append)
+  return {"workdir": workdir, "error": str(e.value), "config": config, "lines": lines}
+
+
+def test_non_finite_loss_stops_with_the_last_good_checkpoint(nan_run):
+  workdir = nan_run["workdir"]
+  assert "non-finite loss (nan) at step 5" in nan_run["error"]
+  assert "last good checkpoint: step 4" in nan_run["error"]
+  manager = CheckpointManager(workdir)
+  assert manager.all_steps() == [2, 4]
+  manager.close()
+  records = [line for line in open(os.path.join(workdir, "metrics.jsonl"))]
+  assert len(records) == 4 and all("NaN" not in r for r in records)
+  assert nan_run["lines"][-1].startswith("step 4/8 loss ")
+  assert "tokens/s ETA" in nan_run["lines"][-1]
+  for name in ("config.json", "model_config.json", "spiece.model"):
+    assert os.path.isfile(os.path.join(workdir, name))
+
+
+def test_init_from_a_training_workdir(nan_run):
+  config = nan_run["config"]
+  vocab = TrainingData(config).vocab
+  t5 = model_config(config.model, vocab.vocab_size)
+  optimizer = make_optimizer("constant", 1e-2)
+  mesh = partitioning.make_mesh(1, 1, jax.devices()[:1])
+  with jax.set_mesh(mesh), nn.logical_axis_rules(partitioning.AXIS_RULES):
+    layout = state_layout(Transformer(t5), optimizer, mesh)
+  params = load_init_params(nan_run["workdir"], t5, layout.abstract.params)
+  manager = CheckpointManager(nan_run["workdir"])
+  saved, _, data_state = manager.restore(4, layout.abstract.params, layout.abstract.opt_state)
+  manager.close()
+  assert data_state["step"] == 4
+  for a, b in zip(jax.tree.leaves(params), jax.tree.leaves(saved)):
+    np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+    assert np.all(np.isfinite(np.asarray(a)))
+  bigger = model_config(configs.replace(config, "model.preset", "tiny-v1_1").model, 180)
+  with pytest.raises(CheckpointError, match="architecture differs.*mlp_activations"):
+    load_init_params(nan_run["workdir"], bigger, layout.abstract.params)
+  with pytest.raises(CheckpointError, match="no such file"):
+    load_init_params(nan_run["workdir"] + "/nope", t5, layout.abstract.params)
+
+
+def test_resume_with_another_data_stream_is_refused(nan_run):
+  config = configs.replace(nan_run["config"], "data.seed", 7)
+  with pytest.raises(ConfigError, match="data.seed"):
+    loop.Trainer(config, nan_run["workdir"], log=lambda _: None)
+
+
+def test_yearly_experts_train_in_year_workdirs(tmp_path):
+  config = configs.get("tiny_yearly")
+  runs = loop.expert_runs(config, str(tmp_path))
+  assert [c.data.year for c, _ in runs] == list(range(2010, 2019))
+  assert [w for _, w in runs][4] == str(tmp_path / "year=2014")
+  one = loop.expert_runs(configs.replace(config, "data.year", 2014), "W")
+  assert [(c.data.year, w) for c, w in one] == [(2014, os.path.join("W", "year=2014"))]
+  temporal = configs.get("tiny_temporal")
+  assert loop.expert_runs(temporal, "W") == [(temporal, "W")]
+
+
+def test_model_config_fits_the_vocabulary():
+  cfg = model_config(configs.get("tiny_temporal").model, 180)
+  assert cfg.vocab_size == 256 and cfg.dropout_rate == 0.0
+  large = model_config(configs.get("large_temporal").model, 32100)
+  assert large.vocab_size == 32128 and large.dtype == "bfloat16" and large.remat
+  with pytest.raises(ConfigError, match="data.vocab"):
+    model_config(configs.get("large_temporal").model, 40000)

@@ -1,0 +1,113 @@
+"""Two processes on 127.0.0.1 (jax.distributed, gloo collectives) train exactly as one process
+with the same devices, and save/restore checkpoints across processes. Each run is the CLI."""
+
+import json
+import os
+import socket
+import subprocess
+import sys
+
+import numpy as np
+import orbax.checkpoint as ocp
+import pytest
+
+from tlm.models.formats import orbax_params
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+DATA = os.path.join(ROOT, "tests", "fixtures", "train", "tiny_data")
+
+pytestmark = pytest.mark.slow
+
+
+def command(workdir, steps, *flags):
+  sets = [
+    "data.synthetic=false",
+    f"data.ssm_dir={DATA}/ssm",
+    f"data.templama_dir={DATA}/templama",
+    f"data.vocab={DATA}/spiece.model",
+    "data.input_length=32",
+    "data.target_length=8",
+    "train.batch_size=8",
+    "train.checkpoint_every=2",
+    "train.log_every=1",
+    "train.eval_every=0",
+    "model.dropout_rate=0.1",
+    f"train.steps={steps}",
+  ]
+  return [sys.executable, "run.py", "--mode=train", "--config=tiny_temporal",
+          f"--workdir={workdir}", *flags] + [f"--set={s}" for s in sets]  # fmt: skip
+
+
+def environment(devices, cache):
+  env = dict(os.environ)
+  env["JAX_PLATFORMS"] = "cpu"
+  env["XLA_FLAGS"] = (
+    f"--xla_force_host_platform_device_count={devices} --xla_backend_optimization_level=0"
+  )
+  env["JAX_COMPILATION_CACHE_DIR"] = cache
+  env["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"
+  env["JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES"] = "-1"
+  return env
+
+
+def free_port():
+  with socket.socket() as s:
+    s.bind(("127.0.0.1", 0))
+    return s.getsockname()[1]
+
+
+def two_processes(workdir, steps, env):
+  port = free_port()
+  procs = [
+    subprocess.Popen(
+      command(
+        workdir,
+        steps,
+        f"--coordinator_address=127.0.0.1:{port}",
+        "--num_processes=2",
+        f"--process_id={i}",
+      ),
+      cwd=ROOT,
+      env=env,
+      stdout=subprocess.PIPE,
+      stderr=subprocess.PIPE,
+      text=True,
+    )  # fmt: skip
+    for i in range(2)
+  ]
+  outs = [p.communicate(timeout=600) for p in procs]
+  for p, (_, err) in zip(procs, outs):
+    assert p.returncode == 0, err[-3000:]
+  return [out for out, _ in outs]
+
+
+def losses(workdir):
+  with open(os.path.join(workdir, "metrics.jsonl")) as f:
+    return [json.loads(line)["loss"] for line in f]
+
+
+def params(workdir, step):
+  tree = orbax_params.restore(os.path.join(workdir, "checkpoints", str(step), "params"))
+  return {k: np.asarray(v) for k, v in ocp.tree.to_flat_dict(tree).items()}
+
+
+def test_two_processes_train_like_one(tmp_path):
+  cache = str(tmp_path / "jax_cache")
+  multi, single = str(tmp_path / "multi"), str(tmp_path / "single")
+  # Phase 1: 4 steps on 2 processes x 1 device; phase 2 restores step 4 across processes.
+  out0, out1 = two_processes(multi, 4, environment(1, cache))
+  assert "2 process(es)" in out0 and "step 4/4" in out0
+  assert "step " not in out1 and "parameters" not in out1  # only process 0 logs
+  out0, _ = two_processes(multi, 6, environment(1, cache))
+  assert "resumed from step 4" in out0
+  proc = subprocess.run(
+    command(single, 6), cwd=ROOT, env=environment(2, cache), capture_output=True, text=True,
+    timeout=600,
+  )  # fmt: skip
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  assert "mesh {'data': 2, 'model': 1}, 1 process(es)" in proc.stdout
+  np.testing.assert_allclose(losses(multi), losses(single), rtol=1e-6)
+  want, got = params(single, 6), params(multi, 6)
+  assert want.keys() == got.keys()
+  for k in want:
+    np.testing.assert_allclose(got[k], want[k], rtol=1e-6, atol=1e-7, err_msg=str(k))

@@ -31,7 +31,7 @@ def command(workdir, steps, *flags):
     "train.checkpoint_every=2",
     "train.log_every=1",
     "train.eval_every=0",
-    "model.dropout_rate=0.1",
+    "model.dropout_rate=0.0",  # dropout keys are covered by test_resume and the mesh parity
     f"train.steps={steps}",
   ]
   return [sys.executable, "run.py", "--mode=train", "--config=tiny_temporal",
@@ -94,20 +94,20 @@ def params(workdir, step):
 def test_two_processes_train_like_one(tmp_path):
   cache = str(tmp_path / "jax_cache")
   multi, single = str(tmp_path / "multi"), str(tmp_path / "single")
-  # Phase 1: 4 steps on 2 processes x 1 device; phase 2 restores step 4 across processes.
-  out0, out1 = two_processes(multi, 4, environment(1, cache))
-  assert "2 process(es)" in out0 and "step 4/4" in out0
+  # Phase 1: 2 steps on 2 processes x 1 device; phase 2 restores step 2 across processes.
+  out0, out1 = two_processes(multi, 2, environment(1, cache))
+  assert "2 process(es)" in out0 and "step 2/2" in out0
   assert "step " not in out1 and "parameters" not in out1  # only process 0 logs
-  out0, _ = two_processes(multi, 6, environment(1, cache))
-  assert "resumed from step 4" in out0
+  out0, _ = two_processes(multi, 5, environment(1, cache))
+  assert "resumed from step 2" in out0
   proc = subprocess.run(
-    command(single, 6), cwd=ROOT, env=environment(2, cache), capture_output=True, text=True,
+    command(single, 5), cwd=ROOT, env=environment(2, cache), capture_output=True, text=True,
     timeout=600,
   )  # fmt: skip
   assert proc.returncode == 0, proc.stderr[-3000:]
   assert "mesh {'data': 2, 'model': 1}, 1 process(es)" in proc.stdout
   np.testing.assert_allclose(losses(multi), losses(single), rtol=1e-6)
-  want, got = params(single, 6), params(multi, 6)
+  want, got = params(single, 5), params(multi, 5)
   assert want.keys() == got.keys()
   for k in want:
     np.testing.assert_allclose(got[k], want[k], rtol=1e-6, atol=1e-7, err_msg=str(k))

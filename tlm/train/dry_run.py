@@ -17,7 +17,7 @@ from flax import linen as nn
 from tlm.configs import Config
 from tlm.models.t5 import Transformer, get_preset
 from tlm.train import partitioning
-from tlm.train.loop import lower_train_step, make_train_step
+from tlm.train.loop import log_line, lower_train_step, make_train_step
 from tlm.train.optim import make_optimizer
 from tlm.train.state import model_config, param_count, state_layout
 
@@ -26,7 +26,7 @@ def _gib(n: float) -> str:
   return f"{n / 2**30:.2f} GiB"
 
 
-def dry_run(config: Config, log: Callable[[str], None] = print, compile: bool = True) -> dict:
+def dry_run(config: Config, log: Callable[[str], None] = log_line, compile: bool = True) -> dict:
   """Lowers and compiles the train step of `config` on the current devices, abstractly.
 
   The vocabulary size is the preset's (the real run uses its SentencePiece model's, rounded

@@ -64,6 +64,11 @@ class Preempted(UserError):
   """The run received SIGTERM and saved a checkpoint at the current step."""
 
 
+def log_line(text: str) -> None:
+  """Prints a progress line at once, also when stdout is a pipe or a file (cluster logs)."""
+  print(text, flush=True)
+
+
 def loss_sums(logits: jax.Array, targets: jax.Array, weights: jax.Array, z_loss: float) -> dict:
   """Weighted sums of T5X's loss terms over all tokens.
 
@@ -296,7 +301,7 @@ class Trainer:
     UserError: bad config, data or checkpoint.
   """
 
-  def __init__(self, config: Config, workdir: str, *, data=None, log: Callable = print):
+  def __init__(self, config: Config, workdir: str, *, data=None, log: Callable = log_line):
     from tlm.train.data import TrainingData
 
     configs.check_required(config)
@@ -493,7 +498,7 @@ class Trainer:
     )
 
 
-def train(config: Config, workdir: str, *, data=None, log: Callable[[str], None] = print) -> dict:
+def train(config: Config, workdir: str, *, data=None, log: Callable = log_line) -> dict:
   """Trains (or resumes) one model in `workdir`; see `Trainer` and `Trainer.fit`."""
   return Trainer(config, workdir, data=data, log=log).fit()
 
@@ -512,7 +517,7 @@ def expert_runs(config: Config, workdir: str) -> list[tuple[Config, str]]:
   ]
 
 
-def run(config: Config, workdir: str, log: Callable[[str], None] = print) -> list[dict]:
+def run(config: Config, workdir: str, log: Callable[[str], None] = log_line) -> list[dict]:
   """Trains every model of `config` (see `expert_runs`); returns their summaries."""
   results = []
   for sub_config, sub_workdir in expert_runs(config, workdir):

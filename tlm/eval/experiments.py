@@ -219,10 +219,10 @@ def eval_future(config: Config, workdir: str, log: Log = print) -> dict:
   result = future_results(config, workdir, data, predictions, log)
   out = _results_dir(workdir)
   write_json(os.path.join(out, "future.json"), result)
-  _draw(
+  draw(
     log, figures.figure3, {config.name: result["loglik_change"]}, os.path.join(out, "figure3.png")
   )
-  _draw(
+  draw(
     log,
     figures.figure4,
     {config.name: result["entropy"]["entropy"]},
@@ -231,7 +231,7 @@ def eval_future(config: Config, workdir: str, log: Log = print) -> dict:
   return result
 
 
-def _draw(log: Log, fn, *args) -> None:
+def draw(log: Log, fn, *args) -> None:
   """Draws a figure; without matplotlib, says so and carries on (the JSON is complete)."""
   try:
     fn(*args)

@@ -6,7 +6,6 @@ published sizes (abstract shapes on both sides)."""
 import json
 import os
 
-import jax
 import numpy as np
 import pytest
 
@@ -67,10 +66,7 @@ def test_load_hf_directory_and_match_logits(family):
   x = inputs(seed=7)
   y = np.random.RandomState(8).randint(2, VOCAB, (BATCH, MAX_DECODE))
   y[:, 0] = 0
-  forward = jax.jit(
-    lambda p, a, b: t5.Transformer(cfg).apply({"params": p}, a, b, enable_dropout=False)
-  )
-  ours = np.asarray(forward(loaded, x, y))
+  ours = np.asarray(decoding.logits(cfg, loaded, x, y))
   ref = _hf_logits(model, x, y)
   np.testing.assert_allclose(ours, ref, rtol=1e-4, atol=1e-4)
   assert np.abs(ref).max() > 1.0, "logits should not be trivially small"
@@ -170,19 +166,10 @@ def test_transformers_5_tied_unscaled_v1_1_imports_with_the_embedding_as_output(
   )
 
 
-# Published sizes: names as on the HF hub (google-t5/*, google/t5-v1_1-*).
-PUBLISHED = [
-  "t5-small",
-  "t5-base",
-  "t5-large",
-  "t5-3b",
-  "t5-11b",
-  "t5-v1_1-small",
-  "t5-v1_1-base",
-  "t5-v1_1-large",
-  "t5-v1_1-xl",
-  "t5-v1_1-xxl",
-]
+# Published sizes (HF hub: google-t5/*, google/t5-v1_1-*): the smallest and largest of each
+# family and t5-3b (head_dim 128). The other presets differ only in the numbers, and tracing
+# each 24-layer model costs seconds on CPU.
+PUBLISHED = ["t5-small", "t5-3b", "t5-11b", "t5-v1_1-small", "t5-v1_1-xxl"]
 
 
 def test_parameter_counts_equal_transformers_on_abstract_shapes():

@@ -9,10 +9,17 @@ from flax import linen as nn
 from tlm.models import layers
 
 
+def _random_params(module, *args, seed=0, **kwargs):
+  """Random numpy params of the module's shapes (compiling jax initialisers is slow on CPU)."""
+  rs = np.random.RandomState(seed)
+  abstract = nn.meta.unbox(jax.eval_shape(lambda: module.init(jax.random.key(0), *args, **kwargs)))
+  return jax.tree.map(lambda a: rs.randn(*a.shape).astype(np.float32) * 0.5, abstract["params"])
+
+
 def _init_apply(module, *args, **kwargs):
-  variables = module.init(jax.random.key(0), *args, **kwargs)
-  params = nn.meta.unbox(variables)["params"]
-  return params, np.asarray(module.apply({"params": params}, *args, **kwargs))
+  params = _random_params(module, *args, **kwargs)
+  apply = jax.jit(lambda p, *a: module.apply({"params": p}, *a, **kwargs))
+  return params, np.asarray(apply(params, *args))
 
 
 def _softmax(x):
@@ -42,7 +49,7 @@ def test_dense_general_is_a_2d_kernel_matmul():
 def test_rms_norm_matches_numpy_in_float32_even_for_bf16_inputs():
   x = np.random.RandomState(1).randn(3, 8).astype(np.float32) * 5
   module = layers.RMSNorm(epsilon=1e-6)
-  variables = module.init(jax.random.key(0), x)
+  variables = jax.eval_shape(lambda: module.init(jax.random.key(0), x))
   scale = np.linspace(0.5, 2.0, 8).astype(np.float32)
   y = np.asarray(module.apply({"params": {"scale": scale}}, x))
   ref = x / np.sqrt((x.astype(np.float64) ** 2).mean(-1, keepdims=True) + 1e-6) * scale
@@ -81,9 +88,9 @@ def test_relative_position_buckets_hand_computed(table, bidirectional, num_bucke
 
 def test_relative_position_biases_gather_the_table_and_support_a_traced_offset():
   module = layers.RelativePositionBiases(num_buckets=8, max_distance=16, num_heads=3)
-  variables = module.init(jax.random.key(0), 5, 7, True)
-  table = np.asarray(nn.meta.unbox(variables)["params"]["rel_embedding"])
-  assert table.shape == (3, 8)
+  table = np.random.RandomState(0).randn(3, 8).astype(np.float32)
+  assert _random_params(module, 5, 7, True)["rel_embedding"].shape == (3, 8)
+  variables = {"params": {"rel_embedding": table}}
   for bidirectional in (True, False):
     bias = np.asarray(module.apply(variables, 5, 7, bidirectional))
     rel = np.arange(7)[None, :] - np.arange(5)[:, None]
@@ -137,12 +144,11 @@ def test_multi_head_attention_matches_numpy_and_scales_the_query_init():
   }
   ref = _np_mha(params, xq, xkv, np.where(np.asarray(mask), 0.0, -1e10) + pos, 4)
   np.testing.assert_allclose(y, ref, rtol=1e-5, atol=1e-5)
-  # T5X initialisation: fan-in normal, the query's divided by sqrt(head_dim).
-  big = layers.MultiHeadDotProductAttention(num_heads=8, head_dim=64)
-  x = jnp.ones((1, 1, 512))
-  p = nn.meta.unbox(big.init(jax.random.key(1), x, x))["params"]
-  np.testing.assert_allclose(np.std(p["key"]["kernel"]), 512**-0.5, rtol=0.02)
-  np.testing.assert_allclose(np.std(p["query"]["kernel"]), (512 * 64) ** -0.5, rtol=0.02)
+  # T5 has no 1/sqrt(head_dim) on the logits: it is folded into the query initialiser.
+  ones = layers.MultiHeadDotProductAttention(4, 16, kernel_init=nn.initializers.ones)
+  p = nn.meta.unbox(ones.init(jax.random.key(1), xq[:1, :1], xq[:1, :1]))["params"]
+  np.testing.assert_array_equal(p["query"]["kernel"], np.full((16, 64), 0.25, np.float32))
+  np.testing.assert_array_equal(p["key"]["kernel"], np.ones((16, 64), np.float32))
 
 
 def test_grouped_cross_attention_equals_repeating_the_keys():
@@ -150,11 +156,10 @@ def test_grouped_cross_attention_equals_repeating_the_keys():
   xq, xkv = rs.randn(6, 3, 16).astype(np.float32), rs.randn(2, 5, 16).astype(np.float32)
   key_valid = np.array([[1, 1, 1, 0, 0], [1, 1, 1, 1, 1]], bool)
   module = layers.MultiHeadDotProductAttention(4, 4, is_cross_attention=True)
-  params = nn.meta.unbox(module.init(jax.random.key(0), xq, np.repeat(xkv, 3, 0)))
-  grouped = module.apply(params, xq, xkv, key_valid[:, None, None, :])
-  repeated = module.apply(
-    params, xq, np.repeat(xkv, 3, 0), np.repeat(key_valid, 3, 0)[:, None, None, :]
-  )
+  params = {"params": _random_params(module, xq, np.repeat(xkv, 3, 0))}
+  apply = jax.jit(module.apply)
+  grouped = apply(params, xq, xkv, key_valid[:, None, None, :])
+  repeated = apply(params, xq, np.repeat(xkv, 3, 0), np.repeat(key_valid, 3, 0)[:, None, None, :])
   np.testing.assert_allclose(np.asarray(grouped), np.asarray(repeated), rtol=1e-5, atol=1e-6)
 
 
@@ -174,6 +179,22 @@ def test_mlp_block_both_families_against_numpy(activations):
     assert sorted(p) == ["wi_0", "wi_1", "wo"]
     ref = (_gelu_tanh(x @ p["wi_0"]) * (x @ p["wi_1"])) @ p["wo"]
   np.testing.assert_allclose(y, ref, rtol=1e-5, atol=1e-6)
+
+
+def test_mlp_dropout_is_shared_along_the_length_axis_as_in_t5x():
+  x = np.ones((2, 6, 4), np.float32)
+  module = layers.MlpBlock(32, ("relu",), dropout_rate=0.5)
+  params = _random_params(module, x)
+  params["wi"]["kernel"] = np.abs(params["wi"]["kernel"])  # every hidden unit active
+  run = jax.jit(lambda key: module.apply({"params": params}, x, False, rngs={"dropout": key}))
+  y = np.asarray(run(jax.random.key(3)))
+  # Identical inputs at every position get the same mask along the length, not across rows.
+  np.testing.assert_array_equal(y, np.broadcast_to(y[:, :1], y.shape))
+  assert not np.allclose(y[0], y[1])
+  assert not np.allclose(y, np.asarray(run(jax.random.key(4))))
+  # Deterministic: nothing dropped.
+  ref = np.maximum(x @ params["wi"]["kernel"], 0) @ params["wo"]["kernel"]
+  np.testing.assert_allclose(module.apply({"params": params}, x, True), ref, rtol=1e-5)
 
 
 def test_mask_helpers_padding_causal_and_segments():

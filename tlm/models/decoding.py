@@ -1,5 +1,5 @@
 """Decoding and scoring with a T5 `Transformer`: greedy and beam search with a KV cache,
-log-likelihood scoring, and ranking of a fixed candidate set.
+log-likelihood scoring, ranking of a fixed candidate set, and teacher-forced logits.
 
 Mirrors T5X's `t5x/decoding.py` (whole search inside one `lax.while_loop`, a
 `tokens_to_logits` step over the flax "cache" collection, the brevity penalty
@@ -215,7 +215,8 @@ def _beam(cfg, variables, encoder_input_tokens, max_decode_length, beam_size, al
 
     # Finished: EOS candidates ranked among the top k (HF/fairseq rule, which makes beam 1
     # with alpha 0 exactly greedy), scored with the brevity penalty of their length i + 1.
-    finishes = is_eos & (jnp.arange(2 * k) < k)[None, :]
+    # (Candidates extending the dead filler beams of the first steps never finish.)
+    finishes = is_eos & (jnp.arange(2 * k) < k)[None, :] & (cand_logp > 0.5 * NEG_INF)
     new_scores = jnp.where(finishes, cand_logp / brevity_penalty(alpha, i + 1), NEG_INF)
     all_seqs = jnp.concatenate([fin_seqs, cand_seqs], axis=1)
     all_scores = jnp.concatenate([fin_scores, new_scores], axis=1)
@@ -296,6 +297,35 @@ def beam_search(
   )
 
 
+@functools.partial(jax.jit, static_argnums=(0,))
+def _logits(cfg, variables, encoder_input_tokens, decoder_input_tokens):
+  return Transformer(cfg).apply(
+    variables, encoder_input_tokens, decoder_input_tokens, enable_dropout=False
+  )
+
+
+def logits(
+  model_or_config: Transformer | T5Config,
+  params,
+  encoder_input_tokens: jax.Array,
+  decoder_input_tokens: jax.Array,
+) -> jax.Array:
+  """Teacher-forced logits, no dropout: `[batch, target_len, vocab]` float32.
+
+  Args:
+    model_or_config: the model or its config.
+    params: the "params" tree.
+    encoder_input_tokens: `[batch, input_len]`, 0 = padding.
+    decoder_input_tokens: `[batch, target_len]`, the targets shifted right (`shift_right`).
+  """
+  return _logits(
+    _config(model_or_config),
+    _variables(params),
+    jnp.asarray(encoder_input_tokens, jnp.int32),
+    jnp.asarray(decoder_input_tokens, jnp.int32),
+  )
+
+
 def _token_log_probs(logits: jax.Array, targets: jax.Array) -> jax.Array:
   # log_softmax gathered at the targets; 0 at padding (target id 0).
   logp = jax.nn.log_softmax(logits.astype(jnp.float32), axis=-1)
@@ -305,10 +335,10 @@ def _token_log_probs(logits: jax.Array, targets: jax.Array) -> jax.Array:
 
 @functools.partial(jax.jit, static_argnums=(0,))
 def _score(cfg, variables, encoder_input_tokens, decoder_target_tokens):
-  logits = Transformer(cfg).apply(
-    variables, encoder_input_tokens, shift_right(decoder_target_tokens), enable_dropout=False
+  decoder_input_tokens = shift_right(decoder_target_tokens)
+  per_token = _token_log_probs(
+    _logits(cfg, variables, encoder_input_tokens, decoder_input_tokens), decoder_target_tokens
   )
-  per_token = _token_log_probs(logits, decoder_target_tokens)
   return per_token.sum(axis=-1), per_token
 
 

@@ -39,7 +39,7 @@ def _mlp(cfg):
 
 
 def hf_names_by_hand(params, cfg):
-  """HF PyTorch tensors of tlm params, spelled out independently of checkpoints.HF_MAP."""
+  """HF PyTorch tensors of tlm params, spelled out independently of checkpoints.PARAM_MAP."""
   out = {"shared.weight": params["token_embedder"]["embedding"]}
   for stack, norm_names in (
     ("encoder", ["pre_attention_layer_norm", "pre_mlp_layer_norm"]),

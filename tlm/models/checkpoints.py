@@ -5,8 +5,8 @@ Mirrors T5X's `t5x/checkpoint_importer.py` (Mesh-TF -> T5X names: no transposes,
 slots and `global_step` skipped) and HF's `load_tf_weights_in_t5` / `modeling_t5.py` (HF
 `nn.Linear` weights are `[out, in]`, so HF <-> T5X transposes every kernel and the relative
 attention table; the token embedding is `[vocab, embed]` in all three). The maps are data
-(`HF_MAP`, `HF_FLAX_MAP`, `MESH_TF_MAP`), expanded per layer for a config; `HOOKS` names
-the transforms, each with its inverse for export (MaxText's layout).
+(`PARAM_MAP`, one column per naming scheme, and `FORMATS`), expanded per layer for a config;
+`HOOKS` names the transforms, each with its inverse for export (MaxText's layout).
 
 Strict: every source tensor is used exactly once (tied-embedding aliases are declared and
 must equal what they alias; known-unused keys are declared and skipped), every shape is
@@ -42,225 +42,94 @@ HOOKS: dict[str, tuple[Callable, Callable]] = {
   "transpose": (lambda x: x.T, lambda x: x.T),
 }
 
-# Placeholders expanded per config: {i} layer index (encoder or decoder count, from the
-# target's first component), {attn}/{attn_src} the four attention projections, {mlp} the
-# MLP input/output kernels of the family (wi, wo | wi_0, wi_1, wo).
-_ATTENTION = {"query": "q", "key": "k", "value": "v", "out": "o"}
-# Source placeholders naming alternative spellings: exactly one of them must be present.
-_ALTERNATIVES = {"norm": ("layer_norm", "rms_norm"), "final_norm": ("final_layer_norm", "rms_norm")}
-
-# (tlm parameter path, source name, hook). HF PyTorch / safetensors names.
-HF_MAP = (
-  ("token_embedder/embedding", "shared.weight", "identity"),
+# Every tlm parameter with its HF module (tensor name = module + the format's leaf below) and
+# its Mesh-TF variable. Placeholders, expanded per config: {s} stack (encoder, decoder), {i}
+# layer, {a}/{hf_a} attention projection (query/q, key/k, value/v, out/o), {mlp} MLP kernel
+# (wi, wo | wi_0, wi_1, wo), {norm}/{final_norm} alternative Mesh-TF spellings (one present).
+PARAM_MAP = (
+  ("token_embedder/embedding", "shared", "shared/embedding"),
   (
-    "encoder/relpos_bias/rel_embedding",
-    "encoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight",
-    "transpose",
+    "{s}/relpos_bias/rel_embedding",
+    "{s}.block.0.layer.0.SelfAttention.relative_attention_bias",
+    "{s}/block_000/layer_000/SelfAttention/relative_attention_bias",
   ),
+  ("{s}/{s}_norm/scale", "{s}.final_layer_norm", "{s}/{final_norm}/scale"),
   (
     "encoder/layers_{i}/pre_attention_layer_norm/scale",
-    "encoder.block.{i}.layer.0.layer_norm.weight",
-    "identity",
+    "encoder.block.{i}.layer.0.layer_norm",
+    "encoder/block_{i:03d}/layer_000/{norm}/scale",
   ),
   (
-    "encoder/layers_{i}/attention/{attn}/kernel",
-    "encoder.block.{i}.layer.0.SelfAttention.{attn_src}.weight",
-    "transpose",
+    "encoder/layers_{i}/attention/{a}/kernel",
+    "encoder.block.{i}.layer.0.SelfAttention.{hf_a}",
+    "encoder/block_{i:03d}/layer_000/SelfAttention/{hf_a}",
   ),
   (
     "encoder/layers_{i}/pre_mlp_layer_norm/scale",
-    "encoder.block.{i}.layer.1.layer_norm.weight",
-    "identity",
+    "encoder.block.{i}.layer.1.layer_norm",
+    "encoder/block_{i:03d}/layer_001/{norm}/scale",
   ),
   (
     "encoder/layers_{i}/mlp/{mlp}/kernel",
-    "encoder.block.{i}.layer.1.DenseReluDense.{mlp}.weight",
-    "transpose",
-  ),
-  ("encoder/encoder_norm/scale", "encoder.final_layer_norm.weight", "identity"),
-  (
-    "decoder/relpos_bias/rel_embedding",
-    "decoder.block.0.layer.0.SelfAttention.relative_attention_bias.weight",
-    "transpose",
+    "encoder.block.{i}.layer.1.DenseReluDense.{mlp}",
+    "encoder/block_{i:03d}/layer_001/DenseReluDense/{mlp}/kernel",
   ),
   (
     "decoder/layers_{i}/pre_self_attention_layer_norm/scale",
-    "decoder.block.{i}.layer.0.layer_norm.weight",
-    "identity",
+    "decoder.block.{i}.layer.0.layer_norm",
+    "decoder/block_{i:03d}/layer_000/{norm}/scale",
   ),
   (
-    "decoder/layers_{i}/self_attention/{attn}/kernel",
-    "decoder.block.{i}.layer.0.SelfAttention.{attn_src}.weight",
-    "transpose",
+    "decoder/layers_{i}/self_attention/{a}/kernel",
+    "decoder.block.{i}.layer.0.SelfAttention.{hf_a}",
+    "decoder/block_{i:03d}/layer_000/SelfAttention/{hf_a}",
   ),
   (
     "decoder/layers_{i}/pre_cross_attention_layer_norm/scale",
-    "decoder.block.{i}.layer.1.layer_norm.weight",
-    "identity",
+    "decoder.block.{i}.layer.1.layer_norm",
+    "decoder/block_{i:03d}/layer_001/{norm}/scale",
   ),
   (
-    "decoder/layers_{i}/encoder_decoder_attention/{attn}/kernel",
-    "decoder.block.{i}.layer.1.EncDecAttention.{attn_src}.weight",
-    "transpose",
+    "decoder/layers_{i}/encoder_decoder_attention/{a}/kernel",
+    "decoder.block.{i}.layer.1.EncDecAttention.{hf_a}",
+    "decoder/block_{i:03d}/layer_001/EncDecAttention/{hf_a}",
   ),
   (
     "decoder/layers_{i}/pre_mlp_layer_norm/scale",
-    "decoder.block.{i}.layer.2.layer_norm.weight",
-    "identity",
+    "decoder.block.{i}.layer.2.layer_norm",
+    "decoder/block_{i:03d}/layer_002/{norm}/scale",
   ),
   (
     "decoder/layers_{i}/mlp/{mlp}/kernel",
-    "decoder.block.{i}.layer.2.DenseReluDense.{mlp}.weight",
-    "transpose",
+    "decoder.block.{i}.layer.2.DenseReluDense.{mlp}",
+    "decoder/block_{i:03d}/layer_002/DenseReluDense/{mlp}/kernel",
   ),
-  ("decoder/decoder_norm/scale", "decoder.final_layer_norm.weight", "identity"),
-  ("decoder/logits_dense/kernel", "lm_head.weight", "transpose"),  # untied configs only
+  ("decoder/logits_dense/kernel", "lm_head", "decoder/logits/kernel"),  # untied configs only
 )
+_ATTENTION = {"query": "q", "key": "k", "value": "v", "out": "o"}
+_ALTERNATIVES = {"norm": ("layer_norm", "rms_norm"), "final_norm": ("final_layer_norm", "rms_norm")}
+
+# Per format: the PARAM_MAP column, the tensor-name leaf and the hook, both by the kind of
+# parameter (the last component of its tlm path).
+FORMATS = {
+  # HF PyTorch / safetensors: every tensor is `.weight`; nn.Linear stores [out, in].
+  "hf": (1, {"": ".weight"}, {"kernel": "transpose", "rel_embedding": "transpose"}),
+  # HF Flax (`flax_model.msgpack`, joined with "."): nn.Dense kernels are already [in, out];
+  # the relative table is an nn.Embed ([buckets, heads]); norms keep `.weight`.
+  "hf_flax": (
+    1,
+    {"kernel": ".kernel", "embedding": ".embedding", "rel_embedding": ".embedding", "": ".weight"},
+    {"rel_embedding": "transpose"},
+  ),
+  # Mesh TensorFlow (public T5 / T5-CBQA checkpoints): T5X's layout, no transposes.
+  "mesh_tf": (2, {"": ""}, {}),
+}
 # HF copies of the shared embedding: optional, but when present they must equal it.
 # lm_head.weight is one when the output layer is tied (T5 1.0).
 HF_EMBEDDING_ALIASES = ("encoder.embed_tokens.weight", "decoder.embed_tokens.weight")
 HF_LM_HEAD = "lm_head.weight"
 # Written by old transformers versions, never used by the model (HF ignores it too).
 HF_IGNORED = ("decoder.block.0.layer.1.EncDecAttention.relative_attention_bias.weight",)
-
-# HF Flax (`flax_model.msgpack`, path joined with "."): nn.Dense kernels are already
-# [in, out]; only the relative table ([buckets, heads], an nn.Embed) is transposed.
-HF_FLAX_MAP = (
-  ("token_embedder/embedding", "shared.embedding", "identity"),
-  (
-    "encoder/relpos_bias/rel_embedding",
-    "encoder.block.0.layer.0.SelfAttention.relative_attention_bias.embedding",
-    "transpose",
-  ),
-  (
-    "encoder/layers_{i}/pre_attention_layer_norm/scale",
-    "encoder.block.{i}.layer.0.layer_norm.weight",
-    "identity",
-  ),
-  (
-    "encoder/layers_{i}/attention/{attn}/kernel",
-    "encoder.block.{i}.layer.0.SelfAttention.{attn_src}.kernel",
-    "identity",
-  ),
-  (
-    "encoder/layers_{i}/pre_mlp_layer_norm/scale",
-    "encoder.block.{i}.layer.1.layer_norm.weight",
-    "identity",
-  ),
-  (
-    "encoder/layers_{i}/mlp/{mlp}/kernel",
-    "encoder.block.{i}.layer.1.DenseReluDense.{mlp}.kernel",
-    "identity",
-  ),
-  ("encoder/encoder_norm/scale", "encoder.final_layer_norm.weight", "identity"),
-  (
-    "decoder/relpos_bias/rel_embedding",
-    "decoder.block.0.layer.0.SelfAttention.relative_attention_bias.embedding",
-    "transpose",
-  ),
-  (
-    "decoder/layers_{i}/pre_self_attention_layer_norm/scale",
-    "decoder.block.{i}.layer.0.layer_norm.weight",
-    "identity",
-  ),
-  (
-    "decoder/layers_{i}/self_attention/{attn}/kernel",
-    "decoder.block.{i}.layer.0.SelfAttention.{attn_src}.kernel",
-    "identity",
-  ),
-  (
-    "decoder/layers_{i}/pre_cross_attention_layer_norm/scale",
-    "decoder.block.{i}.layer.1.layer_norm.weight",
-    "identity",
-  ),
-  (
-    "decoder/layers_{i}/encoder_decoder_attention/{attn}/kernel",
-    "decoder.block.{i}.layer.1.EncDecAttention.{attn_src}.kernel",
-    "identity",
-  ),
-  (
-    "decoder/layers_{i}/pre_mlp_layer_norm/scale",
-    "decoder.block.{i}.layer.2.layer_norm.weight",
-    "identity",
-  ),
-  (
-    "decoder/layers_{i}/mlp/{mlp}/kernel",
-    "decoder.block.{i}.layer.2.DenseReluDense.{mlp}.kernel",
-    "identity",
-  ),
-  ("decoder/decoder_norm/scale", "decoder.final_layer_norm.weight", "identity"),
-  ("decoder/logits_dense/kernel", "lm_head.kernel", "identity"),  # untied configs only
-)
-
-# Mesh TensorFlow names of the public T5 / T5-CBQA checkpoints. Same layout as T5X (kernels
-# [in, out], relative table [heads, buckets]). Norms are `layer_norm` / `final_layer_norm`;
-# some Mesh-TF models say `rms_norm` (see _ALTERNATIVES).
-MESH_TF_MAP = (
-  ("token_embedder/embedding", "shared/embedding", "identity"),
-  (
-    "encoder/relpos_bias/rel_embedding",
-    "encoder/block_000/layer_000/SelfAttention/relative_attention_bias",
-    "identity",
-  ),
-  (
-    "encoder/layers_{i}/pre_attention_layer_norm/scale",
-    "encoder/block_{i:03d}/layer_000/{norm}/scale",
-    "identity",
-  ),
-  (
-    "encoder/layers_{i}/attention/{attn}/kernel",
-    "encoder/block_{i:03d}/layer_000/SelfAttention/{attn_src}",
-    "identity",
-  ),
-  (
-    "encoder/layers_{i}/pre_mlp_layer_norm/scale",
-    "encoder/block_{i:03d}/layer_001/{norm}/scale",
-    "identity",
-  ),
-  (
-    "encoder/layers_{i}/mlp/{mlp}/kernel",
-    "encoder/block_{i:03d}/layer_001/DenseReluDense/{mlp}/kernel",
-    "identity",
-  ),
-  ("encoder/encoder_norm/scale", "encoder/{final_norm}/scale", "identity"),
-  (
-    "decoder/relpos_bias/rel_embedding",
-    "decoder/block_000/layer_000/SelfAttention/relative_attention_bias",
-    "identity",
-  ),
-  (
-    "decoder/layers_{i}/pre_self_attention_layer_norm/scale",
-    "decoder/block_{i:03d}/layer_000/{norm}/scale",
-    "identity",
-  ),
-  (
-    "decoder/layers_{i}/self_attention/{attn}/kernel",
-    "decoder/block_{i:03d}/layer_000/SelfAttention/{attn_src}",
-    "identity",
-  ),
-  (
-    "decoder/layers_{i}/pre_cross_attention_layer_norm/scale",
-    "decoder/block_{i:03d}/layer_001/{norm}/scale",
-    "identity",
-  ),
-  (
-    "decoder/layers_{i}/encoder_decoder_attention/{attn}/kernel",
-    "decoder/block_{i:03d}/layer_001/EncDecAttention/{attn_src}",
-    "identity",
-  ),
-  (
-    "decoder/layers_{i}/pre_mlp_layer_norm/scale",
-    "decoder/block_{i:03d}/layer_002/{norm}/scale",
-    "identity",
-  ),
-  (
-    "decoder/layers_{i}/mlp/{mlp}/kernel",
-    "decoder/block_{i:03d}/layer_002/DenseReluDense/{mlp}/kernel",
-    "identity",
-  ),
-  ("decoder/decoder_norm/scale", "decoder/{final_norm}/scale", "identity"),
-  ("decoder/logits_dense/kernel", "decoder/logits/kernel", "identity"),  # untied configs only
-)
 # Optimizer state (Adafactor slots `<var>_slot_vc|vr|v|m`) and the step counter are not
 # model parameters.
 MESH_TF_IGNORED = re.compile(r"^global_step$|_slot_[a-z]+$")
@@ -272,23 +141,26 @@ def _mlp_kernels(cfg: t5.T5Config) -> tuple[str, ...]:
   return tuple(f"wi_{i}" for i in range(len(cfg.mlp_activations))) + ("wo",)
 
 
-def expand_map(name_map, cfg: t5.T5Config) -> list[tuple[str, tuple[str, ...], str]]:
-  """Concrete `(tlm path, source alternatives, hook)` rules of a name map for a config."""
+def expand_map(fmt: str, cfg: t5.T5Config) -> list[tuple[str, tuple[str, ...], str]]:
+  """Concrete `(tlm path, source alternatives, hook)` rules of a format for a config."""
+  column, leaves, hooks = FORMATS[fmt]
+  layers = {"encoder": cfg.num_encoder_layers, "decoder": cfg.num_decoder_layers}
+  spellings = [dict(norm=n, final_norm=f) for n, f in zip(*_ALTERNATIVES.values())]
   rules = []
-  for target, source, hook in name_map:
+  for row in PARAM_MAP:
+    target, source = row[0], row[column]
     if target == "decoder/logits_dense/kernel" and cfg.logits_via_embedding:
       continue
-    layers = {"encoder": cfg.num_encoder_layers, "decoder": cfg.num_decoder_layers}
-    indices = range(layers[target.split("/")[0]]) if "{i}" in target else [None]
-    attn = _ATTENTION.items() if "{attn}" in target else [(None, None)]
-    mlp = _mlp_kernels(cfg) if "{mlp}" in target else [None]
-    for i in indices:
-      for a, a_src in attn:
-        for m in mlp:
-          fields = dict(i=i, attn=a, attn_src=a_src, mlp=m)
-          spellings = [dict(norm=n, final_norm=f) for n, f in zip(*_ALTERNATIVES.values())]
-          sources = tuple(dict.fromkeys(source.format(**fields, **s) for s in spellings))
-          rules.append((target.format(**fields), sources, hook))
+    kind = target.rsplit("/", 1)[1]
+    leaf, hook = leaves.get(kind, leaves[""]), hooks.get(kind, "identity")
+    for s in ("encoder", "decoder") if "{s}" in target else [None]:
+      stack = s or target.split("/")[0]
+      for i in range(layers[stack]) if "{i}" in target else [None]:
+        for a, hf_a in _ATTENTION.items() if "{a}" in target else [(None, None)]:
+          for m in _mlp_kernels(cfg) if "{mlp}" in target else [None]:
+            fields = dict(s=s, i=i, a=a, hf_a=hf_a, mlp=m)
+            names = (source.format(**fields, **sp) + leaf for sp in spellings)
+            rules.append((target.format(**fields), tuple(dict.fromkeys(names)), hook))
   return rules
 
 
@@ -422,7 +294,7 @@ def params_from_hf(
     CheckpointError: listing missing, unexpected and mismatched tensors.
   """
   matcher = _Matcher(tensors, source)
-  rules = expand_map(HF_FLAX_MAP if flax else HF_MAP, cfg)
+  rules = expand_map("hf_flax" if flax else "hf", cfg)
   lm_head = "lm_head.kernel" if flax else HF_LM_HEAD
   embedding = "shared.embedding" if flax else "shared.weight"
   if not cfg.logits_via_embedding and tie_word_embeddings and lm_head not in tensors:
@@ -442,31 +314,28 @@ def params_from_hf(
   return unflatten(flat)
 
 
+def check_params(params: dict, cfg: t5.T5Config, source: str = "params") -> dict[str, np.ndarray]:
+  """Flat float32 `{tlm path: array}` of a params tree, which must match the config exactly.
+
+  Raises:
+    CheckpointError: listing missing, unexpected and wrongly shaped parameters of `source`.
+  """
+  matcher = _Matcher(dict(flatten(params)), source)
+  flat = _apply_rules(matcher, [(path, (path,), "identity") for path in param_shapes(cfg)], cfg)
+  matcher.raise_if_bad()
+  return flat
+
+
 def params_to_hf(params: dict, cfg: t5.T5Config) -> dict[str, np.ndarray]:
   """HF PyTorch-named tensors of tlm params (what transformers' `save_pretrained` writes).
 
   The tied embedding is written once (`shared.weight`), as transformers does.
   """
-  flat = dict(flatten(params))
-  shapes = param_shapes(cfg)
-  if set(flat) != set(shapes):
-    problems = [
-      _error_list(label, items)
-      for label, items in (
-        ("missing", sorted(set(shapes) - set(flat))),
-        ("unexpected", sorted(set(flat) - set(shapes))),
-      )
-      if items
-    ]
-    raise CheckpointError(f"params do not match the config: {'; '.join(problems)}")
-  out = {}
-  for target, sources, hook in expand_map(HF_MAP, cfg):
-    value = np.asarray(flat[target])
-    if value.shape != shapes[target]:
-      raise CheckpointError(f"params: {target} has shape {list(value.shape)}, expected "
-                            f"{list(shapes[target])}")  # fmt: skip
-    out[sources[0]] = np.ascontiguousarray(HOOKS[hook][1](value))
-  return out
+  flat = check_params(params, cfg)
+  return {
+    sources[0]: np.ascontiguousarray(HOOKS[hook][1](flat[target]))
+    for target, sources, hook in expand_map("hf", cfg)
+  }
 
 
 def infer_mesh_tf_config(shapes: dict[str, tuple[int, ...]], source: str = "checkpoint"):
@@ -519,7 +388,7 @@ def params_from_mesh_tf(
 ) -> dict:
   """tlm params from Mesh-TF variables (slots and `global_step` skipped), strictly."""
   matcher = _Matcher(tensors, source)
-  flat = _apply_rules(matcher, expand_map(MESH_TF_MAP, cfg), cfg)
+  flat = _apply_rules(matcher, expand_map("mesh_tf", cfg), cfg)
   matcher.raise_if_bad(ignored=lambda name: bool(MESH_TF_IGNORED.search(name)))
   return unflatten(flat)
 
@@ -591,12 +460,7 @@ def _latest_step_dir(workdir: str) -> str:
 def _tlm_params(params_dir: str, cfg: t5.T5Config) -> dict:
   from tlm.models.formats import orbax_params
 
-  tree = orbax_params.restore(params_dir)
-  matcher = _Matcher(dict(flatten(tree)), params_dir)
-  rules = [(path, (path,), "identity") for path in param_shapes(cfg)]
-  flat = _apply_rules(matcher, rules, cfg)
-  matcher.raise_if_bad()
-  return unflatten(flat)
+  return unflatten(check_params(orbax_params.restore(params_dir), cfg, params_dir))
 
 
 def load_checkpoint(path: str) -> tuple[t5.T5Config, dict]:
@@ -691,8 +555,8 @@ def save_tlm(
   """
   from tlm.models.formats import orbax_params
 
-  params_to_hf(params, cfg)  # validates names and shapes against the config
+  params = unflatten(check_params(params, cfg))
   with atomic_output_dir(directory) as tmp:
     write_json(os.path.join(tmp, "model_config.json"), cfg.to_dict())
-    orbax_params.save(os.path.join(tmp, "params"), jax.tree.map(np.asarray, params))
+    orbax_params.save(os.path.join(tmp, "params"), params)
     _write_spiece(tmp, spiece_model)

@@ -156,11 +156,17 @@ class AdaptConfig:
     alphas: probabilities of sampling the new year's slice, one adapted model each.
     steps: adaptation steps (paper: 50K).
     new_year: the new slice (paper: 2019).
+    match_alpha: the alpha whose adapted run is evaluated `eval_points` times along the way,
+      to find the step at which it matches the retrained model (paper: 0.5, matched after 10K
+      of 50K steps).
+    eval_points: evaluations along the `match_alpha` run (1: only at the end).
   """
 
   alphas: tuple[float, ...] = (0.1, 0.3, 0.5, 0.7, 0.9)
   steps: int = 50_000
   new_year: int = 2019
+  match_alpha: float = 0.5
+  eval_points: int = 5
 
 
 @dataclasses.dataclass(frozen=True)
@@ -174,6 +180,9 @@ class EvalConfig:
     years: the evaluated year slices (2010-2018 seen, 2019-2020 future).
     split: "val" or "test".
     max_examples: at most this many examples per year and source (0 means all).
+    finetune_steps: CronQuestions finetuning steps (Table 4).
+    future_relations: directory of the future-relations query sets (Figure 4); "" takes the
+      synthetic world's with data.synthetic, else the shipped real-world sets.
   """
 
   batch_size: int = 64
@@ -182,6 +191,8 @@ class EvalConfig:
   years: tuple[int, ...] = tuple(range(2010, 2021))
   split: str = "test"
   max_examples: int = 0
+  finetune_steps: int = 5000
+  future_relations: str = ""
 
 
 @dataclasses.dataclass(frozen=True)
@@ -689,6 +700,13 @@ def replace(config: Config, key: str, value: Any) -> Config:
     return dataclasses.replace(config, **{section: value})
   sub = dataclasses.replace(getattr(config, section), **{field: value})
   return dataclasses.replace(config, **{section: sub})
+
+
+def replace_many(config: Config, values: dict[str, Any]) -> Config:
+  """Returns `config` with each dotted key of `values` set to its already typed value."""
+  for key, value in values.items():
+    config = replace(config, key, value)
+  return config
 
 
 def override(config: Config, assignments: Sequence[str]) -> Config:

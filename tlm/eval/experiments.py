@@ -59,8 +59,8 @@ def eval_data(config: Config) -> EvalData:
 
   data, ec = config.data, config.eval
   sources = resolve_sources(data)
-  future_dir = RESOURCES
-  if data.synthetic:
+  future_dir = ec.future_relations or RESOURCES
+  if data.synthetic and not ec.future_relations:
     future_dir = datasets.ensure_synthetic_data(
       synthetic_cache_dir(data), seed=data.world_seed, scale=data.world_scale
     ).future_relations_dir

@@ -121,10 +121,10 @@ def test_hf_strictness_names_every_bad_key(model):
       checkpoints.params_from_hf(untied, cfg)
 
 
-def test_hf_flax_names(model):
-  cfg, params = model
+def flax_names_by_hand(hf_tensors):
+  """HF Flax (`flax_model.msgpack`) names and layouts of HF PyTorch tensors."""
   flax = {}
-  for name, value in hf_names_by_hand(params, cfg).items():
+  for name, value in hf_tensors.items():
     if name == "shared.weight":
       flax["shared.embedding"] = value
     elif "relative_attention_bias" in name:  # an nn.Embed: [buckets, heads] like PyTorch
@@ -133,6 +133,12 @@ def test_hf_flax_names(model):
       flax[name] = value
     else:  # nn.Dense kernels are [in, out]
       flax[name.replace(".weight", ".kernel")] = value.T
+  return flax
+
+
+def test_hf_flax_names(model):
+  cfg, params = model
+  flax = flax_names_by_hand(hf_names_by_hand(params, cfg))
   _assert_same(checkpoints.params_from_hf(flax, cfg, flax=True), params)
 
 
@@ -265,14 +271,7 @@ def test_load_hf_pytorch_bin_flax_msgpack_and_sharded_safetensors(model, tmp_pat
   _assert_same(loaded, params)
 
   flax_dir = str(tmp_path / "flax")
-  flax = {
-    (k.replace("shared.weight", "shared.embedding").replace("bias.weight", "bias.embedding")
-     if "shared" in k or "relative" in k else k if "layer_norm" in k
-     else k.replace(".weight", ".kernel")): (v if "shared" in k or "relative" in k or "norm" in k
-                                              else v.T)
-    for k, v in tensors.items()
-  }  # fmt: skip
-  _write_hf_dir(flax_dir, cfg, flax, "flax_model.msgpack")
+  _write_hf_dir(flax_dir, cfg, flax_names_by_hand(tensors), "flax_model.msgpack")
   _assert_same(checkpoints.load_checkpoint(flax_dir)[1], params)
 
   sharded = str(tmp_path / "sharded")

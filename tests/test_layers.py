@@ -211,5 +211,5 @@ def test_mask_helpers_padding_causal_and_segments():
   combined = np.asarray(layers.combine_masks(causal, np.array([[[[1, 0, 1]]]], bool)))
   np.testing.assert_array_equal(combined[0, 0], [[1, 0, 0], [1, 0, 0], [1, 0, 1]])
   assert layers.combine_masks(None, None) is None
-  np.testing.assert_array_equal(np.asarray(layers.mask_to_bias(np.array([True, False]))),
-                                [0.0, layers.MASK_BIAS])  # fmt: skip
+  bias = np.asarray(layers.mask_to_bias(np.array([True, False])))
+  np.testing.assert_array_equal(bias, [0.0, layers.MASK_BIAS])

@@ -2,6 +2,7 @@
 bf16 and remat (tlm/models/t5.py)."""
 
 import dataclasses
+import functools
 
 import jax
 import jax.numpy as jnp
@@ -219,10 +220,8 @@ def test_cached_decoding_step_by_step_equals_the_full_forward_pass():
   @jax.jit
   def decode(v, tokens):
     encoded = m.apply(v, x, enable_dropout=False, method=m.encode)
-    return m.apply(
-      v, encoded, x, tokens, enable_dropout=False, decode=True, mutable=["cache"],
-      method=m.decode,
-    )  # fmt: skip
+    step = functools.partial(m.apply, method=m.decode, enable_dropout=False, decode=True)
+    return step(v, encoded, x, tokens, mutable=["cache"])
 
   _, state = decode(variables, np.zeros((BATCH, TARGET_LEN), np.int32))
   assert sorted(state["cache"]["decoder"]["layers_0"]) == [

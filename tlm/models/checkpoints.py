@@ -486,8 +486,8 @@ def load_checkpoint(path: str) -> tuple[t5.T5Config, dict]:
       raise CheckpointError(f"{os.path.join(path, 'config.json')}: {e}") from None
     tensors, source, is_flax = _read_hf_tensors(path)
     tied = hf_config.get("tie_word_embeddings", True) is not False
-    return cfg, params_from_hf(tensors, cfg, tie_word_embeddings=tied, flax=is_flax,
-                               source=source)  # fmt: skip
+    params = params_from_hf(tensors, cfg, tie_word_embeddings=tied, flax=is_flax, source=source)
+    return cfg, params
   if os.path.isfile(os.path.join(path, "model_config.json")):
     config_path = os.path.join(path, "model_config.json")
     try:

@@ -300,8 +300,15 @@ class DecoderLayer(nn.Module):
     x = norm("pre_self_attention_layer_norm")(inputs)
     x = layers.MultiHeadDotProductAttention(
       cfg.num_heads, cfg.head_dim, dtype, cfg.dropout_rate, name="self_attention"
-    )(x, x, self_mask, self_bias, decode=decode, decode_index=decode_index,
-      deterministic=deterministic)  # fmt: skip
+    )(
+      x,
+      x,
+      self_mask,
+      self_bias,
+      decode=decode,
+      decode_index=decode_index,
+      deterministic=deterministic,
+    )
     x = _dropout(cfg, "post_self_attention_dropout")(x, deterministic=deterministic) + inputs
     x = nn.with_logical_constraint(x, _HIDDEN_AXES)
     y = norm("pre_cross_attention_layer_norm")(x)

@@ -478,16 +478,8 @@ def load_checkpoint(path: str) -> tuple[t5.T5Config, dict]:
   """
   if not os.path.exists(path) and not os.path.isfile(path + ".index"):
     raise CheckpointError(f"{path}: no such checkpoint")
-  if os.path.isfile(os.path.join(path, "config.json")):
-    hf_config = _read_json(os.path.join(path, "config.json"))
-    try:
-      cfg = t5.from_hf_config(hf_config)
-    except ConfigError as e:
-      raise CheckpointError(f"{os.path.join(path, 'config.json')}: {e}") from None
-    tensors, source, is_flax = _read_hf_tensors(path)
-    tied = hf_config.get("tie_word_embeddings", True) is not False
-    params = params_from_hf(tensors, cfg, tie_word_embeddings=tied, flax=is_flax, source=source)
-    return cfg, params
+  # A training workdir also holds a config.json (the experiment config), so the tlm layouts
+  # are recognised first, by their model_config.json.
   if os.path.isfile(os.path.join(path, "model_config.json")):
     config_path = os.path.join(path, "model_config.json")
     try:
@@ -498,6 +490,16 @@ def load_checkpoint(path: str) -> tuple[t5.T5Config, dict]:
     if not os.path.isdir(params_dir):
       params_dir = _latest_step_dir(path)
     return cfg, _tlm_params(params_dir, cfg)
+  if os.path.isfile(os.path.join(path, "config.json")):
+    hf_config = _read_json(os.path.join(path, "config.json"))
+    try:
+      cfg = t5.from_hf_config(hf_config)
+    except ConfigError as e:
+      raise CheckpointError(f"{os.path.join(path, 'config.json')}: {e}") from None
+    tensors, source, is_flax = _read_hf_tensors(path)
+    tied = hf_config.get("tie_word_embeddings", True) is not False
+    params = params_from_hf(tensors, cfg, tie_word_embeddings=tied, flax=is_flax, source=source)
+    return cfg, params
   prefix = _mesh_tf_prefix(path)
   if prefix is not None:
     from tlm.models.formats import tensorbundle

@@ -191,3 +191,11 @@ def test_model_config_fits_the_vocabulary():
   assert large.vocab_size == 32128 and large.dtype == "bfloat16" and large.remat
   with pytest.raises(ConfigError, match="data.vocab"):
     model_config(configs.get("large_temporal").model, 40000)
+  sized = configs.override(
+    configs.get("tiny_temporal"), ["model.emb_dim=128", "model.num_layers=1", "model.mlp_dim=96"]
+  )
+  cfg = model_config(sized.model, 180)
+  assert (cfg.emb_dim, cfg.num_encoder_layers, cfg.num_decoder_layers) == (128, 1, 1)
+  assert (cfg.mlp_dim, cfg.num_heads, cfg.head_dim) == (96, 4, 16)  # the rest: the preset's
+  with pytest.raises(ConfigError, match="num_heads"):
+    model_config(configs.replace(sized, "model.num_heads", -1).model, 180)

@@ -267,7 +267,10 @@ def _check_data_state(saved: dict, config: Config, path: str) -> None:
   current = _data_state(config, int(saved.get("step", -1)))
   diff = [k for k in ("batch_size",) if saved.get(k) != current[k]]
   saved_data = saved.get("data", {})
-  diff += [f"data.{k}" for k, v in current["data"].items() if saved_data.get(k) != v]
+  # Where the synthetic world is cached does not change it (world_seed / world_scale do).
+  diff += [
+    f"data.{k}" for k, v in current["data"].items() if k != "cache_dir" and saved_data.get(k) != v
+  ]
   if diff:
     raise ConfigError(
       f"{path} was trained with other {', '.join(diff)}; resuming would change the data "
@@ -327,25 +330,25 @@ class Trainer:
         self.layout = state_layout(model, optimizer, self.mesh)
         self.parameters = param_count(self.layout.abstract.params)
         self.state, self.start, origin = self._restore_or_init(model, optimizer)
-        # --- Compile ---
+        # --- Compile (nothing to do for a finished run, e.g. a Yearly expert rerun) ---
         t0 = time.perf_counter()
-        batch = partitioning.abstract_batch(
-          self.mesh, tc.batch_size, config.data.input_length, config.data.target_length
-        )
-        step_fn = make_train_step(
-          model,
-          optimizer,
-          microbatches=tc.microbatches,
-          z_loss=tc.z_loss,
-          loss_normalizing_factor=tc.loss_normalizing_factor,
-          seed=tc.seed,
-        )
-        self.train_step = compile_train_step(step_fn, self.layout, batch, self.mesh)
-        self.eval_step = None
-        if tc.eval_every > 0:
-          self.eval_step = (
-            jax.jit(make_eval_step(model, tc.z_loss)).lower(self.layout.abstract.params, batch)
-          ).compile()
+        self.train_step = self.eval_step = None
+        if self.start < tc.steps:
+          batch = partitioning.abstract_batch(
+            self.mesh, tc.batch_size, config.data.input_length, config.data.target_length
+          )
+          step_fn = make_train_step(
+            model,
+            optimizer,
+            microbatches=tc.microbatches,
+            z_loss=tc.z_loss,
+            loss_normalizing_factor=tc.loss_normalizing_factor,
+            seed=tc.seed,
+          )
+          self.train_step = compile_train_step(step_fn, self.layout, batch, self.mesh)
+          if tc.eval_every > 0:
+            eval_fn = jax.jit(make_eval_step(model, tc.z_loss))
+            self.eval_step = eval_fn.lower(self.layout.abstract.params, batch).compile()
         compile_seconds = time.perf_counter() - t0
     except BaseException:
       self.manager.close()
@@ -357,10 +360,14 @@ class Trainer:
       with atomic_output_file(os.path.join(self.workdir, "spiece.model"), "wb") as f:
         f.write(self.data.vocab.serialized_model)
       write_jsonl(self.metrics_path, self.history)
+      todo = (
+        f"compiled in {compile_seconds:.1f}s; training to step {tc.steps}"
+        if self.train_step is not None
+        else f"already trained to step {tc.steps}"
+      )
       log(
         f"{config.name}: {self.parameters:,} parameters, mesh {dict(self.mesh.shape)}, "
-        f"{jax.process_count()} process(es), {origin}, compiled in {compile_seconds:.1f}s; "
-        f"training to step {tc.steps}"
+        f"{jax.process_count()} process(es), {origin}; {todo}"
       )
       if getattr(self.data, "eval_note", ""):
         log(self.data.eval_note)

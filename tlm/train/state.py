@@ -43,7 +43,8 @@ class TrainState:
 
 
 def model_config(model: ModelConfig, vocab_size: int) -> T5Config:
-  """The T5Config of a model section, with an embedding table that fits the vocabulary.
+  """The T5Config of a model section: the preset, its sizes overridden where the section sets
+  them, and an embedding table that fits the vocabulary.
 
   Args:
     model: the config's model section.
@@ -62,12 +63,24 @@ def model_config(model: ModelConfig, vocab_size: int) -> T5Config:
         f"model.preset {model.preset!r} has {size} embeddings but the vocabulary has "
         f"{vocab_size} ids; set data.vocab to the checkpoint's spiece.model"
       )
+  sizes = {
+    "emb_dim": model.emb_dim,
+    "num_heads": model.num_heads,
+    "head_dim": model.head_dim,
+    "mlp_dim": model.mlp_dim,
+    "num_encoder_layers": model.num_layers,
+    "num_decoder_layers": model.num_layers,
+  }
+  bad = [k for k, v in sizes.items() if v < 0]
+  if bad:
+    raise ConfigError(f"model sizes must be >= 0 (0 keeps the preset's): {bad}")
   return dataclasses.replace(
     base,
     vocab_size=size,
     dropout_rate=model.dropout_rate,
     dtype=model.dtype,
     remat=model.remat,
+    **{k: v for k, v in sizes.items() if v > 0},
   )
 
 

@@ -228,9 +228,12 @@ def test_cached_decoding_step_by_step_equals_the_full_forward_pass():
     "encoder_decoder_attention",
     "self_attention",
   ]
-  # Cross-attention keys/values are computed once, for the encoder length.
-  cross = state["cache"]["decoder"]["layers_0"]["encoder_decoder_attention"]["cached_key"]
-  assert cross.shape == (BATCH, INPUT_LEN, cfg.num_heads, cfg.head_dim)
+  # Cross-attention keys/values are computed once, for the encoder length; caches are laid
+  # out [batch, heads, head_dim, length].
+  layer = state["cache"]["decoder"]["layers_0"]
+  cross = layer["encoder_decoder_attention"]["cached_key"]
+  assert cross.shape == (BATCH, cfg.num_heads, cfg.head_dim, INPUT_LEN)
+  assert layer["self_attention"]["cached_value"].shape == (BATCH, 4, 16, TARGET_LEN)
   for i in range(TARGET_LEN):
     logits, state = decode({**variables, **state}, y[:, i : i + 1])
     np.testing.assert_allclose(logits[:, 0], full[:, i], rtol=1e-5, atol=1e-5)

@@ -306,9 +306,10 @@ def mask_to_bias(mask: Array | None, dtype: DType = jnp.float32) -> Array | None
 class MultiHeadDotProductAttention(nn.Module):
   """Multi-head attention with T5X's parameter layout and an optional decode cache.
 
-  Decode mode (`decode=True`) keeps the variables in the "cache" collection:
+  Decode mode (`decode=True`) keeps the variables in the "cache" collection, as
+  `[batch, heads, head_dim, length]`:
   - self-attention: the first call (no cache yet) allocates `cached_key`/`cached_value`
-    `[batch, length, heads, head_dim]` for the length of its input and attends normally;
+    for the length of its input and attends normally;
     each later call takes one token, writes its key/value at `decode_index` and attends to
     the whole cache (the caller's mask hides unwritten slots).
   - cross-attention: the first call projects the encoder output and stores it; later calls
@@ -375,10 +376,15 @@ class MultiHeadDotProductAttention(nn.Module):
     query = projection(kernel_init=query_init, name="query")(inputs_q)
     query = nn.with_logical_constraint(query, qkv_axes)
 
+    # The caches hold keys/values as [batch, heads, head_dim, length] (T5X's layout): the
+    # attention dots read that layout directly, where [batch, length, heads, head_dim] would
+    # be transposed again at every decode step.
+    to_cache = lambda x: jnp.moveaxis(x, -3, -1)
+    from_cache = lambda x: jnp.moveaxis(x, -1, -3)
     cached = decode and self.has_variable("cache", "cached_key")
     if self.is_cross_attention and cached:
-      key = self.get_variable("cache", "cached_key")
-      value = self.get_variable("cache", "cached_value")
+      key = from_cache(self.get_variable("cache", "cached_key"))
+      value = from_cache(self.get_variable("cache", "cached_value"))
     else:
       key = projection(kernel_init=self.kernel_init, name="key")(inputs_kv)
       value = projection(kernel_init=self.kernel_init, name="value")(inputs_kv)
@@ -386,20 +392,23 @@ class MultiHeadDotProductAttention(nn.Module):
       value = nn.with_logical_constraint(value, qkv_axes)
 
     if decode and self.is_cross_attention and not cached:
-      self.put_variable("cache", "cached_key", key)
-      self.put_variable("cache", "cached_value", value)
+      self.put_variable("cache", "cached_key", to_cache(key))
+      self.put_variable("cache", "cached_value", to_cache(value))
     elif decode and not self.is_cross_attention:
       if not cached:
-        self.put_variable("cache", "cached_key", jnp.zeros_like(key))
-        self.put_variable("cache", "cached_value", jnp.zeros_like(value))
+        self.put_variable("cache", "cached_key", to_cache(jnp.zeros_like(key)))
+        self.put_variable("cache", "cached_value", to_cache(jnp.zeros_like(value)))
       else:
         if inputs_q.shape[1] != 1 or decode_index is None:
           raise ValueError("a self-attention decode step takes one token and a decode_index")
-        start = (0, decode_index, 0, 0)
-        key = lax.dynamic_update_slice(self.get_variable("cache", "cached_key"), key, start)
-        value = lax.dynamic_update_slice(self.get_variable("cache", "cached_value"), value, start)
-        self.put_variable("cache", "cached_key", key)
-        self.put_variable("cache", "cached_value", value)
+        start = (0, 0, 0, decode_index)
+        cached_key = self.get_variable("cache", "cached_key")
+        cached_value = self.get_variable("cache", "cached_value")
+        cached_key = lax.dynamic_update_slice(cached_key, to_cache(key), start)
+        cached_value = lax.dynamic_update_slice(cached_value, to_cache(value), start)
+        self.put_variable("cache", "cached_key", cached_key)
+        self.put_variable("cache", "cached_value", cached_value)
+        key, value = from_cache(cached_key), from_cache(cached_value)
 
     attention_bias = mask_to_bias(mask)
     if bias is not None:

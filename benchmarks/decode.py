@@ -44,15 +44,21 @@ def random_params(cfg, seed=0):
   return checkpoints.unflatten(flat)
 
 
-def best_time(fn, repeats):
-  """Fastest of `repeats` runs (seconds), after a warm-up call (compilation)."""
-  fn()
-  times = []
-  for _ in range(repeats):
-    start = time.perf_counter()
+def best_times(fns, repeats):
+  """Fastest of `repeats` runs of each function (seconds), after a warm-up call each.
+
+  The runs alternate between the functions so that load changes on a shared machine hit
+  both sides alike.
+  """
+  for fn in fns:
     fn()
-    times.append(time.perf_counter() - start)
-  return min(times)
+  best = [float("inf")] * len(fns)
+  for _ in range(repeats):
+    for i, fn in enumerate(fns):
+      start = time.perf_counter()
+      fn()
+      best[i] = min(best[i], time.perf_counter() - start)
+  return best
 
 
 def main():
@@ -102,8 +108,7 @@ def main():
     return out.cpu().numpy()[:, 1:]
 
   same = float(np.mean(tlm_greedy() == hf_greedy()))
-  tlm_s = best_time(tlm_greedy, args.repeats)
-  hf_s = best_time(hf_greedy, args.repeats)
+  tlm_s, hf_s = best_times([tlm_greedy, hf_greedy], args.repeats)
   tokens = args.batch * args.new_tokens
 
   # --- ranking: encoder once per input vs every (input, candidate) pair scored -------------
@@ -126,7 +131,7 @@ def main():
     ]
     return np.concatenate([np.asarray(o) for o in out]).reshape(count, args.candidates)
 
-  rank_s = best_time(tlm_rank, args.repeats)
+  (rank_s,) = best_times([tlm_rank], args.repeats)
   # The pairwise baseline is slow and steady: compile on one input, then one timed run.
   tlm_pairs(1)
   start = time.perf_counter()

@@ -69,12 +69,14 @@ def figure2(
 
 def figure3(delta_loglik: Mapping[str, Mapping[str, Mapping]], path: str) -> None:
   """Figure 3: change of log-likelihood of the 2018-correct answer as the query year goes into
-  the future, `delta_loglik[model][single|multiple][year]`, one panel per model."""
+  the future, `delta_loglik[model][single|multiple][year]`, one panel per model (other keys,
+  such as the group counts, are ignored)."""
   plt = _pyplot()
   models = list(delta_loglik)
   fig, axes = plt.subplots(1, len(models), figsize=(4.5 * len(models), 3.8), squeeze=False)
   for ax, model in zip(axes[0], models):
-    for group, curve in delta_loglik[model].items():
+    for group in ("single", "multiple"):
+      curve = delta_loglik[model].get(group)
       if curve:
         xs, ys = zip(*_sorted_items(curve))
         ax.plot(xs, ys, marker="o", label=group)
@@ -82,7 +84,8 @@ def figure3(delta_loglik: Mapping[str, Mapping[str, Mapping]], path: str) -> Non
     ax.set_title(model)
     ax.set_xlabel("query year")
     ax.set_ylabel("log-likelihood change vs 2018")
-    ax.legend()
+    if ax.get_legend_handles_labels()[0]:  # no group may have a 2018-correct query
+      ax.legend()
   _save(fig, path)
 
 

@@ -22,6 +22,7 @@ import numpy as np
 SEEN = "2010-18"
 FUTURE = "2019-20"
 SHORT, LONG = "short", "long"
+SLICES = (SEEN, FUTURE)
 
 
 def _finding(name: str, statement: str, holds: bool, numbers: dict) -> dict:

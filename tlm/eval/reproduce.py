@@ -70,7 +70,7 @@ def reproduce(overrides: list[str], workdir: str | None = None, log=print) -> di
 
   workdir = os.path.abspath(workdir or DEFAULT_WORKDIR)
   cfgs = reproduction_configs(overrides)
-  stage = _Stages(7, log)
+  stage = _Stages(4 + len(VARIANTS) + 1, log)
   _enable_compilation_cache(cfgs["temporal"])
 
   stage("building the synthetic world (once; cached)")

@@ -1,16 +1,22 @@
 """The train step and loop on one device: T5X loss, microbatching, overfitting one batch, the
 non-finite-loss stop, initialisation from a checkpoint, resume checks and Yearly experts."""
 
+import json
 import os
+import subprocess
+import sys
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
+import torch
+import transformers
 from flax import linen as nn
 
 from tlm import configs
 from tlm.errors import CheckpointError, ConfigError
+from tlm.models import t5
 from tlm.models.t5 import Transformer
 from tlm.train import loop, partitioning
 from tlm.train.checkpointing import CheckpointManager, load_init_params
@@ -199,3 +205,36 @@ def test_model_config_fits_the_vocabulary():
   assert (cfg.mlp_dim, cfg.num_heads, cfg.head_dim) == (96, 4, 16)  # the rest: the preset's
   with pytest.raises(ConfigError, match="num_heads"):
     model_config(configs.replace(sized, "model.num_heads", -1).model, 180)
+
+
+@pytest.mark.slow
+def test_dry_run_reports_the_published_parameter_count(tmp_path):
+  root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+  env = dict(os.environ, JAX_PLATFORMS="cpu", PYTHONPATH=root)
+  env["XLA_FLAGS"] = "--xla_force_host_platform_device_count=8 --xla_backend_optimization_level=0"
+  out = tmp_path / "dry.json"
+  script = os.path.join(root, "tests", "fixtures", "train", "dry_runs.py")
+  subprocess.run([sys.executable, script, str(out)], cwd=root, env=env, check=True, timeout=600)
+  report = json.loads(out.read_text())
+  large = report["large"]
+  # T5.1.1-Large as transformers builds it (meta device: nothing allocated), and the paper's
+  # "770M parameters" (§2.3) to within 2%.
+  hf_config = transformers.T5Config(**t5.to_hf_config(t5.get_preset("t5-v1_1-large")))
+  with torch.device("meta"):
+    hf_model = transformers.T5ForConditionalGeneration(hf_config)
+    # transformers 5 always ties lm_head to the embedding; T5.1.1 has its own (logits_dense).
+    hf_model.lm_head.weight = torch.nn.Parameter(torch.empty_like(hf_model.lm_head.weight))
+  hf_count = sum(p.numel() for p in hf_model.parameters())
+  assert large["parameters"] == hf_count == 783_150_080
+  assert abs(large["parameters"] / 770e6 - 1) < 0.02
+  assert large["devices"] == 8 and large["mesh"] == {"data": 8, "model": 1}
+  tokens = large["tokens_per_step"]
+  assert tokens == 2048 * (128 + 32)
+  # An encoder-decoder step costs between 6 * (N / 2) and 6 * N FLOPs per token.
+  n = large["parameters"]
+  assert 3 * n * tokens < large["flops_per_step"] < 6 * n * tokens
+  tiny = report["tiny"]
+  assert tiny["mesh"] == {"data": 2, "model": 4} and tiny["memory_per_device"]["peak_estimate"] > 0
+  assert tiny["flops_per_device"] > 0 and tiny["compile_seconds"] > 0
+  assert any(line.startswith("large_temporal: 783,150,080 parameters") for line in report["lines"])
+  assert any(line.startswith("memory per device:") for line in report["lines"])

@@ -32,6 +32,7 @@ def command(workdir, steps, *flags):
     "train.log_every=1",
     "train.eval_every=0",
     "model.dropout_rate=0.0",  # dropout keys are covered by test_resume and the mesh parity
+    "model.num_layers=1",  # the mechanics, not the model, are under test: compile less
     f"train.steps={steps}",
   ]
   return [sys.executable, "run.py", "--mode=train", "--config=tiny_temporal",

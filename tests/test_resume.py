@@ -33,6 +33,7 @@ def train_command(workdir, *overrides):
     "train.log_every=1",
     "train.eval_every=10",
     "model.dropout_rate=0.1",  # resumed runs must draw the same dropout masks
+    "model.num_layers=1",  # the mechanics, not the model, are under test: compile less
     *overrides,
   ]
   return [sys.executable, "run.py", "--mode=train", "--config=tiny_temporal",
@@ -86,7 +87,7 @@ def test_progress_and_metrics(uninterrupted):
   assert [r["step"] for r in records] == list(range(1, STEPS + 1))
   for r in records:
     assert {"step", "loss", "learning_rate", "tokens_per_second", "z_loss"} <= set(r)
-    assert r["learning_rate"] == pytest.approx(1e-2) and r["tokens_per_second"] > 0
+    assert r["learning_rate"] == pytest.approx(3e-2) and r["tokens_per_second"] > 0
   assert "eval_loss" in records[9] and "eval_loss" not in records[8]
   assert records[-1]["loss"] < records[0]["loss"]
   assert steps_of(workdir) == [12, 16, 20]  # keep_checkpoints=3

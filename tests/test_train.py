@@ -64,7 +64,7 @@ def test_loss_sums_match_numpy():
 
 @pytest.fixture(scope="module")
 def tiny():
-  config = tiny_config("train.learning_rate=1e-2")
+  config = tiny_config("train.learning_rate=1e-2", "model.num_layers=1")
   data = TrainingData(config)
   model = Transformer(model_config(config.model, data.vocab.vocab_size))
   optimizer = make_optimizer("constant", 1e-2)
@@ -128,7 +128,9 @@ class _Poisoned:
 @pytest.fixture(scope="module")
 def nan_run(tmp_path_factory):
   workdir = str(tmp_path_factory.mktemp("nan"))
-  config = tiny_config("train.steps=8", "train.checkpoint_every=2", "train.log_every=1")
+  config = tiny_config(
+    "train.steps=8", "train.checkpoint_every=2", "train.log_every=1", "model.num_layers=1"
+  )
   lines = []
   with pytest.raises(loop.NonFiniteLossError) as e:
     loop.train(config, workdir, data=_Poisoned(TrainingData(config), 4), log=lines.append)

@@ -90,8 +90,8 @@ def adapt(config: Config, workdir: str, log=print, data=None) -> dict:
     raise ConfigError(f"adapt.alphas must lie in [0, 1], got {a.alphas}")
   if a.new_year in config.data.train_years:
     raise ConfigError(f"adapt.new_year {a.new_year} is already in data.train_years")
+  experiments.require_model(config, workdir)
   data = data or experiments.eval_data(config)
-  experiments.load_model(config, workdir)  # fails early, with the command to run, if untrained
   new = a.new_year
 
   def evaluate(path: str, label: str) -> dict:

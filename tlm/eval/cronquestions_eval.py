@@ -91,7 +91,7 @@ def cronquestions(config: Config, workdir: str, data_dir: str, log=print) -> dic
 
   if not data_dir:
     raise ConfigError("--data=DIR (the CronQuestions release: questions/ and kg/) is required")
-  experiments.load_model(config, workdir)  # fails early, with the command to run, if untrained
+  experiments.require_model(config, workdir)
   train_questions = load_cronquestions(data_dir, "train")
   test_questions = load_cronquestions(data_dir, "test")
   vocab = Vocabulary(os.path.join(workdir, "spiece.model"))

@@ -117,6 +117,15 @@ def predictor(path: str, config: Config) -> Predictor:
   )
 
 
+def require_model(config: Config, workdir: str) -> None:
+  """Raises ConfigError, with the command to run, unless `workdir` holds the trained model(s)."""
+  if config.variant == "yearly":
+    for year in config.data.train_years:
+      _require_trained(expert_dir(workdir, year), config)
+  else:
+    _require_trained(workdir, config)
+
+
 def load_model(config: Config, workdir: str, *, future_probe: bool = False):
   """The model of `config` trained in `workdir`, queried as the paper does for its variant.
 
@@ -170,6 +179,7 @@ def evaluate_model(model, data: EvalData, log: Log, label: str) -> dict:
 
 def evaluate(config: Config, workdir: str, log: Log = print, data: EvalData | None = None) -> dict:
   """`--mode=eval`: writes WORKDIR/results/eval.json and table2_row.md; returns the result."""
+  require_model(config, workdir)
   data = data or eval_data(config)
   model = load_model(config, workdir)
   result = evaluate_model(model, data, log, config.name)
@@ -202,6 +212,7 @@ def future_results(
 
 def eval_future(config: Config, workdir: str, log: Log = print) -> dict:
   """`--mode=eval_future`: WORKDIR/results/future.json, figure3.png, figure4.png."""
+  require_model(config, workdir)
   data = eval_data(config)
   eval_path = os.path.join(workdir, "results", "eval.json")
   if os.path.isfile(eval_path):

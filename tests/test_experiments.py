@@ -1,0 +1,239 @@
+"""The paper's experiments end to end on a tiny world and a few training steps (the numbers
+need not be good), plus the Figure 3 grouping and the Figure 4 entropy on hand-made models.
+
+One `--mode=reproduce` run (module fixture) trains Uniform, Temporal and two Yearly experts,
+evaluates, probes the future and adapts; the other modes are then run on its workdir.
+"""
+
+import json
+import os
+import pickle
+import struct
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from tlm.data.future_relations import FutureQuery, FutureRelations
+from tlm.data.templama import TempLamaExample
+from tlm.eval import findings, future
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+SMALL = [
+  "data.world_scale=0.2",
+  "data.train_years=2017,2018",
+  "eval.years=2017,2018,2019",
+  "train.steps=4",
+  "train.log_every=2",
+  "train.eval_every=0",
+  "train.checkpoint_every=4",
+  "adapt.steps=2",
+  "adapt.alphas=0.5",
+  "adapt.eval_points=2",
+  "eval.max_examples=4",
+  "eval.max_decode_length=4",
+]
+
+
+def _run(*args, check=True):
+  cmd = [sys.executable, os.path.join(ROOT, "run.py"), *args]
+  proc = subprocess.run(cmd, capture_output=True, text=True, cwd=ROOT, timeout=900)
+  if check and proc.returncode != 0:
+    raise AssertionError(f"{' '.join(args)} failed:\n{proc.stdout[-3000:]}\n{proc.stderr[-3000:]}")
+  return proc
+
+
+def _sets(cache):
+  return [f"--set={s}" for s in SMALL + [f"data.cache_dir={cache}"]]
+
+
+def _is_png(path):
+  with open(path, "rb") as f:
+    head = f.read(24)
+  return head[:8] == b"\x89PNG\r\n\x1a\n" and min(struct.unpack(">II", head[16:24])) > 100
+
+
+@pytest.fixture(scope="module")
+def reproduced(tmp_path_factory):
+  root = tmp_path_factory.mktemp("reproduce")
+  cache, workdir = root / "cache", root / "run"
+  proc = _run("--mode=reproduce", f"--workdir={workdir}", *_sets(cache))
+  return {"cache": cache, "workdir": workdir, "stdout": proc.stdout}
+
+
+def test_reproduce_writes_every_result(reproduced):
+  results = reproduced["workdir"] / "results"
+  for name in ("table2.md", "table7.md", "summary.json", "eval.json", "future.json",
+               "adapt.json", "figure2.json"):  # fmt: skip
+    assert (results / name).is_file(), name
+  for i in range(2, 6):
+    assert _is_png(results / f"figure{i}.png")
+  out = reproduced["stdout"]
+  assert "=== [1/8]" in out and "=== [8/8]" in out  # progress through every stage
+  assert "| tiny_temporal |" in out and "TempLAMA F1 2010-18" in out  # Table 2 printed
+  table2 = (results / "table2.md").read_text()
+  assert table2.splitlines()[0].startswith("| Model |") and "| tiny_yearly |" in table2
+
+
+def test_summary_findings_are_computed_from_the_reported_numbers(reproduced):
+  results = reproduced["workdir"] / "results"
+  summary = json.loads((results / "summary.json").read_text())
+  names = [f["name"] for f in summary["findings"]]
+  assert names == [
+    "temporal_beats_uniform",
+    "uniform_vs_yearly_by_duration",
+    "future_entropy_calibration",
+    "adaptation_forgets_less",
+  ]
+  evals = json.loads((results / "eval.json").read_text())
+  f1 = {
+    v: {s: evals[f"tiny_{v}"]["templama"]["metrics"][s]["overall"]["f1"] for s in findings.SLICES}
+    for v in ("temporal", "uniform")
+  }
+  assert summary["findings"][0] == findings.temporal_beats_uniform(f1)
+  fut = json.loads((results / "future.json").read_text())
+  entropy = {
+    s: {int(y): v for y, v in curve.items()}
+    for s, curve in fut["tiny_temporal"]["entropy"]["entropy"].items()
+  }
+  recomputed = findings.future_entropy_calibration(entropy)
+  assert summary["findings"][2]["holds"] == recomputed["holds"]
+  assert summary["findings"][2]["numbers"]["ordered"] == recomputed["numbers"]["ordered"]
+  for f in summary["findings"]:
+    assert isinstance(f["holds"], bool) and f["numbers"]
+
+
+def test_eval_and_eval_future_modes_on_a_trained_workdir(reproduced):
+  workdir = reproduced["workdir"] / "uniform"
+  sets = _sets(reproduced["cache"])
+  proc = _run("--mode=eval", "--config=tiny_uniform", f"--workdir={workdir}", *sets)
+  result = json.loads((workdir / "results" / "eval.json").read_text())
+  metrics = result["templama"]["metrics"]
+  assert {"2010-18", "2019-20", "all"} <= set(metrics)
+  assert result["templama"]["records"][0].keys() >= {"id", "year", "prediction", "f1", "em"}
+  assert {"most_frequent_answer", "most_recent_answer"} == set(result["answer_baselines"])
+  assert "| tiny_uniform |" in (workdir / "results" / "table2_row.md").read_text()
+  assert "| tiny_uniform |" in proc.stdout
+
+  _run("--mode=eval_future", "--config=tiny_uniform", f"--workdir={workdir}", *sets)
+  fut = json.loads((workdir / "results" / "future.json").read_text())
+  assert set(fut["entropy"]["entropy"]) == {"frequent", "rare", "never"}
+  assert sorted(map(int, fut["entropy"]["entropy"]["never"])) == list(range(2018, 2030))
+  assert _is_png(workdir / "results" / "figure3.png")
+  assert _is_png(workdir / "results" / "figure4.png")
+
+
+def test_adapt_mode_with_other_alphas(reproduced):
+  workdir = reproduced["workdir"] / "temporal"
+  sets = _sets(reproduced["cache"]) + ["--set=adapt.alphas=0.3,0.5", "--set=adapt.eval_points=1"]
+  _run("--mode=adapt", "--config=tiny_temporal", f"--workdir={workdir}", *sets)
+  out = json.loads((workdir / "results" / "adapt.json").read_text())
+  assert set(out["alphas"]) == {"0.3", "0.5"}
+  assert {"2010-18", "2019", "2019-20"} <= set(out["retrained"])
+  assert (workdir / "adapt" / "alpha=0.3" / "checkpoints").is_dir()
+  assert _is_png(workdir / "results" / "figure5.png")
+
+
+def test_modes_without_a_trained_model_say_what_to_run(tmp_path):
+  proc = _run("--mode=eval_future", "--config=tiny_temporal", f"--workdir={tmp_path / 'none'}",
+              *_sets(tmp_path / "cache"), check=False)  # fmt: skip
+  assert proc.returncode != 0
+  lines = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
+  assert len(lines) == 1 and "--mode=train --config=tiny_temporal" in lines[0]
+  assert not (tmp_path / "none" / "results").exists()
+
+
+def _cronquestions_release(root):
+  base = root / "questions"
+  base.mkdir(parents=True)
+  (root / "kg").mkdir()
+  rows = [
+    {"question": f"Who coached Team {i} in {2010 + i}", "answers": {f"Q{i + 1}"},
+     "answer_type": "entity", "type": "simple_entity", "uniq_id": i}
+    for i in range(6)
+  ]  # fmt: skip
+  for split in ("train", "valid", "test"):
+    with open(base / f"{split}.pickle", "wb") as f:
+      pickle.dump(rows, f)
+  (root / "kg" / "wd_id2entity_text.txt").write_text(
+    "".join(f"Q{i + 1}\tCoach {chr(65 + i)}\n" for i in range(6))
+  )
+  return root
+
+
+def test_cronquestions_mode(reproduced, tmp_path):
+  data = _cronquestions_release(tmp_path / "cronq")
+  workdir = reproduced["workdir"] / "temporal"
+  sets = _sets(reproduced["cache"]) + ["--set=eval.finetune_steps=2"]
+  _run("--mode=cronquestions", "--config=tiny_temporal", f"--workdir={workdir}",
+       f"--data={data}", *sets)  # fmt: skip
+  result = json.loads((workdir / "results" / "table4.json").read_text())
+  assert result["count"] == 6 and 0.0 <= result["em"] <= result["f1"] <= 1.0
+  assert "| tiny_temporal |" in (workdir / "results" / "table4.md").read_text()
+
+
+# ---- Figures 3 and 4 on hand-made models -----------------------------------------------------
+
+
+def _example(subject, year, answer, relation="P54"):
+  return TempLamaExample(
+    id=f"{subject}_{relation}_{year}", query=f"{subject} plays for _X_.", answers=[[answer]],
+    answer_ids=[answer], date=str(year), year=year, relation=relation, subject=subject,
+    most_frequent_answer=answer, most_recent_answer=answer,
+  )  # fmt: skip
+
+
+class _LinearDecay:
+  """log p(target | query, year) = -rate * (year - 2018), rate set per subject."""
+
+  def __init__(self, rates):
+    self.rates = rates
+
+  def log_likelihood(self, queries, years, targets):
+    ll = [-self.rates[q.split()[0]] * (y - 2018) for q, y in zip(queries, years)]
+    return np.asarray(ll, np.float64), np.ones(len(queries), np.int64)
+
+
+def test_loglik_change_groups_single_and_multiple_answer_queries():
+  examples = [
+    _example("Ann", 2017, "Red"), _example("Ann", 2018, "Red"),  # single answer
+    _example("Bob", 2016, "Red"), _example("Bob", 2018, "Blue"),  # multiple answers
+    _example("Cat", 2018, "Green"),  # wrong in 2018: excluded
+  ]  # fmt: skip
+  model = _LinearDecay({"Ann": 0.1, "Bob": 0.5, "Cat": 9.0})
+  preds = {"Ann_P54_2018": "red", "Bob_P54_2018": "Blue", "Cat_P54_2018": "Red"}
+  out = future.loglik_change(model, examples, preds, years=(2019, 2020))
+  assert out["counts"] == {"single": 1, "multiple": 1}
+  np.testing.assert_allclose([out["single"][2019], out["single"][2020]], [-0.1, -0.2])
+  np.testing.assert_allclose([out["multiple"][2019], out["multiple"][2020]], [-0.5, -1.0])
+
+
+class _FixedScores:
+  """Candidate log-scores that depend only on the query set and year."""
+
+  def rank(self, queries, years, candidates):
+    rows = []
+    for q in queries:
+      if q.startswith("Never"):
+        rows.append([0.0] + [-1e9] * (len(candidates) - 1))  # one candidate: entropy 0
+      else:
+        rows.append([0.0] * len(candidates))  # uniform: entropy log C
+    return np.asarray(rows)
+
+
+def test_future_entropy_over_a_known_distribution():
+  fr = FutureRelations(
+    queries=[
+      FutureQuery("a", "never", "Never moves from _X_.", "cities"),
+      FutureQuery("b", "frequent", "Often moves to _X_.", "cities"),
+      FutureQuery("c", "rare", "Rarely moves to _X_.", "countries"),
+    ],
+    candidates={"cities": ["A", "B", "C", "D"], "countries": ["X", "Y"]},
+  )
+  out = future.future_entropy(_FixedScores(), fr, years=(2018, 2025))
+  np.testing.assert_allclose(out["entropy"]["never"][2025], 0.0, atol=1e-12)
+  np.testing.assert_allclose(out["entropy"]["frequent"][2018], np.log(4), rtol=1e-12)
+  np.testing.assert_allclose(out["entropy"]["rare"][2025], np.log(2), rtol=1e-12)
+  assert out["max_entropy"] == pytest.approx({"never": np.log(4), "frequent": np.log(4),
+                                              "rare": np.log(2)})  # fmt: skip

@@ -8,6 +8,7 @@ import sys
 import pytest
 
 from tlm.data import templama
+from tlm.data.formatting import TextExample, templama_text
 from tlm.data.wikidata_facts import Span, merge_spans
 from tlm.errors import DataError, UserError
 
@@ -296,9 +297,8 @@ def test_loader_released_format():
   assert first.most_recent_answer == "Mumbai City FC"
   assert coach.answers == [["Carlo Ancelotti", "Ancelotti"], ["Zinedine Zidane"]]
   assert coach.most_frequent_answer == "Carlo Ancelotti"
-  assert templama.to_inputs_targets(coach) == (
-    "<extra_id_0> is the head coach of Real Madrid CF.",
-    "Carlo Ancelotti",
+  assert templama_text(coach) == TextExample(
+    "<extra_id_0> is the head coach of Real Madrid CF.", "Carlo Ancelotti", 2016
   )
   assert (quarter.date, quarter.year, quarter.subject) == ("2014-Q2", 2014, "Q7631017")
 
@@ -311,7 +311,7 @@ def test_loader_reads_what_the_builder_writes(tmp_path):
   alice = by_id["Q1_P54_2011"]
   assert alice.answers == [["Red FC"], ["Blue United"]]
   assert alice.subject == "Q1" and alice.year == 2011
-  assert templama.to_inputs_targets(alice) == ("Alice Adams plays for <extra_id_0>.", "Red FC")
+  assert templama_text(alice) == TextExample("Alice Adams plays for <extra_id_0>.", "Red FC", 2011)
   durations = templama.fact_durations(examples)
   # Alice/P54: Red FC first in 2010-2011 (valid 2010-2011), Blue United 2012-2015 but valid
   # from 2011: the run of years in which the first answer is correct.

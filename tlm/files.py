@@ -1,8 +1,11 @@
-"""Atomic file and directory output, so that a failed run leaves nothing half-written.
+"""Atomic file and directory output, so that a failed run leaves nothing half-written, and
+the JSON-lines reader every input file goes through.
 
 Every command that writes results goes through these helpers: the content is produced under a
 temporary sibling name and renamed into place only when it is complete. A crash or a
 `UserError` in the middle leaves the destination untouched (absent, or as it was).
+`check_replaceable` guards the directories that are replaced as a whole, and `iter_jsonl` /
+`read_jsonl` name the file and line of any malformed input line.
 """
 
 import contextlib
@@ -12,6 +15,8 @@ import shutil
 import tempfile
 from collections.abc import Iterator
 from typing import Any
+
+from tlm.errors import DataError, UserError
 
 
 def _umask() -> int:
@@ -82,24 +87,43 @@ def write_jsonl(path: str, rows) -> None:
       f.write("\n")
 
 
-def read_jsonl(path: str, required: tuple[str, ...] = ()) -> list[dict]:
-  """Reads a JSON-lines file; blank lines are skipped.
+def check_replaceable(output_dir: str, ours: set[str]) -> None:
+  """Raises UserError if `output_dir` exists and holds entries other than `ours`.
+
+  `atomic_output_dir` replaces an existing directory as a whole; a builder calls this first so
+  that a mistyped output directory (say, the one holding its inputs) is never wiped. An absent
+  or empty directory, or one holding only the builder's own outputs, may be replaced.
+
+  Args:
+    output_dir: the directory a builder is about to replace.
+    ours: the names the builder writes there; hidden names (leftover temporaries) are ignored.
+  """
+  if os.path.isdir(output_dir):
+    foreign = sorted(n for n in os.listdir(output_dir) if n not in ours and not n.startswith("."))
+    if foreign:
+      shown = ", ".join(foreign[:3]) + (", ..." if len(foreign) > 3 else "")
+      raise UserError(
+        f"{output_dir}: output directory holds other files ({shown}); "
+        "choose a new or empty directory"
+      )
+  elif os.path.exists(output_dir):
+    raise UserError(f"{output_dir}: exists and is not a directory")
+
+
+def iter_jsonl(path: str, required: tuple[str, ...] = ()) -> Iterator[tuple[int, dict]]:
+  """Yields `(line number, object)` of every non-blank line of a JSON-lines file.
 
   Args:
     path: the file.
     required: keys every object must have.
 
-  Returns:
-    The objects, in file order.
-
   Raises:
-    DataError: naming the file and line of a malformed line, a non-object, or a missing key.
+    DataError: naming the file and line of a malformed line, a non-object, or a missing key
+      (only when that line is reached: callers that must not half-process a file collect
+      everything first).
   """
-  from tlm.errors import DataError
-
   if not os.path.isfile(path):
     raise DataError("no such file", path)
-  rows = []
   with open(path, encoding="utf-8") as f:
     for line_no, line in enumerate(f, start=1):
       if not line.strip():
@@ -113,5 +137,20 @@ def read_jsonl(path: str, required: tuple[str, ...] = ()) -> list[dict]:
       missing = [k for k in required if k not in obj]
       if missing:
         raise DataError(f"missing field(s) {', '.join(map(repr, missing))}", path, line_no)
-      rows.append(obj)
-  return rows
+      yield line_no, obj
+
+
+def read_jsonl(path: str, required: tuple[str, ...] = ()) -> list[dict]:
+  """Reads a JSON-lines file; blank lines are skipped.
+
+  Args:
+    path: the file.
+    required: keys every object must have.
+
+  Returns:
+    The objects, in file order.
+
+  Raises:
+    DataError: naming the file and line of a malformed line, a non-object, or a missing key.
+  """
+  return [obj for _, obj in iter_jsonl(path, required)]

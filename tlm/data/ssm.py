@@ -21,10 +21,9 @@ import re
 
 import numpy as np
 
-from tlm.data.builder_output import check_replaceable
 from tlm.data.salient_spans import Gazetteer, Span, find_spans, split_sentences, years_mentioned
 from tlm.errors import DataError, UserError
-from tlm.files import atomic_output_dir
+from tlm.files import atomic_output_dir, check_replaceable
 
 __all__ = ["Gazetteer", "Span", "build_ssm", "find_spans", "mask_examples", "split_sentences"]
 

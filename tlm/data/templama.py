@@ -48,13 +48,11 @@ import re
 
 import numpy as np
 
-from tlm.data.builder_output import check_replaceable
 from tlm.data.wikidata_facts import merge_spans, qid_order, read_entities, read_facts
 from tlm.errors import DataError, UserError
-from tlm.files import atomic_output_dir
+from tlm.files import atomic_output_dir, check_replaceable, iter_jsonl
 
 Y_TOKEN = "_X_"
-SENTINEL = "<extra_id_0>"
 SPLITS = ("train", "val", "test")
 SPLIT_FRACTIONS = (0.2, 0.1, 0.7)
 GRANULARITIES = ("year", "quarter", "month")
@@ -102,11 +100,6 @@ class TempLamaExample:
   most_recent_answer: str
 
 
-def to_inputs_targets(example: TempLamaExample) -> tuple[str, str]:
-  """The model's (inputs, targets) pair: `_X_` -> `<extra_id_0>`, target = first answer's name."""
-  return example.query.replace(Y_TOKEN, SENTINEL), example.answers[0][0]
-
-
 def year_of(date_key: str) -> int:
   """The year of a bucket key "2014", "2014-Q2" or "2014-05" (ValueError if malformed)."""
   m = _DATE_KEY.match(date_key)
@@ -136,51 +129,37 @@ def load_templama(path: str) -> list[TempLamaExample]:
   Raises:
     DataError: naming the file and line of a malformed line, a missing field or a bad value.
   """
-  if not os.path.isfile(path):
-    raise DataError("no such file", path)
   examples = []
-  with open(path, encoding="utf-8") as f:
-    for line_no, line in enumerate(f, start=1):
-      if not line.strip():
-        continue
-      try:
-        obj = json.loads(line)
-      except json.JSONDecodeError as e:
-        raise DataError(f"malformed JSON ({e.msg})", path, line_no) from None
-      if not isinstance(obj, dict):
-        raise DataError("expected a JSON object", path, line_no)
-      missing = [k for k in _REQUIRED if k not in obj]
-      if missing:
-        raise DataError(f"missing field(s) {', '.join(map(repr, missing))}", path, line_no)
-      query, date, id_, relation = obj["query"], obj["date"], obj["id"], obj["relation"]
-      if not isinstance(query, str) or Y_TOKEN not in query:
-        raise DataError(f"'query' must be a string containing {Y_TOKEN}", path, line_no)
-      if not isinstance(date, str) or not _DATE_KEY.match(date):
-        raise DataError(
-          f"unparsable date {date!r} (expected 2014, 2014-Q2 or 2014-05)", path, line_no
-        )
-      if not isinstance(id_, str) or not isinstance(relation, str) or not relation:
-        raise DataError("'id' and 'relation' must be strings", path, line_no)
-      answer = obj["answer"]
-      if isinstance(answer, dict):  # the public tf.Example export has a single answer
-        answer = [answer]
-      if not isinstance(answer, list) or not answer:
-        raise DataError("'answer' must be a non-empty list of {wikidata_id, name}", path, line_no)
-      suffix = f"_{relation}_{date}"
-      examples.append(
-        TempLamaExample(
-          id=id_,
-          query=query,
-          answers=[_aliases(a, path, line_no) for a in answer],
-          answer_ids=[str(a.get("wikidata_id", "")) for a in answer],
-          date=date,
-          year=year_of(date),
-          relation=relation,
-          subject=id_[: -len(suffix)] if id_.endswith(suffix) else id_,
-          most_frequent_answer=_aliases(obj["most_frequent_answer"], path, line_no)[0],
-          most_recent_answer=_aliases(obj["most_recent_answer"], path, line_no)[0],
-        )
+  for line_no, obj in iter_jsonl(path, required=_REQUIRED):
+    query, date, id_, relation = obj["query"], obj["date"], obj["id"], obj["relation"]
+    if not isinstance(query, str) or Y_TOKEN not in query:
+      raise DataError(f"'query' must be a string containing {Y_TOKEN}", path, line_no)
+    if not isinstance(date, str) or not _DATE_KEY.match(date):
+      raise DataError(
+        f"unparsable date {date!r} (expected 2014, 2014-Q2 or 2014-05)", path, line_no
       )
+    if not isinstance(id_, str) or not isinstance(relation, str) or not relation:
+      raise DataError("'id' and 'relation' must be strings", path, line_no)
+    answer = obj["answer"]
+    if isinstance(answer, dict):  # the public tf.Example export has a single answer
+      answer = [answer]
+    if not isinstance(answer, list) or not answer:
+      raise DataError("'answer' must be a non-empty list of {wikidata_id, name}", path, line_no)
+    suffix = f"_{relation}_{date}"
+    examples.append(
+      TempLamaExample(
+        id=id_,
+        query=query,
+        answers=[_aliases(a, path, line_no) for a in answer],
+        answer_ids=[str(a.get("wikidata_id", "")) for a in answer],
+        date=date,
+        year=year_of(date),
+        relation=relation,
+        subject=id_[: -len(suffix)] if id_.endswith(suffix) else id_,
+        most_frequent_answer=_aliases(obj["most_frequent_answer"], path, line_no)[0],
+        most_recent_answer=_aliases(obj["most_recent_answer"], path, line_no)[0],
+      )
+    )
   return examples
 
 

@@ -12,7 +12,7 @@ are printed as one line on stderr with a non-zero exit status.
 import importlib
 import sys
 
-from absl import app, flags
+from absl import app, flags, logging
 
 # mode -> "module:function". Each function takes the parsed absl FLAGS.
 MODES = {
@@ -38,6 +38,7 @@ flags.DEFINE_enum("mode", "reproduce", sorted(MODES), "What to run.")
 flags.DEFINE_string("config", None, "Named config from tlm/configs.py, e.g. tiny_temporal.")
 flags.DEFINE_multi_string("set", [], "Config override dotted.key=value; repeatable.")
 flags.DEFINE_string("workdir", None, "Directory for checkpoints, metrics and results.")
+flags.DEFINE_bool("verbose", False, "Show the libraries' INFO logs (jax, orbax).")
 flags.DEFINE_bool("dry_run", False, "train: compile the step on the mesh and report its cost.")
 # Checkpoints and files.
 flags.DEFINE_string("checkpoint", None, "HF dir, Mesh-TF prefix, or tlm checkpoint/workdir.")
@@ -72,6 +73,10 @@ def main(argv):
   if len(argv) > 1:
     raise app.UsageError(f"unexpected arguments: {' '.join(argv[1:])}")
   from tlm.errors import UserError
+
+  # orbax logs every checkpoint operation at INFO; progress lines are tlm's own prints.
+  if not FLAGS.verbose:
+    logging.set_verbosity(logging.WARNING)
 
   module_name, function_name = MODES[FLAGS.mode].split(":")
   fn = getattr(importlib.import_module(module_name), function_name)

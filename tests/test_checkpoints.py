@@ -8,6 +8,7 @@ import os
 import numpy as np
 import pytest
 
+from tlm.data.vocab import find_spiece_model
 from tlm.errors import CheckpointError
 from tlm.models import checkpoints, t5
 
@@ -299,7 +300,7 @@ def test_tlm_model_dir_and_training_workdir(model, tmp_path):
   loaded_cfg, loaded = checkpoints.load_checkpoint(out)
   assert loaded_cfg == cfg
   _assert_same(loaded, params)
-  assert checkpoints.find_spiece_model(out) == os.path.join(out, "spiece.model")
+  assert find_spiece_model(out) == os.path.join(out, "spiece.model")
   # A training workdir: the newest checkpoints/<step>/params is loaded.
   work = tmp_path / "work"
   (work / "checkpoints").mkdir(parents=True)

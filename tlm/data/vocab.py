@@ -11,6 +11,7 @@ inputs can be written as plain strings ("... won the <extra_id_0> in 2014.").
 """
 
 import io
+import os
 import re
 from collections.abc import Iterable, Sequence
 
@@ -96,7 +97,13 @@ class Vocabulary:
     return [self.encode(t) for t in texts]
 
   def decode(self, ids: Iterable[int]) -> str:
-    """Text of `ids`, stopping at the first EOS; pad and ids past the vocabulary are dropped."""
+    """Text of `ids`, stopping at the first EOS; pad and ids past the vocabulary are dropped.
+
+    Sentinels are separated from the text around them by one space ("<extra_id_0> Red FC"):
+    `encode` strips the text beside a sentinel, so ids do not say whether a space was there,
+    and `encode(decode(ids)) == ids` either way. (transformers' T5 tokenizer encodes to the
+    same ids but decodes "for<extra_id_0> .".)
+    """
     pieces: list[str] = []
     run: list[int] = []
     for i in ids:
@@ -115,6 +122,24 @@ class Vocabulary:
     if run:
       pieces.append(self._sp.DecodeIds(run))
     return " ".join(p for p in pieces if p)
+
+
+def find_spiece_model(checkpoint: str) -> str | None:
+  """The `spiece.model` stored with a checkpoint, or None.
+
+  Looked for in the checkpoint directory (HF directory, tlm model directory, training
+  workdir), beside a Mesh-TF prefix or a file, and in the workdir of `WORKDIR/checkpoints/STEP`.
+  """
+  path = os.path.abspath(checkpoint)
+  parent = os.path.dirname(path)
+  candidates = [path, parent]
+  if os.path.basename(parent) == "checkpoints":
+    candidates.append(os.path.dirname(parent))
+  for directory in candidates:
+    candidate = os.path.join(directory, "spiece.model")
+    if os.path.isfile(candidate):
+      return candidate
+  return None
 
 
 def train_sentencepiece(

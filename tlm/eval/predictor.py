@@ -22,7 +22,7 @@ from collections.abc import Callable, Mapping, Sequence
 import numpy as np
 
 from tlm.data.formatting import format_input
-from tlm.data.vocab import EOS_ID, Vocabulary
+from tlm.data.vocab import EOS_ID, Vocabulary, find_spiece_model
 from tlm.errors import ConfigError
 from tlm.eval.routing import route_to_expert
 
@@ -114,7 +114,7 @@ class Predictor:
   def from_checkpoint(cls, path: str, vocab: Vocabulary | str | None = None, **kwargs):
     """Loads any checkpoint `load_checkpoint` reads; the vocabulary defaults to the
     `spiece.model` beside it."""
-    from tlm.models.checkpoints import find_spiece_model, load_checkpoint
+    from tlm.models.checkpoints import load_checkpoint
 
     if vocab is None:
       vocab = find_spiece_model(path)

@@ -514,13 +514,6 @@ def load_checkpoint(path: str) -> tuple[t5.T5Config, dict]:
   )
 
 
-def find_spiece_model(path: str) -> str | None:
-  """The `spiece.model` stored with a checkpoint (beside a Mesh-TF prefix too), if any."""
-  directory = path if os.path.isdir(path) else os.path.dirname(path)
-  candidate = os.path.join(directory, "spiece.model")
-  return candidate if os.path.isfile(candidate) else None
-
-
 def _write_spiece(directory: str, spiece_model: bytes | str | None) -> None:
   if spiece_model is None:
     return

@@ -7,6 +7,7 @@ writes into a temporary directory and renames it on success, so a failed save le
 Any orbax or tensorstore failure becomes a one-line `CheckpointError` naming the directory.
 """
 
+import logging
 import os
 
 import jax
@@ -14,6 +15,21 @@ import numpy as np
 import orbax.checkpoint as ocp
 
 from tlm.errors import CheckpointError
+
+
+class _ItemMetadataFilter(logging.Filter):
+  """Drops orbax's warning about a missing `_CHECKPOINT_METADATA` when a `params/` item is read.
+
+  In a training checkpoint (`checkpoints/STEP/params`) that file lives one level up, at the
+  step; reading the item on its own is what tlm's model loading does, so the warning says
+  nothing a user can act on.
+  """
+
+  def filter(self, record: logging.LogRecord) -> bool:
+    return not str(record.msg).startswith("Metadata file does not exist")
+
+
+logging.getLogger("absl").addFilter(_ItemMetadataFilter())
 
 
 def _one_line(e: Exception) -> str:

@@ -166,10 +166,11 @@ def test_transformers_5_tied_unscaled_v1_1_imports_with_the_embedding_as_output(
   )
 
 
-# Published sizes (HF hub: google-t5/*, google/t5-v1_1-*): the smallest and largest of each
-# family and t5-3b (head_dim 128). The other presets differ only in the numbers, and tracing
-# each 24-layer model costs seconds on CPU.
-PUBLISHED = ["t5-small", "t5-3b", "t5-11b", "t5-v1_1-small", "t5-v1_1-xxl"]
+# Every published size (HF hub: google-t5/*, google/t5-v1_1-*). Measured totals (both sides):
+# t5-small 60,506,624; t5-base 222,903,552; t5-large 737,668,096; t5-3b 2,851,598,336;
+# t5-11b 11,307,321,344; t5-v1_1-small 76,961,152; -base 247,577,856; -large 783,150,080;
+# -xl 2,849,757,184; -xxl 11,135,332,352.
+PUBLISHED = [n for n in t5.PRESETS if not n.startswith("tiny")]
 
 
 def test_parameter_counts_equal_transformers_on_abstract_shapes():
@@ -182,8 +183,10 @@ def test_parameter_counts_equal_transformers_on_abstract_shapes():
         model.lm_head.weight = torch.nn.Parameter(torch.empty(model.lm_head.weight.shape))
     theirs = sum(p.numel() for p in model.parameters())
     assert ours == theirs, name
+  assert len(PUBLISHED) == 10
   # The familiar totals: t5-small ~60.5M, t5-11b ~11.3B, t5-v1_1-xxl ~11.1B.
   count = lambda n: sum(
     int(np.prod(s)) for s in checkpoints.param_shapes(t5.get_preset(n)).values()
   )
   assert count("t5-small") == 60_506_624 and count("t5-11b") == 11_307_321_344
+  assert count("t5-v1_1-xxl") == 11_135_332_352

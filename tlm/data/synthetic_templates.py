@@ -7,21 +7,18 @@ leader's title, `{a_role}` the same with its indefinite article, `{when}` "March
 "2014", `{Y}` a year, and filler slots (`{team2}`, `{city}`, `{weekday}`, `{month}`, `{topic}`,
 `{n}`, `{a}`, `{b}`). `tlm.data.synthetic_news` capitalises the first letter of each sentence.
 
-TEMPLAMA holds the nine templates of the paper's Appendix A (the public templama
-templates.csv); the news uses them verbatim in a share of the fact sentences. Every other fact
-template states the same fact in present tense, with or without an event around it.
+TEMPLAMA holds the nine templates of the paper's Appendix A (read from the public templama
+templates.csv that the TempLAMA builder uses); the news uses them verbatim in a share of the
+fact sentences. Every other fact template states the same fact in present tense, with or
+without an event around it.
 """
 
+from tlm.data.templama import read_templates
+
+# The public templates (`tlm/data/resources/templama_templates.csv`), in the fields used here.
 TEMPLAMA = {
-  "P54": "{S} plays for {O}.",
-  "P39": "{S} holds the position of {O}.",
-  "P108": "{S} works for {O}.",
-  "P102": "{S} is a member of the {O}.",
-  "P286": "{O} is the head coach of {S}.",
-  "P69": "{S} attended {O}.",
-  "P488": "{O} is the chair of {S}.",
-  "P6": "{O} is the head of the government of {S}.",
-  "P127": "{S} is owned by {O}.",
+  rel: template.replace("<subject>", "{S}").replace("<object>", "{O}")
+  for rel, template in read_templates().items()
 }
 
 # Present-tense paraphrases: the fact holds on the document's date.

@@ -1,10 +1,10 @@
 """Predictor batching keeps order and equals unbatched calls; time conditioning and Yearly
 routing send each query, formatted for its year, to the right model."""
 
-import jax
 import numpy as np
 import pytest
 
+from tests.test_decoding import random_params
 from tlm.data.vocab import Vocabulary, train_sentencepiece
 from tlm.eval.predictor import Predictor, TimeConditioned, YearlyEnsemble
 from tlm.models import decoding, t5
@@ -20,10 +20,9 @@ def vocab():
 
 
 def _predictor(vocab, seed, **kwargs):
+  # numpy parameters: compiling flax's initialisers would cost more than the test itself.
   cfg = t5.get_preset("tiny", vocab_size=256)
-  x = np.ones((1, 4), np.int32)
-  params = t5.Transformer(cfg).init(jax.random.PRNGKey(seed), x, x, enable_dropout=False)
-  return Predictor(cfg, params["params"], vocab, **kwargs)
+  return Predictor(cfg, random_params(cfg, seed), vocab, **kwargs)
 
 
 QUERIES = [

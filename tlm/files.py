@@ -5,7 +5,7 @@ Every command that writes results goes through these helpers: the content is pro
 temporary sibling name and renamed into place only when it is complete. A crash or a
 `UserError` in the middle leaves the destination untouched (absent, or as it was).
 `check_replaceable` guards the directories that are replaced as a whole, and `iter_jsonl` /
-`read_jsonl` name the file and line of any malformed input line.
+`read_jsonl` / `iter_tsv` name the file and line of any malformed input line.
 """
 
 import contextlib
@@ -138,6 +138,21 @@ def iter_jsonl(path: str, required: tuple[str, ...] = ()) -> Iterator[tuple[int,
       if missing:
         raise DataError(f"missing field(s) {', '.join(map(repr, missing))}", path, line_no)
       yield line_no, obj
+
+
+def iter_tsv(path: str) -> Iterator[tuple[int, list[str]]]:
+  """Yields `(line number, columns)` of every non-blank line of a tab-separated file.
+
+  Raises:
+    DataError: if the file does not exist (callers validate the columns, naming the line).
+  """
+  if not os.path.isfile(path):
+    raise DataError("no such file", path)
+  with open(path, encoding="utf-8") as f:
+    for line_no, line in enumerate(f, start=1):
+      line = line.rstrip("\n").rstrip("\r")
+      if line.strip():
+        yield line_no, line.split("\t")
 
 
 def read_jsonl(path: str, required: tuple[str, ...] = ()) -> list[dict]:

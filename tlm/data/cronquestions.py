@@ -24,6 +24,7 @@ import pickle
 import re
 
 from tlm.errors import DataError
+from tlm.files import iter_tsv
 
 SPLIT_FILES = {"train": "train", "val": "valid", "valid": "valid", "test": "test"}
 _ALLOWED = {
@@ -102,18 +103,11 @@ def to_inputs_targets(q: CronQuestion) -> tuple[str, str]:
 
 def read_entity_names(path: str) -> dict[str, str]:
   """`kg/wd_id2entity_text.txt`: `id<TAB>name` per line (a missing name is "")."""
-  if not os.path.isfile(path):
-    raise DataError("no such file", path)
   names = {}
-  with open(path, encoding="utf-8") as f:
-    for line_no, line in enumerate(f, start=1):
-      line = line.rstrip("\n").rstrip("\r")
-      if not line.strip():
-        continue
-      cols = line.split("\t")
-      if len(cols) > 2 or not cols[0].strip():
-        raise DataError("expected id<TAB>name", path, line_no)
-      names[cols[0].strip()] = cols[1].strip() if len(cols) > 1 else ""
+  for line_no, cols in iter_tsv(path):
+    if len(cols) > 2 or not cols[0].strip():
+      raise DataError("expected id<TAB>name", path, line_no)
+    names[cols[0].strip()] = cols[1].strip() if len(cols) > 1 else ""
   return names
 
 

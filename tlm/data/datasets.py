@@ -24,7 +24,7 @@ from collections.abc import Callable, Iterator, Sequence
 from tlm.data.formatting import TextExample, ssm_text, templama_text
 from tlm.data.sampling import NEWS_SSM, TEMPLAMA
 from tlm.errors import ConfigError, DataError
-from tlm.files import write_json
+from tlm.files import iter_jsonl, write_json
 
 SPLITS = ("train", "val", "test")
 _BUILD_INFO = "tlm_build.json"
@@ -165,22 +165,13 @@ def _load_ssm_year(path: str, year: int) -> list[TextExample]:
   if not os.path.isfile(path):
     raise DataError("no such file (SSM examples for this split and year)", path)
   examples = []
-  with open(path, encoding="utf-8") as f:
-    for line_no, line in enumerate(f, start=1):
-      if not line.strip():
-        continue
-      try:
-        obj = json.loads(line)
-      except json.JSONDecodeError as e:
-        raise DataError(f"malformed JSON ({e.msg})", path, line_no) from None
-      if not isinstance(obj, dict):
-        raise DataError("expected a JSON object", path, line_no)
-      for key in ("inputs", "targets"):
-        if not isinstance(obj.get(key), str):
-          raise DataError(f"field {key!r} missing or not a string", path, line_no)
-      if "year" in obj and obj["year"] != year:
-        raise DataError(f"year {obj['year']!r} in a file for {year}", path, line_no)
-      examples.append(ssm_text(obj, year))
+  for line_no, obj in iter_jsonl(path):
+    for key in ("inputs", "targets"):
+      if not isinstance(obj.get(key), str):
+        raise DataError(f"field {key!r} missing or not a string", path, line_no)
+    if "year" in obj and obj["year"] != year:
+      raise DataError(f"year {obj['year']!r} in a file for {year}", path, line_no)
+    examples.append(ssm_text(obj, year))
   return examples
 
 

@@ -24,10 +24,10 @@ and dependency-free:
 
 import collections
 import dataclasses
-import os
 import re
 
 from tlm.errors import DataError
+from tlm.files import iter_tsv
 
 _MONTHS = set(
   "January February March April May June July August September October November December".split()
@@ -160,18 +160,11 @@ class Gazetteer:
   @classmethod
   def from_file(cls, path: str) -> "Gazetteer":
     """One name per line, or an entities TSV (`qid<TAB>name<TAB>...`: the second column)."""
-    if not os.path.isfile(path):
-      raise DataError("no such file", path)
     names = []
-    with open(path, encoding="utf-8") as f:
-      for line_no, line in enumerate(f, start=1):
-        line = line.rstrip("\n").rstrip("\r")
-        if not line.strip():
-          continue
-        cols = line.split("\t")
-        if len(cols) > 1 and not cols[1].strip():
-          raise DataError("empty name in the second column", path, line_no)
-        names.append(cols[1] if len(cols) > 1 else cols[0])
+    for line_no, cols in iter_tsv(path):
+      if len(cols) > 1 and not cols[1].strip():
+        raise DataError("empty name in the second column", path, line_no)
+      names.append(cols[1] if len(cols) > 1 else cols[0])
     return cls(names)
 
   def find(self, sentence: str, tokens: list[re.Match]) -> list[Span]:

@@ -23,7 +23,7 @@ import numpy as np
 
 from tlm.data.salient_spans import Gazetteer, Span, find_spans, split_sentences, years_mentioned
 from tlm.errors import DataError, UserError
-from tlm.files import atomic_output_dir, check_replaceable
+from tlm.files import atomic_output_dir, check_replaceable, iter_jsonl
 
 __all__ = ["Gazetteer", "Span", "build_ssm", "find_spans", "mask_examples", "split_sentences"]
 
@@ -59,24 +59,10 @@ def parse_news_date(date, path: str, line: int) -> int:
 
 def _read_news(path: str):
   """Yields (line number, date, year, text) of every article, validating each line."""
-  if not os.path.isfile(path):
-    raise DataError("no such file", path)
-  with open(path, encoding="utf-8") as f:
-    for line_no, line in enumerate(f, start=1):
-      if not line.strip():
-        continue
-      try:
-        obj = json.loads(line)
-      except json.JSONDecodeError as e:
-        raise DataError(f"malformed JSON ({e.msg})", path, line_no) from None
-      if not isinstance(obj, dict):
-        raise DataError("expected a JSON object", path, line_no)
-      missing = [k for k in ("date", "text") if k not in obj]
-      if missing:
-        raise DataError(f"missing field(s) {', '.join(map(repr, missing))}", path, line_no)
-      if not isinstance(obj["text"], str):
-        raise DataError("'text' must be a string", path, line_no)
-      yield line_no, obj["date"], parse_news_date(obj["date"], path, line_no), obj["text"]
+  for line_no, obj in iter_jsonl(path, required=("date", "text")):
+    if not isinstance(obj["text"], str):
+      raise DataError("'text' must be a string", path, line_no)
+    yield line_no, obj["date"], parse_news_date(obj["date"], path, line_no), obj["text"]
 
 
 def heldout_count(num_articles: int, max_articles: int = 2000, fraction: float = 0.1) -> int:

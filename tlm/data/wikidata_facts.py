@@ -14,10 +14,10 @@ year arithmetic carries over to quarter and month buckets.
 import collections
 import dataclasses
 import datetime
-import os
 import re
 
 from tlm.errors import DataError
+from tlm.files import iter_tsv
 
 # A missing end: valid on (to max_year in the buckets, and beyond for the object count).
 OPEN_END = 10**9
@@ -39,24 +39,17 @@ def read_entities(path: str) -> dict[str, tuple[str, float]]:
   Raises:
     DataError: naming the file and line of a malformed line or a duplicate id.
   """
-  if not os.path.isfile(path):
-    raise DataError("no such file", path)
   entities = {}
-  with open(path, encoding="utf-8") as f:
-    for line_no, line in enumerate(f, start=1):
-      line = line.rstrip("\n").rstrip("\r")
-      if not line.strip():
-        continue
-      cols = line.split("\t")
-      if len(cols) < 3 or not cols[0] or not cols[1].strip():
-        raise DataError("expected qid<TAB>name<TAB>popularity", path, line_no)
-      try:
-        popularity = float(cols[2])
-      except ValueError:
-        raise DataError(f"popularity {cols[2]!r} is not a number", path, line_no) from None
-      if cols[0] in entities:
-        raise DataError(f"duplicate entity {cols[0]}", path, line_no)
-      entities[cols[0]] = (cols[1].strip(), popularity)
+  for line_no, cols in iter_tsv(path):
+    if len(cols) < 3 or not cols[0] or not cols[1].strip():
+      raise DataError("expected qid<TAB>name<TAB>popularity", path, line_no)
+    try:
+      popularity = float(cols[2])
+    except ValueError:
+      raise DataError(f"popularity {cols[2]!r} is not a number", path, line_no) from None
+    if cols[0] in entities:
+      raise DataError(f"duplicate entity {cols[0]}", path, line_no)
+    entities[cols[0]] = (cols[1].strip(), popularity)
   return entities
 
 
@@ -102,58 +95,51 @@ def read_facts(
   Raises:
     DataError: a malformed line, a relation that is not a property id, an unparsable date.
   """
-  if not os.path.isfile(path):
-    raise DataError("no such file", path)
   counts = collections.Counter()
   facts = []
-  with open(path, encoding="utf-8") as f:
-    for line_no, line in enumerate(f, start=1):
-      line = line.rstrip("\n").rstrip("\r")
-      if not line.strip():
+  for line_no, cols in iter_tsv(path):
+    if len(cols) < 3 or not all(cols[:3]):
+      raise DataError("expected relation<TAB>subject<TAB>object<TAB>qualifier...", path, line_no)
+    relation, subject, obj = cols[:3]
+    if not _PROPERTY.match(relation):
+      raise DataError(
+        f"unknown relation {relation!r} (expected a property id like P54)", path, line_no
+      )
+    start = end = None
+    for qual in cols[3:]:
+      if not qual:
         continue
-      cols = line.split("\t")
-      if len(cols) < 3 or not all(cols[:3]):
-        raise DataError("expected relation<TAB>subject<TAB>object<TAB>qualifier...", path, line_no)
-      relation, subject, obj = cols[:3]
-      if not _PROPERTY.match(relation):
-        raise DataError(
-          f"unknown relation {relation!r} (expected a property id like P54)", path, line_no
-        )
-      start = end = None
-      for qual in cols[3:]:
-        if not qual:
-          continue
-        key, sep, value = qual.partition("=")
-        if not sep:
-          raise DataError(f"malformed qualifier {qual!r} (expected P580=YYYYMMDD)", path, line_no)
-        if key.endswith("*"):  # inherited from the entity, skipped as in the public script
-          continue
-        if key in ("P580", "P582"):
-          date = _parse_wikidata_date(value, path, line_no)
-          # Several values: keep the widest validity.
-          if key == "P580":
-            start = date if start is None else min(start, date, key=_month_key_start)
-          else:
-            end = date if end is None else max(end, date, key=_month_key_end)
-      counts["read"] += 1
-      if relation not in templates:
-        counts["skipped_no_template"] += 1
-      elif not (_ENTITY.match(subject) and _ENTITY.match(obj)):
-        counts["skipped_not_an_entity"] += 1
-      elif subject not in entities or obj not in entities:
-        counts["skipped_unknown_entity"] += 1
-      elif start is None and end is None:
-        counts["skipped_no_date"] += 1
-      elif (start is None or start[0] < min_year) and (end is None or end[0] < min_year):
-        counts["skipped_before_min_year"] += 1
-      else:
-        s = _month_key_start(start) if start else min_year * 12
-        e = _month_key_end(end) if end else OPEN_END
-        if e < s:  # both given: a default never precedes the other end here
-          counts["skipped_end_before_start"] += 1
+      key, sep, value = qual.partition("=")
+      if not sep:
+        raise DataError(f"malformed qualifier {qual!r} (expected P580=YYYYMMDD)", path, line_no)
+      if key.endswith("*"):  # inherited from the entity, skipped as in the public script
+        continue
+      if key in ("P580", "P582"):
+        date = _parse_wikidata_date(value, path, line_no)
+        # Several values: keep the widest validity.
+        if key == "P580":
+          start = date if start is None else min(start, date, key=_month_key_start)
         else:
-          facts.append((relation, subject, Span(obj, s, e)))
-          counts["kept"] += 1
+          end = date if end is None else max(end, date, key=_month_key_end)
+    counts["read"] += 1
+    if relation not in templates:
+      counts["skipped_no_template"] += 1
+    elif not (_ENTITY.match(subject) and _ENTITY.match(obj)):
+      counts["skipped_not_an_entity"] += 1
+    elif subject not in entities or obj not in entities:
+      counts["skipped_unknown_entity"] += 1
+    elif start is None and end is None:
+      counts["skipped_no_date"] += 1
+    elif (start is None or start[0] < min_year) and (end is None or end[0] < min_year):
+      counts["skipped_before_min_year"] += 1
+    else:
+      s = _month_key_start(start) if start else min_year * 12
+      e = _month_key_end(end) if end else OPEN_END
+      if e < s:  # both given: a default never precedes the other end here
+        counts["skipped_end_before_start"] += 1
+      else:
+        facts.append((relation, subject, Span(obj, s, e)))
+        counts["kept"] += 1
   return facts, dict(counts)
 
 

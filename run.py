@@ -52,7 +52,7 @@ flags.DEFINE_integer("beam_size", 1, "predict: 1 is greedy decoding.")
 flags.DEFINE_string("vocab", None, "SentencePiece model (default: the one beside the checkpoint).")
 # Data builders.
 flags.DEFINE_string("facts", None, "build_templama: Wikidata-style facts TSV.")
-flags.DEFINE_string("entities", None, "build_templama: entities TSV (qid, name, popularity).")
+flags.DEFINE_string("entities", None, "build_templama, build_ssm (names): entities TSV.")
 flags.DEFINE_string("news", None, "build_ssm: news JSON lines.")
 flags.DEFINE_string("data", None, "cronquestions: directory with the released files.")
 flags.DEFINE_integer("min_year", 2010, "build_templama: first year.")

@@ -310,6 +310,9 @@ def test_tlm_model_dir_and_training_workdir(model, tmp_path):
   orbax_params.save(str(work / "checkpoints" / "100" / "params"), older)
   orbax_params.save(str(work / "checkpoints" / "2000" / "params"), params)
   _assert_same(checkpoints.load_checkpoint(str(work))[1], params)
+  # ... or a given step of it.
+  _assert_same(checkpoints.load_checkpoint(str(work / "checkpoints" / "100"))[1], older)
+  _assert_same(checkpoints.load_checkpoint(str(work / "checkpoints" / "100") + "/")[1], older)
 
 
 def test_user_errors_and_atomic_export(model, tmp_path):

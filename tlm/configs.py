@@ -842,5 +842,5 @@ def check_required(config: Config) -> None:
       f"config {config.name!r} needs {', '.join(missing)} (the public checkpoint and data it "
       f"trains on; see `python -c \"import tlm.configs as c; print(c.describe('{config.name}'))\"`"
       f"); pass {sets}, or use a CPU config that needs nothing: "
-      + ", ".join(n for n in names() if n.startswith("tiny_"))
+      + ", ".join(n for n in names() if n.startswith("tiny_") and not get(n).required)
     )

@@ -457,6 +457,15 @@ def _latest_step_dir(workdir: str) -> str:
   return os.path.join(root, str(max(steps)), "params")
 
 
+def _tlm_config(config_path: str) -> t5.T5Config:
+  if not os.path.isfile(config_path):
+    raise CheckpointError(f"{config_path}: no such file (the model config of a tlm workdir)")
+  try:
+    return t5.T5Config.from_dict(_read_json(config_path))
+  except ConfigError as e:
+    raise CheckpointError(f"{config_path}: {e}") from None
+
+
 def _tlm_params(params_dir: str, cfg: t5.T5Config) -> dict:
   from tlm.models.formats import orbax_params
 
@@ -468,7 +477,8 @@ def load_checkpoint(path: str) -> tuple[t5.T5Config, dict]:
 
   Args:
     path: an HF directory, a Mesh-TF checkpoint prefix (or a directory with a TF
-      `checkpoint` file), a tlm model directory, or a tlm training workdir (newest step).
+      `checkpoint` file), a tlm model directory, a tlm training workdir (newest step), or
+      one step of it (`WORKDIR/checkpoints/STEP`).
 
   Returns:
     The T5Config and the nested "params" tree.
@@ -478,14 +488,17 @@ def load_checkpoint(path: str) -> tuple[t5.T5Config, dict]:
   """
   if not os.path.exists(path) and not os.path.isfile(path + ".index"):
     raise CheckpointError(f"{path}: no such checkpoint")
+  path = path.rstrip(os.sep) or path
+  step_root = os.path.dirname(os.path.abspath(path))
+  if os.path.basename(step_root) == "checkpoints" and os.path.isdir(os.path.join(path, "params")):
+    # One step of a training workdir, WORKDIR/checkpoints/STEP: its config is the workdir's.
+    workdir = os.path.dirname(step_root)
+    cfg = _tlm_config(os.path.join(workdir, "model_config.json"))
+    return cfg, _tlm_params(os.path.join(path, "params"), cfg)
   # A training workdir also holds a config.json (the experiment config), so the tlm layouts
   # are recognised first, by their model_config.json.
   if os.path.isfile(os.path.join(path, "model_config.json")):
-    config_path = os.path.join(path, "model_config.json")
-    try:
-      cfg = t5.T5Config.from_dict(_read_json(config_path))
-    except ConfigError as e:
-      raise CheckpointError(f"{config_path}: {e}") from None
+    cfg = _tlm_config(os.path.join(path, "model_config.json"))
     params_dir = os.path.join(path, "params")
     if not os.path.isdir(params_dir):
       params_dir = _latest_step_dir(path)

@@ -237,3 +237,27 @@ def test_future_entropy_over_a_known_distribution():
   np.testing.assert_allclose(out["entropy"]["rare"][2025], np.log(2), rtol=1e-12)
   assert out["max_entropy"] == pytest.approx({"never": np.log(4), "frequent": np.log(4),
                                               "rare": np.log(2)})  # fmt: skip
+
+
+def test_experiment_modes_start_from_the_workdirs_saved_config(tmp_path):
+  from types import SimpleNamespace
+
+  from tlm import configs
+  from tlm.cli.experiments import _config_and_workdir
+  from tlm.errors import ConfigError
+  from tlm.files import write_json
+
+  trained = configs.override(configs.get("tiny_uniform"), ["data.world_scale=0.3"])
+  write_json(str(tmp_path / "config.json"), configs.to_dict(trained))
+  flags = SimpleNamespace(config=None, workdir=str(tmp_path), set=["eval.batch_size=8"])
+  config, workdir = _config_and_workdir(flags)
+  assert workdir == str(tmp_path) and config.name == "tiny_uniform"
+  assert config.data.world_scale == 0.3 and config.eval.batch_size == 8
+  with pytest.raises(ConfigError, match="holds a tiny_uniform model, not tiny_temporal"):
+    _config_and_workdir(SimpleNamespace(config="tiny_temporal", workdir=str(tmp_path), set=[]))
+  # A Yearly workdir: the experts' saved config, for every year.
+  expert = configs.override(configs.get("tiny_yearly"), ["data.year=2012", "train.steps=7"])
+  write_json(str(tmp_path / "y" / "year=2012" / "config.json"), configs.to_dict(expert))
+  flags = SimpleNamespace(config="tiny_yearly", workdir=str(tmp_path / "y"), set=[])
+  config, _ = _config_and_workdir(flags)
+  assert config.data.year == 0 and config.train.steps == 7

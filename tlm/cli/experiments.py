@@ -8,20 +8,44 @@
 
 Without --config and --workdir, eval / eval_future / adapt / cronquestions use the Temporal
 model of the miniature reproduction (tiny_temporal in runs/reproduce/temporal) and say what to
-run first if it is not there yet.
+run first if it is not there yet. A workdir that holds a trained model also holds its resolved
+config (`config.json`): that is the base, so a model trained with `--set=data...` is evaluated
+on its own data, and `--set` applies on top.
 """
 
+import glob
+import json
 import os
 
 from tlm import configs
+from tlm.errors import ConfigError
 from tlm.eval.reproduce import DEFAULT_WORKDIR
 
 
+def _saved_config(workdir: str):
+  """The config a workdir was trained with (a Yearly workdir: its first expert's), or None."""
+  paths = [os.path.join(workdir, "config.json")]
+  paths += sorted(glob.glob(os.path.join(workdir, "year=*", "config.json")))
+  for path in paths:
+    if os.path.isfile(path):
+      try:
+        with open(path, encoding="utf-8") as f:
+          return configs.from_dict(json.load(f))
+      except (OSError, ValueError) as e:
+        raise ConfigError(f"{path}: cannot read the saved config ({e})") from None
+  return None
+
+
 def _config_and_workdir(flags):
-  name = flags.config or "tiny_temporal"
-  config = configs.override(configs.get(name), flags.set)
-  default = os.path.join(DEFAULT_WORKDIR, config.variant)
-  return config, flags.workdir or default
+  config = configs.get(flags.config or "tiny_temporal")
+  workdir = flags.workdir or os.path.join(DEFAULT_WORKDIR, config.variant)
+  saved = _saved_config(workdir)
+  if saved is not None:
+    if flags.config and saved.name != flags.config:
+      raise ConfigError(f"{workdir} holds a {saved.name} model, not {flags.config}")
+    # A Yearly expert's config names its year; the experiment covers them all.
+    config = configs.replace(saved, "data.year", 0) if saved.variant == "yearly" else saved
+  return configs.override(config, flags.set), workdir
 
 
 def _progress(message: str) -> None:

@@ -135,6 +135,19 @@ def test_adapt_mode_with_other_alphas(reproduced):
   assert _is_png(workdir / "results" / "figure5.png")
 
 
+def test_tables_mode_over_workdirs(reproduced, tmp_path):
+  run = reproduced["workdir"]
+  out = tmp_path / "tables"
+  proc = _run("--mode=tables", f"--workdirs={run / 'temporal'},{run / 'uniform'}",
+              f"--output_dir={out}")  # fmt: skip
+  assert sorted(os.listdir(out)) == ["table2.md", "table3.md", "table7.md"]
+  table3 = (out / "table3.md").read_text()
+  assert "| tiny | tiny_temporal |" in table3 and "| tiny | tiny_uniform |" in table3
+  assert table3 in proc.stdout
+  missing = _run("--mode=tables", f"--workdirs={tmp_path}", f"--output_dir={out}", check=False)
+  assert missing.returncode == 1 and "eval.json: no such file" in missing.stderr
+
+
 def test_modes_without_a_trained_model_say_what_to_run(tmp_path):
   proc = _run("--mode=eval_future", "--config=tiny_temporal", f"--workdir={tmp_path / 'none'}",
               *_sets(tmp_path / "cache"), check=False)  # fmt: skip

@@ -5,6 +5,7 @@
   python run.py --mode=eval_future --config=large_temporal --workdir=W
   python run.py --mode=adapt --config=tiny_uniform --workdir=W --set=adapt.alphas=0.3,0.5
   python run.py --mode=cronquestions --config=large_temporal --workdir=W --data=CRONQ_DIR
+  python run.py --mode=tables --workdirs=W_SMALL,W_LARGE,... --output_dir=D   # Tables 2, 3, 7
 
 Without --config and --workdir, eval / eval_future / adapt / cronquestions use the Temporal
 model of the miniature reproduction (tiny_temporal in runs/reproduce/temporal) and say what to
@@ -18,7 +19,7 @@ import json
 import os
 
 from tlm import configs
-from tlm.errors import ConfigError
+from tlm.errors import ConfigError, DataError
 from tlm.eval.reproduce import DEFAULT_WORKDIR
 
 
@@ -93,3 +94,44 @@ def reproduce(flags) -> None:
   if flags.config:
     _progress("note: --mode=reproduce uses the tiny configs; --config is ignored (use --set)")
   run(flags.set, flags.workdir, _progress)
+
+
+def tables(flags) -> None:
+  """--mode=tables: Tables 2, 3 (over model sizes) and 7 from the eval.json of several workdirs."""
+  from tlm.eval import tables as render
+  from tlm.files import atomic_output_dir, check_replaceable
+
+  if not flags.workdirs or not flags.output_dir:
+    raise ConfigError("--workdirs=W1,W2,... and --output_dir are required for --mode=tables")
+  results = {}
+  for workdir in flags.workdirs:
+    path = os.path.join(workdir, "results", "eval.json")
+    if not os.path.isfile(path):
+      raise ConfigError(f"{path}: no such file; run --mode=eval --workdir={workdir} first")
+    try:
+      with open(path, encoding="utf-8") as f:
+        result = json.load(f)
+      name = result["config"]["name"]
+    except (OSError, ValueError, KeyError, TypeError) as e:
+      message = f"not an eval.json written by --mode=eval ({type(e).__name__}: {e})"
+      raise DataError(message, path) from None
+    if name in results:
+      name = f"{name} ({workdir})"
+    results[name] = result
+  # Named configs are SIZE_VARIANT (tiny_temporal, large_uniform, ...).
+  by_size: dict[str, dict] = {}
+  for name, result in results.items():
+    by_size.setdefault(name.split("_")[0], {})[name] = result
+  baselines = next(iter(results.values())).get("answer_baselines")
+  outputs = {
+    "table2.md": render.table2(results, baselines),
+    "table3.md": render.table3(by_size),
+    "table7.md": render.table7(results),
+  }
+  check_replaceable(flags.output_dir, set(outputs))
+  with atomic_output_dir(flags.output_dir) as out:
+    for filename, text in outputs.items():
+      with open(os.path.join(out, filename), "w", encoding="utf-8") as f:
+        f.write(text)
+  _progress(outputs["table3.md"])
+  _progress(f"tables in {flags.output_dir}")

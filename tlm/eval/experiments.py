@@ -44,7 +44,7 @@ class EvalData:
 
   Attributes:
     templama: the TempLAMA split under evaluation, every year.
-    news: {year: held-out SSM examples}, at most `eval.max_examples` per year.
+    news: {year: held-out SSM examples}, at most `eval.max_examples` per year (evenly spaced).
     future_relations_dir: the future-relations query sets (world's, or the shipped real ones).
   """
 
@@ -73,8 +73,15 @@ def eval_data(config: Config) -> EvalData:
   ssm_dir = sources.ssm_dir or (data.ssm_dir if os.path.isdir(data.ssm_dir) else "")
   if ssm_dir:
     loaded = datasets.load_sources(ssm_dir, None, years=ec.years, split=ec.split)[NEWS_SSM]
-    news = {y: (rows[: ec.max_examples] if ec.max_examples else rows) for y, rows in loaded.items()}
+    news = {y: _spread(rows, ec.max_examples) for y, rows in loaded.items()}
   return EvalData(templama, news, future_dir)
+
+
+def _spread(rows: list, k: int) -> list:
+  """At most k rows, evenly spaced (the files are in date order: a prefix would be January)."""
+  if not k or len(rows) <= k:
+    return rows
+  return [rows[i * len(rows) // k] for i in range(k)]
 
 
 # ---- models ----------------------------------------------------------------------------------

@@ -12,8 +12,9 @@ import numpy as np
 import orbax.checkpoint as ocp
 import pytest
 
+from tests.fixtures.train.fixture_sets import FIXTURE_DATA_SETS
+
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-DATA = os.path.join(ROOT, "tests", "fixtures", "train", "tiny_data")
 STEPS = 20
 
 pytestmark = pytest.mark.slow
@@ -21,12 +22,7 @@ pytestmark = pytest.mark.slow
 
 def train_command(workdir, *overrides):
   sets = [
-    "data.synthetic=false",
-    f"data.ssm_dir={DATA}/ssm",
-    f"data.templama_dir={DATA}/templama",
-    f"data.vocab={DATA}/spiece.model",
-    "data.input_length=32",
-    "data.target_length=8",
+    *FIXTURE_DATA_SETS,
     "train.batch_size=8",
     "train.checkpoint_every=4",
     "train.keep_checkpoints=3",

@@ -14,6 +14,7 @@ import torch
 import transformers
 from flax import linen as nn
 
+from tests.fixtures.train.fixture_sets import FIXTURE_DATA_SETS
 from tlm import configs
 from tlm.errors import CheckpointError, ConfigError
 from tlm.models import t5
@@ -24,19 +25,12 @@ from tlm.train.data import TrainingData
 from tlm.train.optim import make_optimizer
 from tlm.train.state import TrainState, model_config, state_layout
 
-DATA = os.path.join(os.path.dirname(os.path.abspath(__file__)), "fixtures", "train", "tiny_data")
-
 
 def tiny_config(*overrides):
   return configs.override(
     configs.get("tiny_temporal"),
     [
-      "data.synthetic=false",
-      f"data.ssm_dir={DATA}/ssm",
-      f"data.templama_dir={DATA}/templama",
-      f"data.vocab={DATA}/spiece.model",
-      "data.input_length=32",
-      "data.target_length=8",
+      *FIXTURE_DATA_SETS,
       "train.batch_size=8",
       "train.eval_every=0",
       "model.dropout_rate=0.0",

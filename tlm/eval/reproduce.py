@@ -15,6 +15,9 @@ slice (tiny_yearly: 200 steps, a quarter of tiny_temporal's 800 on a ninth of th
 twice as many passes over its slice). `--set=key=value` overrides apply to all
 three configs, so e.g. `--set=data.world_scale=2` scales the world of the whole reproduction.
 Rerunning resumes: trained models are kept and only missing work is done.
+
+Run time (measured, 2 CPU cores, nothing cached): 25.7 minutes: the world in seconds,
+training 11 minutes, evaluation and the future probes 2.4, adaptation and retraining 12.
 """
 
 import json

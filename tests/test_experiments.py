@@ -135,6 +135,26 @@ def test_adapt_mode_with_other_alphas(reproduced):
   assert _is_png(workdir / "results" / "figure5.png")
 
 
+def test_cbqa_baselines_public_checkpoint_as_is_and_finetuned(reproduced, tmp_path):
+  """T5-CBQA: a checkpoint evaluated as it is (here the tiny Uniform model exported to an HF
+  directory, standing in for t5-large-ssm-nq); T5-CBQA-ft: it finetuned on TempLAMA alone."""
+  sets = _sets(reproduced["cache"])
+  public = tmp_path / "hf"
+  _run("--mode=convert", f"--checkpoint={reproduced['workdir'] / 'uniform'}",
+       f"--output_dir={public}", "--format=hf")  # fmt: skip
+  _run("--mode=eval", "--config=tiny_cbqa_ft", f"--workdir={public}", *sets)
+  as_is = json.loads((public / "results" / "eval.json").read_text())
+  assert as_is["config"]["variant"] == "cbqa_ft" and "2019-20" in as_is["templama"]["metrics"]
+  finetuned = tmp_path / "cbqa_ft"
+  _run("--mode=train", "--config=tiny_cbqa_ft", f"--workdir={finetuned}",
+       f"--set=model.init_checkpoint={public}", *sets)  # fmt: skip
+  metrics = [json.loads(line) for line in (finetuned / "metrics.jsonl").read_text().splitlines()]
+  assert metrics[-1]["step"] == 4
+  proc = _run("--mode=eval", f"--workdir={finetuned}")  # config from the workdir
+  assert "| tiny_cbqa_ft |" in proc.stdout
+  assert (finetuned / "results" / "eval.json").is_file()
+
+
 def test_tables_mode_over_workdirs(reproduced, tmp_path):
   run = reproduced["workdir"]
   out = tmp_path / "tables"
@@ -262,6 +282,9 @@ def test_experiment_modes_start_from_the_workdirs_saved_config(tmp_path):
 
   trained = configs.override(configs.get("tiny_uniform"), ["data.world_scale=0.3"])
   write_json(str(tmp_path / "config.json"), configs.to_dict(trained))
+  flags = SimpleNamespace(config=None, workdir=str(tmp_path), set=[])
+  assert _config_and_workdir(flags)[0].data.world_scale == 1.0  # not a training workdir (HF)
+  write_json(str(tmp_path / "model_config.json"), {})
   flags = SimpleNamespace(config=None, workdir=str(tmp_path), set=["eval.batch_size=8"])
   config, workdir = _config_and_workdir(flags)
   assert workdir == str(tmp_path) and config.name == "tiny_uniform"
@@ -271,6 +294,7 @@ def test_experiment_modes_start_from_the_workdirs_saved_config(tmp_path):
   # A Yearly workdir: the experts' saved config, for every year.
   expert = configs.override(configs.get("tiny_yearly"), ["data.year=2012", "train.steps=7"])
   write_json(str(tmp_path / "y" / "year=2012" / "config.json"), configs.to_dict(expert))
+  write_json(str(tmp_path / "y" / "year=2012" / "model_config.json"), {})
   flags = SimpleNamespace(config="tiny_yearly", workdir=str(tmp_path / "y"), set=[])
   config, _ = _config_and_workdir(flags)
   assert config.data.year == 0 and config.train.steps == 7

@@ -24,11 +24,17 @@ from tlm.eval.reproduce import DEFAULT_WORKDIR
 
 
 def _saved_config(workdir: str):
-  """The config a workdir was trained with (a Yearly workdir: its first expert's), or None."""
+  """The config a workdir was trained with (a Yearly workdir: its first expert's), or None.
+
+  Only tlm training workdirs count (they hold model_config.json beside config.json): an HF
+  checkpoint directory evaluated as is (T5-CBQA) has a config.json of its own.
+  """
   paths = [os.path.join(workdir, "config.json")]
   paths += sorted(glob.glob(os.path.join(workdir, "year=*", "config.json")))
   for path in paths:
-    if os.path.isfile(path):
+    if os.path.isfile(path) and os.path.isfile(
+      os.path.join(os.path.dirname(path), "model_config.json")
+    ):
       try:
         with open(path, encoding="utf-8") as f:
           return configs.from_dict(json.load(f))

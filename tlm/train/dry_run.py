@@ -24,7 +24,7 @@ from flax import linen as nn
 from tlm.configs import Config
 from tlm.models.t5 import Transformer, get_preset
 from tlm.train import partitioning
-from tlm.train.loop import log_line, lower_train_step, make_train_step
+from tlm.train.loop import configured_train_step, log_line, lower_train_step
 from tlm.train.optim import make_optimizer
 from tlm.train.state import model_config, param_count, state_layout
 
@@ -64,14 +64,7 @@ def dry_run(config: Config, log: Callable[[str], None] = log_line, compile: bool
     batch = partitioning.abstract_batch(
       mesh, tc.batch_size, config.data.input_length, config.data.target_length
     )
-    step_fn = make_train_step(
-      model,
-      optimizer,
-      microbatches=tc.microbatches,
-      z_loss=tc.z_loss,
-      loss_normalizing_factor=tc.loss_normalizing_factor,
-      seed=tc.seed,
-    )
+    step_fn = configured_train_step(model, optimizer, tc)
     lowered = lower_train_step(step_fn, layout, batch, mesh)
   t1 = time.perf_counter()
   devices = mesh.devices.size

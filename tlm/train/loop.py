@@ -183,6 +183,18 @@ def make_eval_step(model: Transformer, z_loss: float = 1e-4) -> Callable[[Any, d
   return step
 
 
+def configured_train_step(model: Transformer, optimizer, tc):
+  """`make_train_step` with a TrainConfig's settings (the trainer and the dry run share it)."""
+  return make_train_step(
+    model,
+    optimizer,
+    microbatches=tc.microbatches,
+    z_loss=tc.z_loss,
+    loss_normalizing_factor=tc.loss_normalizing_factor,
+    seed=tc.seed,
+  )
+
+
 def lower_train_step(step_fn, layout, abstract_batch, mesh):
   """Lowers the step for the mesh: state and batch shardings in and out, the state donated."""
   replicated = NamedSharding(mesh, PartitionSpec())
@@ -337,14 +349,7 @@ class Trainer:
           batch = partitioning.abstract_batch(
             self.mesh, tc.batch_size, config.data.input_length, config.data.target_length
           )
-          step_fn = make_train_step(
-            model,
-            optimizer,
-            microbatches=tc.microbatches,
-            z_loss=tc.z_loss,
-            loss_normalizing_factor=tc.loss_normalizing_factor,
-            seed=tc.seed,
-          )
+          step_fn = configured_train_step(model, optimizer, tc)
           self.train_step = compile_train_step(step_fn, self.layout, batch, self.mesh)
           if tc.eval_every > 0:
             eval_fn = jax.jit(make_eval_step(model, tc.z_loss))

@@ -97,14 +97,20 @@ def test_greedy_outputs_equal_hf_generate(family):
   assert len({list(r).index(1) for r in ours if 1 in r}) >= 2
 
 
-def test_scores_equal_hf_log_likelihoods(family):
-  cfg, params, model, _ = family
-  x = inputs(seed=9)
-  rs = np.random.RandomState(10)
+def _random_targets(seed):
+  """`[BATCH, MAX_DECODE]` random targets of 1 to MAX_DECODE tokens ending in EOS, 0 after."""
+  rs = np.random.RandomState(seed)
   targets = rs.randint(2, VOCAB, (BATCH, MAX_DECODE))
   for b in range(BATCH):
     n = rs.randint(1, MAX_DECODE + 1)
     targets[b, n - 1], targets[b, n:] = 1, 0
+  return targets
+
+
+def test_scores_equal_hf_log_likelihoods(family):
+  cfg, params, model, _ = family
+  x = inputs(seed=9)
+  targets = _random_targets(seed=10)
   total, per_token = map(np.asarray, decoding.score(cfg, params, x, targets))
   # HF's own loss (labels, -100 = ignored) per example.
   labels = torch.from_numpy(np.where(targets > 0, targets, -100))
@@ -124,11 +130,7 @@ def test_training_gradients_equal_torch_autograd(family):
   # matmul of DenseGeneral) against torch autograd through transformers' model.
   cfg, params, model, _ = family
   x = inputs(seed=12)
-  rs = np.random.RandomState(13)
-  targets = rs.randint(2, VOCAB, (BATCH, MAX_DECODE))
-  for b in range(BATCH):
-    n = rs.randint(1, MAX_DECODE + 1)
-    targets[b, n - 1], targets[b, n:] = 1, 0
+  targets = _random_targets(seed=13)
   decoder_inputs = np.asarray(decoding.shift_right(targets))
 
   def loss(p):

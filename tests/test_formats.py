@@ -220,11 +220,14 @@ def test_torch_pickle_matches_torch(tmp_path, legacy):
   assert sorted(got) == sorted(want)
   for name, value in want.items():
     _assert_same(got[name], _torch_to_numpy(value), name)
-  # Tensors that shared a storage in torch are independent arrays here.
-  got["base"][0, 0] = 100.0
-  got["shared.weight"][0, 0] = 100.0
-  assert got["transposed"][0, 0] == 0.0
-  assert got["encoder.embed_tokens.weight"][0, 0] == sd["shared.weight"][0, 0].item()
+  # Tensors that share a storage are read-only views of it (no copies), so none can change
+  # another; a tensor that owns its whole storage is that storage, writable.
+  for name in ("base", "transposed", "strided", "shared.weight", "encoder.embed_tokens.weight"):
+    assert not got[name].flags.writeable, name
+    with pytest.raises(ValueError, match="read-only"):
+      got[name][0, 0] = 100.0
+  assert np.shares_memory(got["base"], got["transposed"])
+  assert got["i64"].flags.writeable and got["bf16"].flags.writeable
 
 
 def test_torch_pickle_untyped_storage_dtypes(tmp_path):

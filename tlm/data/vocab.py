@@ -35,23 +35,26 @@ class Vocabulary:
   """
 
   def __init__(self, model: str | bytes, extra_ids: int = NUM_EXTRA_IDS):
-    if isinstance(model, str):
+    path = model if isinstance(model, str) else None  # named in errors
+    if path is not None:
       try:
-        with open(model, "rb") as f:
+        with open(path, "rb") as f:
           model = f.read()
       except OSError as e:
-        raise DataError(f"cannot read SentencePiece model ({e.strerror})", model) from None
+        raise DataError(f"cannot read SentencePiece model ({e.strerror})", path) from None
     self._proto = model
     self._sp = spm.SentencePieceProcessor()
     try:
       self._sp.LoadFromSerializedProto(model)
     except Exception as e:  # sentencepiece raises RuntimeError/OSError with C++ messages
-      raise DataError(f"not a SentencePiece model ({e})") from None
+      detail = " ".join(str(e).split())[:200]
+      raise DataError(f"not a SentencePiece model ({detail})", path) from None
     self.extra_ids = extra_ids
     if (self._sp.pad_id(), self._sp.eos_id(), self._sp.unk_id()) != (PAD_ID, EOS_ID, UNK_ID):
       raise DataError(
         "SentencePiece model does not use T5 ids (pad 0, eos 1, unk 2): got "
-        f"pad {self._sp.pad_id()}, eos {self._sp.eos_id()}, unk {self._sp.unk_id()}"
+        f"pad {self._sp.pad_id()}, eos {self._sp.eos_id()}, unk {self._sp.unk_id()}",
+        path,
       )
 
   @property

@@ -21,7 +21,6 @@ workdir (`model_config.json` + `checkpoints/<step>/params`, newest step).
 """
 
 import functools
-import json
 import os
 import re
 from collections.abc import Callable
@@ -33,6 +32,7 @@ import numpy as np
 from tlm.errors import CheckpointError, ConfigError
 from tlm.files import atomic_output_dir, write_json
 from tlm.models import t5
+from tlm.models.formats import guards
 
 # name: (import transform, export transform). Both directions of every rule use these.
 HOOKS: dict[str, tuple[Callable, Callable]] = {
@@ -349,9 +349,11 @@ def infer_mesh_tf_config(shapes: dict[str, tuple[int, ...]], source: str = "chec
     CheckpointError: if the names are not those of a T5 checkpoint.
   """
 
-  def shape(name):
+  def shape(name):  # every variable read here is a matrix
     if name not in shapes:
       raise CheckpointError(f"{source}: not a Mesh-TF T5 checkpoint (no variable {name})")
+    if len(shapes[name]) != 2:
+      raise CheckpointError(f"{source}: variable {name} has shape {list(shapes[name])}, not 2-D")
     return shapes[name]
 
   def num_blocks(stack):
@@ -367,18 +369,19 @@ def infer_mesh_tf_config(shapes: dict[str, tuple[int, ...]], source: str = "chec
   else:
     activations, mlp_dim = ("gelu", "linear"), shape(mlp_prefix + "wi_0/kernel")[1]
   try:
-    return t5.T5Config(
+    cfg = t5.T5Config(
       vocab_size=vocab,
       emb_dim=emb,
       num_heads=heads,
       num_encoder_layers=num_blocks("encoder"),
       num_decoder_layers=num_blocks("decoder"),
-      head_dim=joined // heads,
+      head_dim=joined // heads if heads else 0,  # 0: refused by T5Config
       mlp_dim=mlp_dim,
       mlp_activations=activations,
       logits_via_embedding="decoder/logits/kernel" not in shapes,
       relative_attention_num_buckets=buckets,
     )
+    return t5.check_checkpoint_limits(cfg)
   except ConfigError as e:
     raise CheckpointError(f"{source}: cannot infer the model config ({e})") from None
 
@@ -397,14 +400,24 @@ def params_from_mesh_tf(
 
 
 def _read_json(path: str) -> dict:
-  try:
-    with open(path, encoding="utf-8") as f:
-      obj = json.load(f)
-  except (OSError, json.JSONDecodeError) as e:
-    raise CheckpointError(f"{path}: cannot read JSON ({e})") from None
+  obj = guards.load_json(path)  # size- and depth-limited: see guards
   if not isinstance(obj, dict):
     raise CheckpointError(f"{path}: expected a JSON object")
   return obj
+
+
+def _shard_files(index: str, directory: str) -> list[str]:
+  """The shard files a sharded HF checkpoint's `*.index.json` names, inside `directory`."""
+  weight_map = _read_json(index).get("weight_map")
+  if not isinstance(weight_map, dict):
+    raise CheckpointError(f"{index}: no 'weight_map' object")
+  for name, shard in weight_map.items():
+    if not isinstance(shard, str):
+      raise CheckpointError(
+        f"{index}: weight_map[{guards.shown(name)}] is a {type(shard).__name__}, not a file name"
+      )
+  # Each name is confined to the directory: an index must not make tlm read other files.
+  return [guards.confined_path(directory, s, index) for s in sorted(set(weight_map.values()))]
 
 
 def _read_hf_tensors(directory: str) -> tuple[dict[str, np.ndarray], str, bool]:
@@ -421,16 +434,21 @@ def _read_hf_tensors(directory: str) -> tuple[dict[str, np.ndarray], str, bool]:
       return reader(path), path, is_flax
     index = path + ".index.json"
     if os.path.isfile(index):
-      weight_map = _read_json(index).get("weight_map")
-      if not isinstance(weight_map, dict):
-        raise CheckpointError(f"{index}: no 'weight_map' object")
       tensors = {}
-      for shard in sorted(set(weight_map.values())):
-        tensors.update(reader(os.path.join(directory, shard)))
+      for shard in _shard_files(index, directory):
+        part = reader(shard)
+        twice = sorted(set(part) & set(tensors))
+        if twice:
+          raise CheckpointError(f"{shard}: tensor {guards.shown(twice[0])} is in two shards")
+        tensors.update(part)
       return tensors, index, is_flax
   raise CheckpointError(
     f"{directory}: no model.safetensors, pytorch_model.bin or flax_model.msgpack"
   )
+
+
+# A TF `checkpoint` state file is a few lines of text protobuf.
+_MAX_STATE_FILE = 1 << 20
 
 
 def _mesh_tf_prefix(path: str) -> str | None:
@@ -439,11 +457,33 @@ def _mesh_tf_prefix(path: str) -> str | None:
   state = os.path.join(path, "checkpoint")
   if os.path.isdir(path) and os.path.isfile(state):
     # TF's `checkpoint` state file: model_checkpoint_path: "model.ckpt-1000000"
-    with open(state, encoding="utf-8") as f:
-      match = re.search(r'^model_checkpoint_path:\s*"([^"]+)"', f.read(), re.MULTILINE)
+    try:
+      with open(state, "rb") as f:
+        raw = f.read(_MAX_STATE_FILE + 1)
+    except OSError as e:
+      raise CheckpointError(f"{state}: cannot read ({e.strerror or e})") from None
+    if len(raw) > _MAX_STATE_FILE:
+      raise CheckpointError(f"{state}: not a TF checkpoint state file (over 1 MiB)")
+    try:
+      text = raw.decode("utf-8")
+    except UnicodeDecodeError as e:
+      raise CheckpointError(
+        f"{state}: not a TF checkpoint state file (not UTF-8 at byte {e.start})"
+      ) from None
+    match = re.search(r'^model_checkpoint_path:\s*"([^"]+)"', text, re.MULTILINE)
     if match:
       prefix = match.group(1)
-      return prefix if os.path.isabs(prefix) else os.path.join(path, prefix)
+      # TF may have written an absolute path (where the checkpoint was saved). Only files in
+      # this directory are opened: a state file must not make tlm read anything else.
+      inside = prefix.startswith(os.path.abspath(path) + os.sep)
+      if "://" in prefix or (os.path.isabs(prefix) and not inside):
+        raise CheckpointError(
+          f"{state}: model_checkpoint_path {guards.shown(prefix)} is outside this directory; "
+          f"pass the checkpoint prefix itself, e.g. "
+          f"{os.path.join(path, os.path.basename(prefix))}"
+        )
+      relative = os.path.relpath(prefix, os.path.abspath(path)) if os.path.isabs(prefix) else prefix
+      return guards.confined_path(path, relative + ".index", state)[: -len(".index")]
   return None
 
 
@@ -461,7 +501,7 @@ def _tlm_config(config_path: str) -> t5.T5Config:
   if not os.path.isfile(config_path):
     raise CheckpointError(f"{config_path}: no such file (the model config of a tlm workdir)")
   try:
-    return t5.T5Config.from_dict(_read_json(config_path))
+    return t5.check_checkpoint_limits(t5.T5Config.from_dict(_read_json(config_path)))
   except ConfigError as e:
     raise CheckpointError(f"{config_path}: {e}") from None
 

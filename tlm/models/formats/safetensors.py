@@ -10,6 +10,7 @@ an independent reference. bfloat16 and float8 come from ml_dtypes (a jax depende
 """
 
 import json
+import math
 import os
 import struct
 
@@ -18,6 +19,7 @@ import numpy as np
 
 from tlm.errors import CheckpointError
 from tlm.files import atomic_output_file
+from tlm.models.formats.guards import parse_json, shown
 
 _DTYPES = {
   "BOOL": np.dtype("?"),
@@ -39,11 +41,17 @@ _DTYPES = {
 _NAMES = {dtype: name for name, dtype in _DTYPES.items()}
 # A header larger than this is not a safetensors file (the reference implementation's limit).
 _MAX_HEADER = 100_000_000
+# numpy's limit on the number of dimensions.
+_MAX_RANK = 64
 
 
 def _error(path: str, message: str, name: str | None = None) -> CheckpointError:
-  where = f"{path}: tensor '{name}'" if name is not None else path
+  where = f"{path}: tensor {shown(name)}" if name is not None else path
   return CheckpointError(f"{where}: {message}")
+
+
+def _is_int(x) -> bool:
+  return isinstance(x, int) and not isinstance(x, bool)
 
 
 def read_header(path: str) -> tuple[dict, dict, int]:
@@ -55,6 +63,9 @@ def read_header(path: str) -> tuple[dict, dict, int]:
   Returns:
     (entries, metadata, data_start): entries maps each tensor name to (dtype, shape, begin,
     end) with offsets relative to data_start; metadata is the `__metadata__` dict (or {}).
+
+  Every tensor's bytes are checked to lie within the file, without overlapping another's, so
+  reading them allocates no more than the file holds.
 
   Raises:
     CheckpointError: naming the file (and tensor) if the file is truncated or corrupt.
@@ -71,10 +82,7 @@ def read_header(path: str) -> tuple[dict, dict, int]:
       raw = f.read(header_size)
   except OSError as e:
     raise _error(path, f"cannot read ({e.strerror})") from None
-  try:
-    header = json.loads(raw.decode("utf-8"))
-  except (UnicodeDecodeError, json.JSONDecodeError) as e:
-    raise _error(path, f"corrupt safetensors header ({e})") from None
+  header = parse_json(raw, f"{path}: corrupt safetensors header")
   if not isinstance(header, dict):
     raise _error(path, "corrupt safetensors header (not a JSON object)")
   metadata = header.pop("__metadata__", None) or {}
@@ -90,12 +98,15 @@ def read_header(path: str) -> tuple[dict, dict, int]:
       shape = tuple(info["shape"])
       begin, end = info["data_offsets"]
     except (KeyError, TypeError, ValueError):
-      raise _error(path, f"malformed header entry {info!r}", name) from None
-    if not all(isinstance(d, int) and d >= 0 for d in shape) or not all(
-      isinstance(o, int) for o in (begin, end)
+      raise _error(path, f"malformed header entry {shown(info)}", name) from None
+    if (
+      len(shape) > _MAX_RANK
+      or not all(_is_int(d) and d >= 0 for d in shape)
+      or not all(_is_int(o) for o in (begin, end))
     ):
-      raise _error(path, f"malformed header entry {info!r}", name)
-    expected = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
+      raise _error(path, f"malformed header entry {shown(info)}", name)
+    # Python integers: a shape such as [2**32, 2**32] must not wrap around to 0 elements.
+    expected = math.prod(shape) * dtype.itemsize
     if not 0 <= begin <= end:
       raise _error(path, f"bad data offsets [{begin}, {end}]", name)
     if end - begin != expected:
@@ -108,7 +119,7 @@ def read_header(path: str) -> tuple[dict, dict, int]:
   spans = sorted((b, e, n) for n, (_, _, b, e) in entries.items() if e > b)
   for (_, end0, name0), (begin1, _, name1) in zip(spans, spans[1:]):
     if begin1 < end0:
-      raise _error(path, f"data overlaps tensor '{name0}'", name1)
+      raise _error(path, f"data overlaps tensor {shown(name0)}", name1)
   return entries, metadata, 8 + header_size
 
 

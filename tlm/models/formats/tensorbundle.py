@@ -18,8 +18,15 @@ TensorFlow's `tensorflow/core/util/tensor_bundle/tensor_bundle.{h,cc,proto}`:
 
 Every variable is returned, optimizer slots and `global_step` included: deciding what to keep
 is the checkpoint maps' job (tlm/models/checkpoints.py).
+
+The files may be hostile: before anything is allocated, every entry is checked to name bytes
+that lie in its data file (sizes in Python integers, so no shape wraps around), the byte
+ranges of different entries may not overlap, and the slices of a partitioned variable must
+fit its shape and add up to it exactly. What is allocated is then bounded by the bytes of the
+data files.
 """
 
+import math
 import os
 import struct
 
@@ -27,6 +34,7 @@ import ml_dtypes
 import numpy as np
 
 from tlm.errors import CheckpointError
+from tlm.models.formats.guards import shown
 
 # tensorflow/core/framework/types.proto DataType -> numpy dtype (little-endian).
 _DTYPES = {
@@ -45,6 +53,9 @@ _DTYPES = {
   23: np.dtype("<u8"),  # DT_UINT64
 }
 _DT_STRING = 7
+
+# numpy's limit on the number of dimensions.
+_MAX_RANK = 64
 
 _TABLE_MAGIC = 0xDB4775248B80FB57
 _FOOTER_SIZE = 48
@@ -228,7 +239,13 @@ def _proto_fields(buf: bytes) -> dict[int, list]:
 
 
 def _first(fields: dict, number: int, default=0):
-  return fields[number][-1] if number in fields else default
+  """The last value of a field; of the default's type (an int when the default is None)."""
+  if number not in fields:
+    return default
+  value = fields[number][-1]
+  if not isinstance(value, int if default is None else type(default)):
+    raise ValueError(f"field {number} has the wrong wire type")
+  return value
 
 
 def _snappy_decompress(buf: bytes) -> bytes:
@@ -260,6 +277,8 @@ def _snappy_decompress(buf: bytes) -> bytes:
       pos += nbytes
     if offset == 0 or offset > len(out):
       raise ValueError("snappy copy offset out of range")
+    if len(out) + length > size:
+      raise ValueError("snappy block decodes past its declared size")
     for _ in range(length):  # byte by byte: a copy may overlap its own output
       out.append(out[-offset])
   if len(out) != size:
@@ -356,6 +375,8 @@ def _shape(buf: bytes) -> tuple[int, ...]:
   fields = _proto_fields(buf)
   if _first(fields, 3):
     raise ValueError("unknown rank")
+  if len(fields.get(2, [])) > _MAX_RANK:
+    raise ValueError(f"rank {len(fields[2])} above {_MAX_RANK}")
   dims = tuple(_int64(_first(_proto_fields(d), 1)) for d in fields.get(2, []))
   if any(d < 0 for d in dims):
     raise ValueError(f"unknown dimension in shape {dims}")
@@ -415,11 +436,27 @@ class _Bundle:
   def data_path(self, shard: int) -> str:
     return f"{self.prefix}.data-{shard:05d}-of-{self.num_shards:05d}"
 
-  def _read_bytes(self, name: str, entry: dict, out: np.ndarray | None = None):
-    shard = entry["shard_id"]
+  def locate(self, name: str, entry: dict) -> str:
+    """The data file of an entry, checked to hold its bytes (read nothing, allocate nothing).
+
+    Also checks that the size is the one its shape and dtype need.
+    """
+    shard, code = entry["shard_id"], entry["dtype"]
+    if code != _DT_STRING:
+      if code not in _DTYPES:
+        raise CheckpointError(
+          f"{self.prefix}.index: variable {shown(name)} has unsupported TensorFlow dtype {code}"
+        )
+      # Python integers: a shape such as [2**32, 2**32] must not wrap around to 0 bytes.
+      expected = math.prod(entry["shape"]) * _DTYPES[code].itemsize
+      if entry["size"] != expected:
+        raise CheckpointError(
+          f"{self.prefix}.index: variable {shown(name)} has {entry['size']} bytes, its shape "
+          f"{list(entry['shape'])} and dtype need {expected}"
+        )
     if not 0 <= shard < self.num_shards:
       raise CheckpointError(
-        f"{self.prefix}.index: variable '{name}' is in shard {shard} of {self.num_shards}"
+        f"{self.prefix}.index: variable {shown(name)} is in shard {shard} of {self.num_shards}"
       )
     path = self.data_path(shard)
     if shard not in self._sizes:
@@ -430,37 +467,34 @@ class _Bundle:
     offset, size = entry["offset"], entry["size"]
     if offset < 0 or size < 0 or offset + size > self._sizes[shard]:
       raise CheckpointError(
-        f"{path}: truncated checkpoint data (variable '{name}' needs bytes {offset}.."
+        f"{path}: truncated checkpoint data (variable {shown(name)} needs bytes {offset}.."
         f"{offset + size}, file has {self._sizes[shard]})"
       )
+    return path
+
+  def _read_bytes(self, name: str, entry: dict, out: np.ndarray | None = None):
+    path = self.locate(name, entry)
+    size = entry["size"]
     buf = out.reshape(-1).view(np.uint8) if out is not None else np.empty(size, np.uint8)
     with open(path, "rb") as f:
-      f.seek(offset)
+      f.seek(entry["offset"])
       if f.readinto(buf) != size:
-        raise CheckpointError(f"{path}: truncated checkpoint data (variable '{name}')")
+        raise CheckpointError(f"{path}: truncated checkpoint data (variable {shown(name)})")
     return buf, path
 
   def _check_crc(self, name, entry, data, path):
     if self.verify and entry["crc32c"] is not None:
       if crc32c(data) != unmask_crc(entry["crc32c"]):
-        raise CheckpointError(f"{path}: corrupt checkpoint data (checksum of variable '{name}')")
+        raise CheckpointError(
+          f"{path}: corrupt checkpoint data (checksum of variable {shown(name)})"
+        )
 
   def read(self, name: str, entry: dict) -> np.ndarray:
-    shape, code = entry["shape"], entry["dtype"]
-    if code == _DT_STRING:
+    if entry["dtype"] == _DT_STRING:
       return self._read_strings(name, entry)
-    if code not in _DTYPES:
-      raise CheckpointError(
-        f"{self.prefix}.index: variable '{name}' has unsupported TensorFlow dtype {code}"
-      )
-    dtype = _DTYPES[code]
-    expected = int(np.prod(shape, dtype=np.int64)) * dtype.itemsize
-    if entry["size"] != expected:
-      raise CheckpointError(
-        f"{self.prefix}.index: variable '{name}' has {entry['size']} bytes, its shape "
-        f"{list(shape)} and dtype need {expected}"
-      )
-    array = np.empty(shape, dtype)
+    self.locate(name, entry)  # before allocating: the bytes are in the file
+    dtype = _DTYPES[entry["dtype"]]
+    array = np.empty(entry["shape"], dtype)
     _, path = self._read_bytes(name, entry, array)
     self._check_crc(name, entry, array, path)
     if self.big_endian and dtype.itemsize > 1:
@@ -469,24 +503,24 @@ class _Bundle:
 
   def _read_strings(self, name: str, entry: dict) -> np.ndarray:
     # [varint64 length]*n, [masked crc32c of the lengths as uint32], [bytes]*n.
-    count = int(np.prod(entry["shape"], dtype=np.int64))
+    count = math.prod(entry["shape"])
     buf, path = self._read_bytes(name, entry)
     buf = buf.tobytes()
     try:
       pos, lengths = 0, []
-      for _ in range(count):
+      for _ in range(count):  # each length takes a byte at least: ends with the buffer
         n, pos = _varint(buf, pos)
         lengths.append(n)
       (masked,) = struct.unpack_from("<I", buf, pos)
     except (ValueError, struct.error):
-      raise CheckpointError(f"{path}: corrupt string variable '{name}'") from None
+      raise CheckpointError(f"{path}: corrupt string variable {shown(name)}") from None
     # The checksum covers each length as a uint32 (a uint64 when it does not fit).
     length_bytes = b"".join(struct.pack("<I" if n <= 0xFFFFFFFF else "<Q", n) for n in lengths)
     if self.verify and crc32c(length_bytes) != unmask_crc(masked):
-      raise CheckpointError(f"{path}: corrupt checkpoint data (lengths of variable '{name}')")
+      raise CheckpointError(f"{path}: corrupt checkpoint data (lengths of variable {shown(name)})")
     pos += 4
     if pos + sum(lengths) != len(buf):
-      raise CheckpointError(f"{path}: corrupt string variable '{name}' (sizes do not add up)")
+      raise CheckpointError(f"{path}: corrupt string variable {shown(name)} (sizes do not add up)")
     values = np.empty(count, object)
     for i, n in enumerate(lengths):
       values[i], pos = buf[pos : pos + n], pos + n
@@ -495,38 +529,74 @@ class _Bundle:
       crc = crc32c(struct.pack("<I", masked), crc)
       crc = crc32c(buf[len(buf) - sum(lengths) :], crc)
       if crc != unmask_crc(entry["crc32c"]):
-        raise CheckpointError(f"{path}: corrupt checkpoint data (checksum of variable '{name}')")
+        raise CheckpointError(
+          f"{path}: corrupt checkpoint data (checksum of variable {shown(name)})"
+        )
     return values.reshape(entry["shape"])
 
 
-def _assemble(bundle: _Bundle, name: str, entry: dict, entries: dict[bytes, bytes]):
-  """Reassembles a partitioned variable from its saved slices."""
+def _slices(bundle: _Bundle, name: str, entry: dict, entries: dict[bytes, bytes]) -> list:
+  """[(index, part name, part entry)] of a partitioned variable, checked to tile its shape.
+
+  Nothing is allocated: each slice must lie inside the shape, be stored with the full
+  variable's dtype at the size its extent needs, in bytes present in its data file, and the
+  slices' volumes must add up to the shape's (overlaps are caught when they are placed).
+  """
+  where = f"{bundle.prefix}.index: partitioned variable {shown(name)}"
   shape = entry["shape"]
   if entry["dtype"] not in _DTYPES:
-    raise CheckpointError(f"{bundle.prefix}.index: sliced variable '{name}' of unsupported dtype")
-  full = np.empty(shape, _DTYPES[entry["dtype"]])
-  covered = np.zeros(shape, bool)
+    raise CheckpointError(f"{where} has unsupported dtype {entry['dtype']}")
+  parts, volume = [], 0
   for extents in entry["slices"]:
     if len(extents) != len(shape):
-      raise CheckpointError(f"{bundle.prefix}.index: slice of '{name}' has the wrong rank")
-    index = tuple(
-      slice(0, dim) if n == -1 else slice(s, s + n) for (s, n), dim in zip(extents, shape)
-    )
+      raise CheckpointError(f"{where}: slice {extents} has the wrong rank")
+    bounds = [(0, dim) if n == -1 else (s, s + n) for (s, n), dim in zip(extents, shape)]
+    if any(not 0 <= lo <= hi <= dim for (lo, hi), dim in zip(bounds, shape)):
+      raise CheckpointError(f"{where}: slice {extents} lies outside its shape {list(shape)}")
     value = entries.get(slice_key(name, extents))
     if value is None:
-      raise CheckpointError(f"{bundle.prefix}.index: missing slice {extents} of '{name}'")
+      raise CheckpointError(f"{where}: missing slice {extents}")
     try:
-      part_entry = _entry(value)
-    except (ValueError, IndexError, struct.error):
-      raise CheckpointError(f"{bundle.prefix}.index: corrupt slice entry of '{name}'") from None
-    part = bundle.read(f"{name}{extents}", part_entry)
-    if part.shape != full[index].shape or covered[index].any():
-      raise CheckpointError(f"{bundle.prefix}.index: slice {extents} of '{name}' does not fit")
-    full[index] = part
+      part = _entry(value)
+    except (ValueError, IndexError, TypeError, struct.error):
+      raise CheckpointError(f"{where}: corrupt entry of slice {extents}") from None
+    part_shape = tuple(hi - lo for lo, hi in bounds)
+    if part["dtype"] != entry["dtype"] or part["shape"] != part_shape or part["slices"]:
+      raise CheckpointError(f"{where}: slice {extents} is stored with another shape or dtype")
+    part_name = f"{name}{extents}"
+    bundle.locate(part_name, part)
+    parts.append((tuple(slice(lo, hi) for lo, hi in bounds), part_name, part))
+    volume += math.prod(part_shape)
+  if volume != math.prod(shape):
+    raise CheckpointError(
+      f"{where}: its slices hold {volume} elements, its shape {list(shape)} needs "
+      f"{math.prod(shape)}"
+    )
+  return parts
+
+
+def _assemble(bundle: _Bundle, name: str, entry: dict, parts: list) -> np.ndarray:
+  """Reassembles a partitioned variable from its slices (checked by `_slices`)."""
+  full = np.empty(entry["shape"], _DTYPES[entry["dtype"]])
+  covered = np.zeros(entry["shape"], bool)
+  for index, part_name, part_entry in parts:
+    if covered[index].any():
+      raise CheckpointError(
+        f"{bundle.prefix}.index: slices of {shown(name)} overlap at {shown(part_name)}"
+      )
+    full[index] = bundle.read(part_name, part_entry)
     covered[index] = True
-  if not covered.all():
-    raise CheckpointError(f"{bundle.prefix}.index: the slices of '{name}' do not cover it")
-  return full
+  return full  # the volumes add up and nothing overlaps: every element is covered
+
+
+def _check_disjoint(bundle: _Bundle, spans: list[tuple[int, int, int, str]]) -> None:
+  """No two entries share bytes of a data file (each is read, and allocated, once)."""
+  spans = sorted(s for s in spans if s[2] > 0)  # (shard, offset, size, name)
+  for (shard0, offset0, size0, name0), (shard1, offset1, _, name1) in zip(spans, spans[1:]):
+    if shard0 == shard1 and offset1 < offset0 + size0:
+      raise CheckpointError(
+        f"{bundle.data_path(shard1)}: variable {shown(name1)} overlaps the bytes of {shown(name0)}"
+      )
 
 
 def read(prefix: str, verify_checksums: bool = True) -> dict[str, np.ndarray]:
@@ -553,23 +623,37 @@ def read(prefix: str, verify_checksums: bool = True) -> dict[str, np.ndarray]:
     raise CheckpointError(f"{index_path}: no bundle header (not a TensorBundle checkpoint?)")
   try:
     header = _proto_fields(table[0][1])
-  except (ValueError, struct.error):
+    version = _proto_fields(_first(header, 3, b""))
+    _first(header, 1), _first(header, 2)  # the types are checked here
+    min_consumer = _first(version, 2)
+  except (ValueError, TypeError, struct.error):
     raise CheckpointError(f"{index_path}: corrupt bundle header") from None
-  version = _proto_fields(_first(header, 3, b""))
-  if _first(version, 2) > 1:
+  if min_consumer > 1:
     raise CheckpointError(f"{index_path}: written by a newer TensorFlow (min_consumer too high)")
   bundle = _Bundle(prefix, _first(header, 1), _first(header, 2) == 1, verify_checksums)
-  result = {}
+  # Every entry is checked before any is read: see the module docstring.
+  plan, spans = [], []
   for key, value in table[1:]:
     if key.startswith(b"\x00"):
       continue  # one slice of a partitioned variable, read through its full entry
     try:
       name = key.decode("utf-8")
       entry = _entry(value)
-    except (UnicodeDecodeError, ValueError, IndexError, struct.error):
-      raise CheckpointError(f"{index_path}: corrupt entry for key {key!r}") from None
+    except (UnicodeDecodeError, ValueError, IndexError, TypeError, struct.error):
+      raise CheckpointError(f"{index_path}: corrupt entry for key {shown(key)}") from None
     if entry["slices"]:
-      result[name] = _assemble(bundle, name, entry, entries)
+      parts = _slices(bundle, name, entry, entries)
+      spans.extend((p["shard_id"], p["offset"], p["size"], n) for _, n, p in parts)
+    else:
+      bundle.locate(name, entry)
+      parts = None
+      spans.append((entry["shard_id"], entry["offset"], entry["size"], name))
+    plan.append((name, entry, parts))
+  _check_disjoint(bundle, spans)
+  result = {}
+  for name, entry, parts in plan:
+    if parts is not None:
+      result[name] = _assemble(bundle, name, entry, parts)
     else:
       result[name] = bundle.read(name, entry)
   return result

@@ -16,9 +16,23 @@ Public checkpoints such as t5-large-ssm-nq exist in both. Tensors are rebuilt wi
 non-contiguous tensors and storages shared by several tensors (T5's tied embeddings) come out
 right. Only the handful of globals a state dict needs are resolved, each to a local stand-in;
 any other global is refused, so a malicious pickle cannot run code.
+
+Nor can a hostile file make the reader allocate more than it holds. Every pickle is first
+walked with `pickletools.genops`, which checks that each length it declares (a byte string,
+a frame) fits in the bytes that follow and that memo indices stay small, before the C
+unpickler (which allocates a declared length before reading it) sees it. Storages are read
+only when their declared size matches the bytes present (zip members must be stored
+uncompressed, as torch writes them). A tensor may view at most the elements of its storage
+(Python integers, so no shape wraps around), and a tensor that does not own its whole
+storage comes back as a read-only view of it, never a copy, so viewing one storage many
+times costs nothing.
 """
 
+import io
+import math
+import os
 import pickle
+import pickletools
 import struct
 import zipfile
 from collections import OrderedDict
@@ -27,9 +41,14 @@ import ml_dtypes
 import numpy as np
 
 from tlm.errors import CheckpointError
+from tlm.models.formats.guards import shown
 
 _LEGACY_MAGIC = 0x1950A86A20F9469CFC6C
 _LEGACY_PROTOCOL = 1001
+# numpy's limit on the number of dimensions.
+_MAX_RANK = 64
+# How deeply state dicts may nest (HF's are flat; optimizer states nest a few levels).
+_MAX_NESTING = 32
 
 _STORAGE_DTYPES = {
   "DoubleStorage": np.dtype("<f8"),
@@ -84,12 +103,15 @@ class _Storage:
 
 
 class _TensorRef:
-  """What the rebuild functions return; becomes a numpy array once the storages are read."""
+  """What the rebuild functions return; becomes a numpy array once the storages are read.
+
+  offset, size and stride are kept as the pickle gave them and checked by `_materialize`.
+  """
 
   def __init__(self, storage, offset, size, stride, dtype=None):
     if not isinstance(storage, _Storage):
       raise pickle.UnpicklingError("tensor without a storage")
-    self.storage, self.offset, self.size, self.stride = storage, offset, tuple(size), stride
+    self.storage, self.offset, self.size, self.stride = storage, offset, size, stride
     self.dtype = dtype if dtype is not None else storage.dtype
     if self.dtype is None:
       raise pickle.UnpicklingError("untyped storage without a dtype")
@@ -114,6 +136,11 @@ def _rebuild_parameter(data, *unused):
 
 def _rebuild_from_type_v2(func, new_type, args, state):
   del new_type, state  # a Parameter or plain Tensor: the data is all we keep
+  # Only the rebuild functions (not itself: a pickle could nest it without end).
+  if func not in (_rebuild_tensor, _rebuild_tensor_v3, _rebuild_parameter):
+    raise pickle.UnpicklingError("_rebuild_from_type_v2 of something other than a tensor")
+  if not isinstance(args, tuple):
+    raise pickle.UnpicklingError("bad arguments to _rebuild_from_type_v2")
   return func(*args)
 
 
@@ -155,68 +182,165 @@ class _Unpickler(pickle.Unpickler):
 
   def persistent_load(self, pid):
     if not (isinstance(pid, tuple) and len(pid) >= 5 and pid[0] == "storage"):
-      raise pickle.UnpicklingError(f"unsupported persistent id {pid!r}")
-    if not isinstance(pid[1], _StorageType) or not isinstance(pid[4], int):
-      raise pickle.UnpicklingError(f"bad storage reference {pid!r}")
+      raise pickle.UnpicklingError(f"unsupported persistent id {shown(pid)}")
+    if not isinstance(pid[1], _StorageType) or not _is_count(pid[4]):
+      raise pickle.UnpicklingError(f"bad storage reference {shown(pid)}")
+    if not isinstance(pid[2], (str, int)):
+      raise pickle.UnpicklingError(f"bad storage key {shown(pid[2])}")
     return self._load_storage(pid)
 
 
-def _materialize(ref: _TensorRef, path: str, name: str) -> np.ndarray:
-  storage = ref.storage
+def _is_count(x) -> bool:
+  """A non-negative Python int (not a bool)."""
+  return isinstance(x, int) and not isinstance(x, bool) and x >= 0
+
+
+class _Bounded:
+  """A read-only file that ends at `end`: no read can ask for more than is left.
+
+  BufferedReader.read(n) allocates n bytes before reading, so a length taken from the file
+  must never reach it unbounded.
+  """
+
+  def __init__(self, f, end: int):
+    self._f, self._end = f, end
+
+  def _left(self, n) -> int:
+    left = max(0, self._end - self._f.tell())
+    return left if n is None or n < 0 else min(n, left)
+
+  def read(self, n=-1) -> bytes:
+    return self._f.read(self._left(n))
+
+  def readline(self, n=-1) -> bytes:
+    return self._f.readline(self._left(n))
+
+  def tell(self) -> int:
+    return self._f.tell()
+
+  def seek(self, pos: int) -> int:
+    return self._f.seek(pos)
+
+
+def _check_pickle(f: _Bounded, path: str) -> None:
+  """Walks one pickle without running it; leaves `f` where it started.
+
+  pickletools reads every argument (lengths included) and raises ValueError when one runs
+  past the end of the file; frames are checked here too. Memo indices may not exceed the
+  number of opcodes so far (torch numbers them 0, 1, 2, ...): the C unpickler grows its memo
+  table to the largest index it is given.
+  """
+  start = f.tell()
+  count = 0
+  for count, (op, arg, pos) in enumerate(pickletools.genops(f), start=1):
+    if op.name == "FRAME" and arg > f._left(None):
+      raise CheckpointError(f"{path}: corrupt pickle (frame at byte {pos} past the end)")
+    if op.name in ("PUT", "BINPUT", "LONG_BINPUT") and not 0 <= int(arg) <= count:
+      raise CheckpointError(f"{path}: corrupt pickle (memo index {arg} at byte {pos})")
+  f.seek(start)
+
+
+def _materialize(ref: _TensorRef, path: str, name: str, shared: bool) -> np.ndarray:
+  """The array of one tensor: its storage itself when it owns all of it, else a view.
+
+  `shared`: other tensors use the same storage, so this one may not take it over.
+  """
+  storage, where = ref.storage, f"{path}: tensor {shown(name)}"
   if storage.data is None:
-    raise CheckpointError(f"{path}: tensor '{name}': storage {storage.key} has no data")
-  elements = storage.data.view(ref.dtype) if storage.dtype is None else storage.data
+    raise CheckpointError(f"{where}: storage {shown(storage.key)} has no data")
   if storage.dtype is None and storage.data.size % ref.dtype.itemsize:
-    raise CheckpointError(f"{path}: tensor '{name}': storage size is not a multiple of dtype")
-  size, stride, offset = ref.size, tuple(ref.stride), ref.offset
-  if len(size) != len(stride) or any(s < 0 for s in size + stride) or offset < 0:
-    raise CheckpointError(f"{path}: tensor '{name}': bad size {size} / stride {stride}")
-  if 0 not in size:
+    raise CheckpointError(f"{where}: storage size is not a multiple of dtype")
+  elements = storage.data.view(ref.dtype) if storage.dtype is None else storage.data
+  size, stride, offset = ref.size, ref.stride, ref.offset
+  if not (
+    isinstance(size, (tuple, list))
+    and isinstance(stride, (tuple, list))
+    and len(size) == len(stride) <= _MAX_RANK
+    and all(_is_count(x) for x in (*size, *stride, offset))
+  ):
+    raise CheckpointError(f"{where}: bad size {shown(size)} / stride {shown(stride)}")
+  size, stride = tuple(size), tuple(stride)
+  numel = math.prod(size)  # a Python int: no wrap-around
+  if numel:
     last = offset + sum((n - 1) * s for n, s in zip(size, stride))
     if last >= elements.size:
+      raise CheckpointError(f"{where} reads element {last} of a storage of {elements.size}")
+    # More elements than the storage holds from `offset` on means the tensor overlaps itself
+    # (an expanded, stride-0 tensor): copying it out could take any amount of memory.
+    if numel > elements.size - offset:
       raise CheckpointError(
-        f"{path}: tensor '{name}' reads element {last} of a storage of {elements.size}"
+        f"{where}: {numel} elements from a storage of {elements.size} (overlapping strides "
+        f"{list(stride)}; expanded tensors are not supported)"
       )
-  contiguous = tuple(int(np.prod(size[i + 1 :], dtype=np.int64)) for i in range(len(size)))
-  whole = offset == 0 and int(np.prod(size, dtype=np.int64)) == elements.size
-  if whole and stride == contiguous and storage.dtype is not None and not storage.handed_out:
+  contiguous = tuple(math.prod(size[i + 1 :]) for i in range(len(size)))
+  whole = offset == 0 and numel == elements.size and (numel == 0 or stride == contiguous)
+  if whole and storage.dtype is not None and not shared and not storage.handed_out:
     # The common case (one tensor per storage, C order): hand out the storage itself.
     storage.handed_out = True
     return elements.reshape(size)
-  view = np.lib.stride_tricks.as_strided(
-    elements[offset:] if 0 not in size else elements[:0],
+  # Any other tensor is a read-only view of its storage. A dimension of length 1 may carry
+  # any stride: it never moves, so it gets 0 (a huge stride would overflow numpy's strides).
+  return np.lib.stride_tricks.as_strided(
+    elements[offset:] if numel else elements[:0],
     shape=size,
-    strides=[s * ref.dtype.itemsize for s in stride],
+    strides=[s * ref.dtype.itemsize if n > 1 else 0 for n, s in zip(size, stride)],
     writeable=False,
   )
-  return np.array(view)  # a copy: storages shared by several tensors stay independent
 
 
-def _flatten(obj, path: str, prefix: str, out: dict):
-  if isinstance(obj, dict):
-    for key, value in obj.items():
-      if not isinstance(key, str):
-        raise CheckpointError(f"{path}: non-string key {key!r} under '{prefix}'")
-      _flatten(value, path, f"{prefix}.{key}" if prefix else key, out)
-  elif isinstance(obj, _TensorRef):
-    out[prefix] = _materialize(obj, path, prefix)
-  else:
-    raise CheckpointError(
-      f"{path}: '{prefix or '<root>'}' is a {type(obj).__name__}, not a tensor or a dict"
-    )
+def _flatten(obj, path: str) -> dict[str, np.ndarray]:
+  """{dotted name: array} of nested dicts of tensors (without recursion: pickles nest freely)."""
+  refs: list[tuple[str, _TensorRef]] = []
+  stack = [(obj, "", 0)]
+  while stack:
+    node, prefix, depth = stack.pop()
+    if isinstance(node, dict):
+      if depth > _MAX_NESTING:
+        raise CheckpointError(f"{path}: dicts nested more than {_MAX_NESTING} deep")
+      for key, value in reversed(node.items()):
+        if not isinstance(key, str):
+          raise CheckpointError(f"{path}: non-string key {shown(key)} under {shown(prefix)}")
+        stack.append((value, f"{prefix}.{key}" if prefix else key, depth + 1))
+    elif isinstance(node, _TensorRef):
+      refs.append((prefix, node))
+    else:
+      raise CheckpointError(
+        f"{path}: {shown(prefix or '<root>')} is a {type(node).__name__}, not a tensor or a dict"
+      )
+  uses: dict[int, int] = {}
+  for _, ref in refs:
+    uses[id(ref.storage)] = uses.get(id(ref.storage), 0) + 1
+  out = {}
+  for name, ref in refs:
+    out[name] = _materialize(ref, path, name, shared=uses[id(ref.storage)] > 1)
+  return out
 
 
 def _read_exact(f, storage: _Storage, nbytes: int, path: str, swap: bool):
+  """Reads a storage's `nbytes`, which the caller has checked are present in the file."""
   dtype = storage.dtype if storage.dtype is not None else np.dtype("u1")
   data = np.empty(nbytes // dtype.itemsize, dtype)
   if f.readinto(data.view(np.uint8)) != nbytes:
-    raise CheckpointError(f"{path}: truncated file (storage {storage.key})")
+    raise CheckpointError(f"{path}: truncated file (storage {shown(storage.key)})")
   if swap and dtype.itemsize > 1:
     data = data.byteswap()
   storage.data = data
 
 
+def _stored_member(archive: zipfile.ZipFile, name: str, path: str, file_size: int):
+  """The ZipInfo of a member whose bytes are all in the file, uncompressed (as torch writes)."""
+  info = archive.getinfo(name)
+  if info.compress_type != zipfile.ZIP_STORED:
+    raise CheckpointError(
+      f"{path}: member {shown(name)} is compressed (torch.save stores members uncompressed)"
+    )
+  if info.header_offset + info.file_size > file_size:
+    raise CheckpointError(f"{path}: member {shown(name)} runs past the end of the file")
+  return info
+
+
 def _read_zip(path: str) -> dict:
+  file_size = os.path.getsize(path)
   try:
     archive = zipfile.ZipFile(path)
   except zipfile.BadZipFile:
@@ -229,6 +353,8 @@ def _read_zip(path: str) -> dict:
     names = set(archive.namelist())
     byteorder = b"little"
     if root + "byteorder" in names:
+      if _stored_member(archive, root + "byteorder", path, file_size).file_size > 16:
+        raise CheckpointError(f"{path}: corrupt byteorder record")
       byteorder = archive.read(root + "byteorder").strip()
     storages: dict[str, _Storage] = {}
 
@@ -238,21 +364,30 @@ def _read_zip(path: str) -> dict:
         storage = _Storage(str(key), storage_type.dtype, numel)
         member = f"{root}data/{key}"
         if member not in names:
-          raise CheckpointError(f"{path}: missing storage '{member}'")
+          raise CheckpointError(f"{path}: missing storage {shown(member)}")
         nbytes = numel * (storage_type.dtype.itemsize if storage_type.dtype else 1)
-        if archive.getinfo(member).file_size != nbytes:
-          raise CheckpointError(f"{path}: storage '{member}' is not {nbytes} bytes")
+        if _stored_member(archive, member, path, file_size).file_size != nbytes:
+          raise CheckpointError(f"{path}: storage {shown(member)} is not {nbytes} bytes")
         with archive.open(member) as f:
           _read_exact(f, storage, nbytes, path, byteorder == b"big")
         storages[key] = storage
       return storages[key]
 
-    with archive.open(pickles[0]) as f:
-      return _Unpickler(f, path, load_storage).load()
+    info = _stored_member(archive, pickles[0], path, file_size)
+    data = archive.read(info)
+    f = _Bounded(io.BytesIO(data), len(data))
+    _check_pickle(f, path)
+    return _Unpickler(f, path, load_storage).load()
 
 
 def _read_legacy(f, path: str) -> dict:
-  plain = lambda: _Unpickler(f, path, lambda pid: None).load()  # no storages allowed here
+  file_size = os.fstat(f.fileno()).st_size
+  f = _Bounded(f, file_size)
+
+  def plain():  # one pickle, no storages allowed
+    _check_pickle(f, path)
+    return _Unpickler(f, path, lambda pid: None).load()
+
   if plain() != _LEGACY_MAGIC:
     raise CheckpointError(f"{path}: not a PyTorch checkpoint (bad magic number)")
   if plain() != _LEGACY_PROTOCOL:
@@ -273,11 +408,14 @@ def _read_legacy(f, path: str) -> dict:
       return storages[key]
     # A view (offset, size) of a root storage, as pre-1.0 torch wrote them.
     view_key, offset, size = view_metadata
+    if not (_is_count(offset) and _is_count(size) and isinstance(view_key, (str, int))):
+      raise pickle.UnpicklingError(f"bad storage view {shown(view_metadata)}")
     if view_key not in views:
       views[view_key] = _Storage(f"{key}[{offset}:{offset + size}]", storage_type.dtype, size)
       views[view_key].root, views[view_key].offset = storages[key], offset
     return views[view_key]
 
+  _check_pickle(f, path)
   obj = _Unpickler(f, path, load_storage).load()
   keys = plain()
   if not isinstance(keys, list) or set(keys) != set(storages):
@@ -286,16 +424,21 @@ def _read_legacy(f, path: str) -> dict:
     storage = storages[key]
     header = f.read(8)
     if len(header) != 8:
-      raise CheckpointError(f"{path}: truncated file (storage {key})")
+      raise CheckpointError(f"{path}: truncated file (storage {shown(key)})")
     (numel,) = struct.unpack("<q" if not swap else ">q", header)
     if numel != storage.numel:
-      raise CheckpointError(f"{path}: storage {key} has {numel} elements, expected {storage.numel}")
-    _read_exact(f, storage, numel * storage.dtype.itemsize, path, swap)
+      raise CheckpointError(
+        f"{path}: storage {shown(key)} has {numel} elements, expected {storage.numel}"
+      )
+    nbytes = numel * storage.dtype.itemsize
+    if f.tell() + nbytes > file_size:
+      raise CheckpointError(f"{path}: truncated file (storage {shown(key)})")
+    _read_exact(f._f, storage, nbytes, path, swap)
   for view in views.values():
     if view.offset + view.numel > view.root.numel:
-      raise CheckpointError(f"{path}: storage view {view.key} out of bounds")
+      raise CheckpointError(f"{path}: storage view {shown(view.key)} out of bounds")
     view.data = view.root.data[view.offset : view.offset + view.numel]
-    view.handed_out = True  # always copy out of a view: it shares memory with its root
+    view.handed_out = True  # always a view of a view: it shares memory with its root
   return obj
 
 
@@ -306,7 +449,9 @@ def read(path: str) -> dict[str, np.ndarray]:
     path: e.g. `pytorch_model.bin`, in the zip or the legacy format.
 
   Returns:
-    {name: array}; nested dicts are flattened with "." (bfloat16 as ml_dtypes.bfloat16).
+    {name: array}; nested dicts are flattened with "." (bfloat16 as ml_dtypes.bfloat16). A
+    tensor that is all of its storage, in C order, and its only user is that (writable)
+    storage; every other tensor is a read-only view of its storage.
 
   Raises:
     CheckpointError: naming the file (and tensor) for a missing, truncated or corrupt file, or
@@ -323,6 +468,7 @@ def read(path: str) -> dict[str, np.ndarray]:
   except OSError as e:
     raise CheckpointError(f"{path}: cannot read ({e.strerror or e})") from None
   except (
+    RecursionError,
     pickle.UnpicklingError,
     zipfile.BadZipFile,
     EOFError,
@@ -333,9 +479,8 @@ def read(path: str) -> dict[str, np.ndarray]:
     KeyError,
     struct.error,
   ) as e:
-    raise CheckpointError(f"{path}: corrupt or truncated PyTorch checkpoint ({e})") from None
+    message = str(e).splitlines()[0][:200] if str(e) else type(e).__name__
+    raise CheckpointError(f"{path}: corrupt or truncated PyTorch checkpoint ({message})") from None
   if not isinstance(obj, dict):
     raise CheckpointError(f"{path}: expected a state dict, found a {type(obj).__name__}")
-  out: dict[str, np.ndarray] = {}
-  _flatten(obj, path, "", out)
-  return out
+  return _flatten(obj, path)

@@ -1,0 +1,146 @@
+"""Guards for reading checkpoint files that may be corrupt or hostile.
+
+Every checkpoint reader treats its input as untrusted: a downloaded checkpoint is a bundle of
+files anyone may have written. The helpers here are the pieces several readers share:
+
+- `load_json`: JSON with a bounded size and nesting depth, so that a deeply nested header or
+  `config.json` is a one-line `CheckpointError` instead of a `RecursionError` inside the json
+  module.
+- `confined_path`: a file name read from inside a checkpoint (a `weight_map` shard, the
+  `model_checkpoint_path` of a TF `checkpoint` state file) resolved in the checkpoint
+  directory, refusing names that lead out of it, so that an index cannot make tlm open
+  `/etc/passwd` or `../../secret`.
+- `shown`: a string from a file, made safe to put into a one-line error message.
+"""
+
+import json
+import os
+import re
+
+from tlm.errors import CheckpointError
+
+# No checkpoint JSON nests deeper than a few levels (a safetensors header: 3, an HF config.json
+# with task_specific_params: 3); 64 leaves room for anything legitimate and stays far below the
+# interpreter's recursion limit.
+MAX_JSON_DEPTH = 64
+# HF index and config files are kilobytes; safetensors caps its header at 100 MB.
+MAX_JSON_BYTES = 100_000_000
+
+
+def shown(text, limit: int = 80) -> str:
+  """`text` (from a file) quoted for a one-line message: control characters escaped, cut."""
+  text = repr(text) if isinstance(text, str) else repr(str(text))
+  return text if len(text) <= limit else text[: limit - 4] + "...'"
+
+
+def json_depth(value) -> int:
+  """The deepest nesting of lists and dicts in a parsed JSON value (a scalar is 0), iteratively."""
+  deepest, stack = 0, [(value, 1)]
+  while stack:
+    node, depth = stack.pop()
+    children = node.values() if isinstance(node, dict) else node if isinstance(node, list) else None
+    if children is not None:
+      deepest = max(deepest, depth)
+      stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
+  return deepest
+
+
+def parse_json(raw: bytes, source: str, max_depth: int = MAX_JSON_DEPTH):
+  """Parses UTF-8 JSON bytes whose nesting is at most `max_depth`.
+
+  Args:
+    raw: the JSON text.
+    source: the file (and what in it) to name in errors, e.g. `.../model.safetensors`.
+    max_depth: the deepest nesting of arrays and objects allowed.
+
+  Returns:
+    The parsed value.
+
+  Raises:
+    CheckpointError: `source: ...` in one line for invalid UTF-8, invalid JSON (including
+      integers beyond Python's digit limit) or nesting deeper than `max_depth`.
+  """
+  try:
+    value = json.loads(raw.decode("utf-8"))
+  except UnicodeDecodeError as e:
+    raise CheckpointError(f"{source}: cannot read JSON (not UTF-8 at byte {e.start})") from None
+  except RecursionError:
+    # The json module's scanner recurses per level and gives up near the interpreter's
+    # recursion limit (about 1000).
+    raise CheckpointError(
+      f"{source}: cannot read JSON (nested too deeply, at most {max_depth} levels)"
+    ) from None
+  except ValueError as e:  # JSONDecodeError, or an integer beyond Python's digit limit
+    detail = str(e).splitlines()[0][:200]
+    raise CheckpointError(f"{source}: cannot read JSON ({detail})") from None
+  depth = json_depth(value)
+  if depth > max_depth:
+    raise CheckpointError(
+      f"{source}: cannot read JSON (nested {depth} levels deep, at most {max_depth})"
+    )
+  return value
+
+
+def load_json(path: str, max_bytes: int = MAX_JSON_BYTES, max_depth: int = MAX_JSON_DEPTH):
+  """Reads a JSON file of at most `max_bytes` and `max_depth` levels.
+
+  Raises:
+    CheckpointError: naming the file, if it cannot be read, is too large or is not JSON.
+  """
+  try:
+    with open(path, "rb") as f:
+      raw = f.read(max_bytes + 1)
+  except OSError as e:
+    raise CheckpointError(f"{path}: cannot read JSON ({e.strerror or e})") from None
+  if len(raw) > max_bytes:
+    raise CheckpointError(f"{path}: cannot read JSON (larger than {max_bytes} bytes)")
+  return parse_json(raw, path, max_depth)
+
+
+def _inside(path: str, root: str) -> bool:
+  return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
+
+
+def _hub_blobs(directory: str) -> str | None:
+  """`.../models--x/blobs` for an HF hub cache snapshot `.../models--x/snapshots/REV`."""
+  parent = os.path.dirname(directory)
+  if os.path.basename(parent) != "snapshots":
+    return None
+  return os.path.join(os.path.dirname(parent), "blobs")
+
+
+def confined_path(directory: str, name, source: str) -> str:
+  """The file `name` (read from inside a checkpoint) in `directory`, which it must not leave.
+
+  The name must be a relative path without `..` components; the file it names may be a
+  symlink only to a file inside `directory`, or, when `directory` is a snapshot of the HF hub
+  cache (`.../snapshots/REV`, whose files are symlinks to `../../blobs/HASH`), to a blob of
+  that cache.
+
+  Args:
+    directory: the checkpoint directory.
+    name: the file name as read from the index or state file.
+    source: the index or state file, named in errors.
+
+  Returns:
+    `directory/name`.
+
+  Raises:
+    CheckpointError: `source: ...` if the name is not a string or leads out of `directory`.
+  """
+  if not isinstance(name, str):
+    raise CheckpointError(f"{source}: file name {shown(name)} is not a string")
+  parts = re.split(r"[\\/]", name)
+  if not name or "\0" in name or os.path.isabs(name) or ".." in parts or re.match(r"^\w:", name):
+    raise CheckpointError(
+      f"{source}: file name {shown(name)} leads outside the checkpoint directory"
+    )
+  path = os.path.join(directory, name)
+  real_dir = os.path.realpath(directory)
+  real = os.path.realpath(path)
+  blobs = _hub_blobs(real_dir)
+  if not _inside(real, real_dir) and not (blobs is not None and _inside(real, blobs)):
+    raise CheckpointError(
+      f"{source}: file name {shown(name)} is a link that leads outside the checkpoint directory"
+    )
+  return path

@@ -29,7 +29,7 @@ MAX_JSON_BYTES = 100_000_000
 
 def shown(text, limit: int = 80) -> str:
   """`text` (from a file) quoted for a one-line message: control characters escaped, cut."""
-  text = repr(text) if isinstance(text, str) else repr(str(text))
+  text = repr(text) if isinstance(text, (str, bytes)) else repr(str(text))
   return text if len(text) <= limit else text[: limit - 4] + "...'"
 
 

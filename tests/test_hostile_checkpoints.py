@@ -24,7 +24,7 @@ import torch
 from tlm.data.vocab import Vocabulary
 from tlm.errors import CheckpointError, DataError, UserError
 from tlm.models import checkpoints, t5
-from tlm.models.formats import safetensors, tensorbundle, torch_pickle
+from tlm.models.formats import flax_msgpack, safetensors, tensorbundle, torch_pickle
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures", "meshtf")
 
@@ -448,6 +448,16 @@ def test_torch_nested_rebuild_and_dicts(tmp_path):
   path = _torch_zip(tmp_path / "b.bin", data_pkl=deep)
   with pytest.raises(CheckpointError, match="nested more than 32 deep") as e:
     torch_pickle.read(path)
+  _one_line_error(e, path)
+
+
+@pytest.mark.parametrize("depth", [100, 1010, 100_000])
+def test_flax_msgpack_nested_maps(tmp_path, depth):
+  # {"k": {"k": ... None}} as msgpack fixmaps.
+  path = tmp_path / "flax_model.msgpack"
+  path.write_bytes(b"\x81\xa1k" * depth + b"\xc0")
+  with pytest.raises(CheckpointError, match="nested more than 32 deep|corrupt or truncated") as e:
+    flax_msgpack.read(str(path))
   _one_line_error(e, path)
 
 

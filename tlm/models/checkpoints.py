@@ -17,7 +17,10 @@ Layouts read by `load_checkpoint` (docs/ARCHITECTURE.md): an HF directory (`conf
 `model.safetensors` | `pytorch_model.bin` | `flax_model.msgpack`, or their sharded `.index.json`
 forms), a Mesh-TF checkpoint prefix (`model.ckpt-1000000`, or a directory with a TF
 `checkpoint` file), a tlm model directory (`model_config.json` + `params/`) and a tlm training
-workdir (`model_config.json` + `checkpoints/<step>/params`, newest step).
+workdir (`model_config.json` + `checkpoints/<step>/params`, newest step). Every file is read
+as possibly hostile: file names taken from an index (`weight_map`) or a TF `checkpoint` state
+file must stay inside the checkpoint directory (formats/guards.py), JSON is size- and
+depth-limited, and configs must be within `t5.CHECKPOINT_LIMITS`.
 """
 
 import functools

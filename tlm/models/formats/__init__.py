@@ -5,7 +5,11 @@
 - `flax_msgpack`: HF `flax_model.msgpack`, names joined with ".".
 - `tensorbundle`: TensorFlow / Mesh-TF checkpoints (`.index` + `.data-*`), without TensorFlow.
 - `orbax_params`: tlm's own params pytree (orbax), restored to numpy or onto shardings.
+- `guards`: what the readers share against hostile files (bounded JSON, confined file names,
+  file strings quoted for one-line messages).
 
-These modules know file layouts only; which names map to which parameters, and how kernels are
+Every reader treats its file as hostile: what it allocates is bounded by the bytes the file
+holds, and any problem is one `CheckpointError` naming the file. These modules know file
+layouts only; which names map to which parameters, and how kernels are
 transposed, is decided by tlm/models/checkpoints.py.
 """

@@ -14,16 +14,23 @@ import numpy as np
 from flax import serialization
 
 from tlm.errors import CheckpointError
+from tlm.models.formats.guards import shown
+
+# How deeply parameter trees may nest (HF's T5: 7 levels); deeper is a corrupt file, refused
+# before the recursion below could reach the interpreter's limit.
+_MAX_NESTING = 32
 
 
-def _flatten(tree, path: str, prefix: str, out: dict):
+def _flatten(tree, path: str, prefix: str, out: dict, depth: int = 0):
   if isinstance(tree, dict):
+    if depth > _MAX_NESTING:
+      raise CheckpointError(f"{path}: parameter tree nested more than {_MAX_NESTING} deep")
     for key, value in tree.items():
-      _flatten(value, path, f"{prefix}.{key}" if prefix else str(key), out)
+      _flatten(value, path, f"{prefix}.{key}" if prefix else str(key), out, depth + 1)
   elif isinstance(tree, (np.ndarray, np.generic, int, float, bool)):
     out[prefix] = np.asarray(tree)
   else:
-    raise CheckpointError(f"{path}: '{prefix}' is a {type(tree).__name__}, not an array")
+    raise CheckpointError(f"{path}: {shown(prefix)} is a {type(tree).__name__}, not an array")
 
 
 def read(path: str) -> dict[str, np.ndarray]:

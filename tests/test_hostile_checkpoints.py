@@ -387,10 +387,20 @@ def test_torch_data_pkl_bombs(tmp_path, data_pkl, match):
   _one_line_error(e, path)
 
 
-def test_torch_legacy_pickle_bombs(tmp_path):
+# A protocol-4 FRAME of 2**40 bytes (a file object's read(n) allocates n before reading).
+_HUGE_FRAME = b"\x80\x04\x95" + struct.pack("<Q", 2**40) + b"}."
+
+
+@pytest.mark.parametrize(
+  "bomb,match",
+  [(_HUGE_BYTES, "bytes8, but only 3 remain"), (_HUGE_FRAME, "frame at byte 17 past the end")],
+  ids=["bytes", "frame"],
+)
+def test_torch_legacy_pickle_bombs(tmp_path, bomb, match):
+  # The legacy format is read from the file itself, a stream of pickles: the second is a bomb.
   path = tmp_path / "legacy.bin"
-  path.write_bytes(pickle.dumps(0x1950A86A20F9469CFC6C, protocol=2) + _HUGE_BYTES)
-  with pytest.raises(CheckpointError, match="bytes8, but only 3 remain") as e:
+  path.write_bytes(pickle.dumps(0x1950A86A20F9469CFC6C, protocol=2) + bomb)
+  with pytest.raises(CheckpointError, match=match) as e:
     torch_pickle.read(str(path))
   _one_line_error(e, path)
 

@@ -8,8 +8,8 @@
 - `guards`: what the readers share against hostile files (bounded JSON, confined file names,
   file strings quoted for one-line messages).
 
-Every reader treats its file as hostile: what it allocates is bounded by the bytes the file
-holds, and any problem is one `CheckpointError` naming the file. These modules know file
-layouts only; which names map to which parameters, and how kernels are
-transposed, is decided by tlm/models/checkpoints.py.
+The readers of foreign formats (all but tlm's own orbax params) treat their files as hostile:
+what they allocate is bounded by the bytes the file holds, and any problem is one
+`CheckpointError` naming the file. These modules know file layouts only; which names map to
+which parameters, and how kernels are transposed, is decided by tlm/models/checkpoints.py.
 """

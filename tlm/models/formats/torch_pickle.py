@@ -205,15 +205,16 @@ class _Bounded:
   def __init__(self, f, end: int):
     self._f, self._end = f, end
 
-  def _left(self, n) -> int:
+  def remaining(self, n=None) -> int:
+    """The bytes left before `end` (at most `n` of them, when n >= 0)."""
     left = max(0, self._end - self._f.tell())
     return left if n is None or n < 0 else min(n, left)
 
   def read(self, n=-1) -> bytes:
-    return self._f.read(self._left(n))
+    return self._f.read(self.remaining(n))
 
   def readline(self, n=-1) -> bytes:
-    return self._f.readline(self._left(n))
+    return self._f.readline(self.remaining(n))
 
   def tell(self) -> int:
     return self._f.tell()
@@ -233,7 +234,7 @@ def _check_pickle(f: _Bounded, path: str) -> None:
   start = f.tell()
   count = 0
   for count, (op, arg, pos) in enumerate(pickletools.genops(f), start=1):
-    if op.name == "FRAME" and arg > f._left(None):
+    if op.name == "FRAME" and arg > f.remaining():
       raise CheckpointError(f"{path}: corrupt pickle (frame at byte {pos} past the end)")
     if op.name in ("PUT", "BINPUT", "LONG_BINPUT") and not 0 <= int(arg) <= count:
       raise CheckpointError(f"{path}: corrupt pickle (memo index {arg} at byte {pos})")

@@ -5,6 +5,7 @@
 - `flax_msgpack`: HF `flax_model.msgpack`, names joined with ".".
 - `tensorbundle`: TensorFlow / Mesh-TF checkpoints (`.index` + `.data-*`), without TensorFlow.
 - `orbax_params`: tlm's own params pytree (orbax), restored to numpy or onto shardings.
+- `crc32c`: TensorFlow's CRC32C, for the TensorBundle checksums.
 - `guards`: what the readers share against hostile files (bounded JSON, confined file names,
   file strings quoted for one-line messages).
 

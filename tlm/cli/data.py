@@ -55,6 +55,11 @@ def build_ssm(flags) -> dict:
     f"({t['date_spans']} dates, {t['entity_spans']} entities) from {t['sentences']} "
     f"sentences of {t['articles']} articles"
   )
+  cap = stats["context_cap"]
+  print(
+    f"inputs capped at {cap['words']} words ({cap['chars']} characters) of context around the "
+    f"span: {cap['examples_cut']} examples cut"
+  )
   print(
     f"spans per sentence {stats['spans_per_sentence']:.2f}; sentences mentioning a year "
     f"{100 * stats['share_sentences_mentioning_a_year']:.1f}%, the publication year "

@@ -151,19 +151,20 @@ def check_text(value: Any, path: str, line: int) -> None:
   JSON can spell one (`"\\ud800"`); Python accepts it, but it is not Unicode text: the
   tokenizer and every UTF-8 writer fail on it later, far from the line that caused it.
   """
-  if isinstance(value, str):
-    bad = _SURROGATE.search(value)
-    if bad is not None:
-      raise DataError(
-        f"lone surrogate \\u{ord(bad.group(0)):04x} in a string (not Unicode text)", path, line
-      )
-  elif isinstance(value, dict):
-    for k, v in value.items():
-      check_text(k, path, line)
-      check_text(v, path, line)
-  elif isinstance(value, list):
-    for v in value:
-      check_text(v, path, line)
+  stack = [value]  # iterative: a line nested as deep as json allows is no RecursionError here
+  while stack:
+    value = stack.pop()
+    if isinstance(value, str):
+      bad = _SURROGATE.search(value)
+      if bad is not None:
+        raise DataError(
+          f"lone surrogate \\u{ord(bad.group(0)):04x} in a string (not Unicode text)", path, line
+        )
+    elif isinstance(value, dict):
+      stack.extend(value.keys())
+      stack.extend(value.values())
+    elif isinstance(value, list):
+      stack.extend(value)
 
 
 def iter_jsonl(path: str, required: tuple[str, ...] = ()) -> Iterator[tuple[int, dict]]:

@@ -51,6 +51,9 @@ flags.DEFINE_integer("batch_size", 32, "predict/score: examples per batch.")
 flags.DEFINE_integer("max_decode_length", 32, "predict: maximum number of decoded tokens.")
 flags.DEFINE_integer("beam_size", 1, "predict: 1 is greedy decoding.")
 flags.DEFINE_string("vocab", None, "SentencePiece model (default: the one beside the checkpoint).")
+flags.DEFINE_bool(
+  "truncate_inputs", False, "predict/score: cut inputs to the model's training input length."
+)
 # Data builders.
 flags.DEFINE_string("facts", None, "build_templama: Wikidata-style facts TSV.")
 flags.DEFINE_string("entities", None, "build_templama, build_ssm (names): entities TSV.")

@@ -1,6 +1,7 @@
-"""Data-layer throughput on the synthetic world; prints ONE JSON line.
+"""Data-layer throughput on the synthetic world; prints ONE JSON line (or one per size).
 
   python benchmarks/data.py [--scales=1,4] [--rows=128 --input_length=64 --target_length=16]
+  python benchmarks/data.py --long_lines=1,10,100
 
 For each scale, builds the world in a temporary directory and times the two builders the
 paper's data pipeline needs (§2.1): salient span masking over the news (`build_ssm`, reported
@@ -10,11 +11,18 @@ time(s_max) / time(s_min) against the expected s_max / s_min. Then, on the small
 times the batcher: packed batches per second from a cold tokenisation cache and in steady
 state, examples per batch and packing efficiency, with the unpacked one-example-per-row layout
 as the baseline a T5 pipeline without packing would use.
+
+`--long_lines=MB,...` times `build_ssm` instead on a news file of ONE article per size, a
+single line (one paragraph) of that many megabytes made of the world's news sentences, and
+prints one JSON line per size: the CPU time, the examples and output bytes, and the ratios of
+time and size to the smallest, which must stay about equal (sentence splitting and span
+finding are linear in the article; they were quadratic).
 """
 
 import argparse
 import json
 import os
+import shutil
 import sys
 import tempfile
 import time
@@ -132,6 +140,55 @@ def _batches(root: str, rows: int, input_length: int, target_length: int, steps:
   return out
 
 
+def _long_article(news: str, size: int) -> str:
+  """`size` bytes (UTF-8, about) of the world's news texts, one paragraph, cycled."""
+  with open(news, encoding="utf-8") as f:
+    texts = [json.loads(line)["text"].replace("\n", " ") for line in f if line.strip()]
+  chunk = " ".join(texts)
+  reps, rest = divmod(size, len(chunk.encode("utf-8")) + 1)
+  text = " ".join([chunk] * reps + [chunk[:rest]])
+  return text[: text.rfind(" ")] if rest else text
+
+
+def long_lines(sizes_mb: list[float]) -> None:
+  with tempfile.TemporaryDirectory(prefix="tlm-bench-long-") as tmp:
+    world = os.path.join(tmp, "world")
+    synthetic.build_world(world, seed=0, scale=1.0)
+    first = None
+    for mb in sizes_mb:
+      news = os.path.join(tmp, "long.jsonl")
+      with open(news, "w", encoding="utf-8") as f:
+        text = _long_article(os.path.join(world, "news.jsonl"), int(mb * 2**20))
+        f.write(json.dumps({"date": "2014-05-03", "text": text}, ensure_ascii=False) + "\n")
+        del text
+      line_bytes = os.path.getsize(news)
+      out = os.path.join(tmp, "ssm")
+      stats, wall, cpu = _timed(
+        ssm.build_ssm, news, out, gazetteer=os.path.join(world, "entities.tsv")
+      )
+      out_bytes = sum(
+        os.path.getsize(os.path.join(d, n)) for d, _, names in os.walk(out) for n in names
+      )
+      row = {
+        "benchmark": "data_long_line",
+        "mb": mb,
+        "line_bytes": line_bytes,
+        "ssm_s": round(wall, 3),
+        "ssm_cpu_s": round(cpu, 3),
+        "cpu_s_per_mb": round(cpu / (line_bytes / 2**20), 3),
+        "sentences": stats["totals"]["sentences"],
+        "examples": stats["totals"]["examples"],
+        "examples_cut": stats["context_cap"]["examples_cut"],
+        "output_bytes": out_bytes,
+      }
+      first = first or (line_bytes, cpu)
+      row["size_ratio"] = round(line_bytes / first[0], 3)
+      row["time_ratio"] = round(cpu / first[1], 3)
+      print(json.dumps(row), flush=True)
+      shutil.rmtree(out)
+      os.remove(news)
+
+
 def main() -> None:
   parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
   parser.add_argument("--scales", default="1,4", help="comma-separated world scales")
@@ -139,7 +196,11 @@ def main() -> None:
   parser.add_argument("--input_length", type=int, default=64)
   parser.add_argument("--target_length", type=int, default=16)
   parser.add_argument("--steps", type=int, default=200, help="batches timed per mode")
+  parser.add_argument("--long_lines", default="", help="comma-separated article sizes, MB")
   args = parser.parse_args()
+  if args.long_lines:
+    long_lines([float(mb) for mb in args.long_lines.split(",")])
+    return
   scales = sorted(float(s) for s in args.scales.split(","))
   with tempfile.TemporaryDirectory(prefix="tlm-bench-data-") as tmp:
     builds = []

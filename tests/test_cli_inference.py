@@ -363,3 +363,80 @@ def test_convert_mesh_tf_checkpoint_to_hf(tmp_path):
   # and keeps an lm_head that differs from the embedding untied.
   assert model.config.feed_forward_proj == "gated-gelu" and not model.config.scale_decoder_outputs
   np.testing.assert_array_equal(model.lm_head.weight.detach().numpy(), pairs["lm_head.weight"])
+
+
+# ---------------------------------------------------------------------------------------------
+# Inputs longer than the training input length: one warning per file; --truncate_inputs.
+
+
+def test_long_inputs_warned_and_truncated(setup, tmp_path):
+  from tlm.models import decoding
+  from tlm.models.checkpoints import load_checkpoint
+
+  # The same model, recorded as trained on 8-token inputs (HF config.json's n_positions).
+  checkpoint = tmp_path / "short"
+  shutil.copytree(setup["root"] / "t5", checkpoint)
+  config = json.loads((checkpoint / "config.json").read_text())
+  config["n_positions"] = 8
+  (checkpoint / "config.json").write_text(json.dumps(config))
+  vocab = setup["vocab"]
+  long = [x for x in INPUTS if len(vocab.encode(x)) + 1 > 8]
+  assert 0 < len(long) < len(INPUTS)
+  args = [
+    "--mode=predict",
+    f"--checkpoint={checkpoint}",
+    f"--input_file={setup['inputs']}",
+    "--max_decode_length=6",
+    "--batch_size=8",
+  ]
+  warning = (
+    f"warning: {setup['inputs']}: {len(long)} of {len(INPUTS)} inputs are longer than the "
+    f"model's training input length of 8 tokens ({checkpoint}/config.json n_positions)"
+  )
+  whole = _run(*args, f"--output_file={tmp_path / 'whole.jsonl'}")
+  warnings = [x for x in whole.stderr.splitlines() if x.startswith("warning:")]
+  assert len(warnings) == 1 and warnings[0].startswith(warning), whole.stderr
+  assert "they run whole" in warnings[0]
+  cut = _run(*args, "--truncate_inputs", f"--output_file={tmp_path / 'cut.jsonl'}")
+  warnings = [x for x in cut.stderr.splitlines() if x.startswith("warning:")]
+  assert len(warnings) == 1 and "--truncate_inputs cuts them to 8 tokens" in warnings[0]
+
+  # Direct greedy decoding of the whole and of the cut ids (first 7 ids + EOS).
+  config, params = load_checkpoint(str(checkpoint))
+  for name, limit in (("whole", None), ("cut", 8)):
+    ids = [vocab.encode(x) + [EOS_ID] for x in INPUTS]
+    if limit:
+      ids = [x if len(x) <= limit else x[: limit - 1] + [EOS_ID] for x in ids]
+    tokens = np.zeros((len(ids), max(map(len, ids))), np.int32)
+    for i, x in enumerate(ids):
+      tokens[i, : len(x)] = x
+    direct = np.asarray(decoding.greedy_decode(config, params, tokens, 6))
+    rows = _read_jsonl(tmp_path / f"{name}.jsonl")
+    assert [r["prediction"] for r in rows] == [vocab.decode(row) for row in direct], name
+  # The long inputs' predictions differ between the two: truncation happened.
+  whole_rows, cut_rows = (_read_jsonl(tmp_path / f"{n}.jsonl") for n in ("whole", "cut"))
+  assert any(w != c for w, c in zip(whole_rows, cut_rows))
+
+
+def test_training_input_length_sources(tmp_path):
+  from tlm import configs
+  from tlm.cli.inference import training_input_length
+
+  # A training workdir: its experiment config's data.input_length, for it and for its steps.
+  workdir = tmp_path / "w"
+  (workdir / "checkpoints" / "400").mkdir(parents=True)
+  (workdir / "model_config.json").write_text("{}")
+  config = configs.override(configs.get("tiny_temporal"), ["data.input_length=48"])
+  (workdir / "config.json").write_text(json.dumps(configs.to_dict(config)))
+  where = f"{workdir}/config.json data.input_length"
+  assert training_input_length(str(workdir)) == (48, where)
+  assert training_input_length(str(workdir / "checkpoints" / "400")) == (48, where)
+  # An HF directory: n_positions; anything else: the configs' default.
+  hf = tmp_path / "hf"
+  hf.mkdir()
+  (hf / "config.json").write_text(json.dumps({"n_positions": 512}))
+  assert training_input_length(str(hf)) == (512, f"{hf}/config.json n_positions")
+  default = (configs.DataConfig.input_length, "tlm's default data.input_length")
+  (hf / "config.json").write_text("[" * 100_000)  # unreadable: load_checkpoint reports it
+  assert training_input_length(str(hf)) == default
+  assert training_input_length(str(tmp_path / "model.ckpt-1000")) == default

@@ -153,3 +153,83 @@ def test_cli_fails_fast_naming_the_keys(tmp_path):
   assert last.startswith("error: config 'large_temporal' needs model.init_checkpoint")
   assert "tiny_temporal" in last
   assert not (tmp_path / "w").exists()  # nothing written
+
+
+# Every numeric key with a value out of its range; the error must name the key.
+_OUT_OF_RANGE = {
+  "model.dropout_rate": ("1.0", "-0.1"),
+  "model.emb_dim": ("-1",),
+  "model.num_heads": ("-2",),
+  "model.head_dim": ("-1",),
+  "model.mlp_dim": ("-1",),
+  "model.num_layers": ("-1",),
+  "data.world_scale": ("0", "-1"),
+  "data.year": ("-2014",),
+  "data.new_year_prob": ("1.5", "-0.5"),
+  "data.news_to_templama": ("-1",),
+  "data.input_length": ("0",),
+  "data.target_length": ("-3",),
+  "train.steps": ("0",),
+  "train.batch_size": ("0", "-64"),
+  "train.learning_rate": ("0", "-1e-3", "nan", "inf"),
+  "train.warmup_steps": ("-1",),
+  "train.microbatches": ("0",),
+  "train.z_loss": ("-1e-4",),
+  "train.loss_normalizing_factor": ("-1",),
+  "train.checkpoint_every": ("0",),
+  "train.keep_checkpoints": ("0",),
+  "train.log_every": ("0",),
+  "train.eval_every": ("-1",),
+  "train.eval_batches": ("0",),
+  "mesh.data": ("0", "-2"),
+  "mesh.model": ("0",),
+  "adapt.alphas": ("0.5,1.1", "-0.1"),
+  "adapt.steps": ("0",),
+  "adapt.match_alpha": ("2",),
+  "adapt.eval_points": ("0",),
+  "eval.batch_size": ("0",),
+  "eval.max_decode_length": ("0",),
+  "eval.beam_size": ("0",),
+  "eval.max_examples": ("-1",),
+  "eval.finetune_steps": ("0",),
+}
+
+
+@pytest.mark.parametrize("key", sorted(_OUT_OF_RANGE))
+def test_out_of_range_values_name_the_key(key):
+  base = configs.get("tiny_temporal")
+  for text in _OUT_OF_RANGE[key]:
+    with pytest.raises(ConfigError, match=f"^config key '{key}' must be ") as e:
+      configs.override(base, [f"{key}={text}"])
+    assert "\n" not in str(e.value)
+    # A workdir's config.json is checked the same way.
+    d = configs.to_dict(base)
+    section, field = key.split(".")
+    kind = type(d[section][field])
+    d[section][field] = [float(t) for t in text.split(",")] if kind is list else kind(text)
+    with pytest.raises(ConfigError, match=f"^config key '{key}' must be "):
+      configs.from_dict(json.loads(json.dumps(d)))
+
+
+def test_every_named_config_and_boundary_value_is_valid():
+  for name in configs.names():
+    assert configs.validate(configs.get(name)) == configs.get(name)
+  base = configs.get("tiny_temporal")
+  for ok in ("train.eval_every=0", "model.num_layers=0", "mesh.data=-1", "mesh.model=-1",
+             "data.year=0", "data.new_year_prob=1", "adapt.alphas=0,1", "model.dropout_rate=0",
+             "train.warmup_steps=0", "train.loss_normalizing_factor=0", "eval.max_examples=0",
+             "data.news_to_templama=0", "train.batch_size=1", "data.world_seed=-5"):  # fmt: skip
+    configs.override(base, [ok])
+
+
+def test_cli_names_the_out_of_range_key(tmp_path):
+  proc = subprocess.run(
+    [sys.executable, "run.py", "--mode=train", "--config=tiny_temporal",
+     "--set=train.batch_size=0", f"--workdir={tmp_path / 'w'}"],
+    cwd=ROOT, capture_output=True, text=True, timeout=120,
+  )  # fmt: skip
+  assert proc.returncode == 1
+  assert proc.stderr.strip().splitlines() == [
+    "error: config key 'train.batch_size' must be >= 1, got 0"
+  ]
+  assert not (tmp_path / "w").exists()

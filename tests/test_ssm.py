@@ -2,13 +2,16 @@
 
 import json
 import os
+import random
+import re
 import subprocess
 import sys
 
 import pytest
 
-from tlm.data import ssm
-from tlm.data.salient_spans import Gazetteer, find_spans, split_sentences
+from tlm import configs
+from tlm.data import salient_spans, ssm
+from tlm.data.salient_spans import Gazetteer, Span, find_spans, split_sentences
 from tlm.errors import DataError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -301,6 +304,10 @@ def test_cli_build_ssm(tmp_path):
   )
   assert proc.returncode == 0, proc.stderr
   assert "3 examples (1 dates, 2 entities) from 1 sentences of 1 articles" in proc.stdout
+  assert (
+    "inputs capped at 128 words (1280 characters) of context around the span: 0 examples cut"
+    in (proc.stdout)
+  )
 
 
 @pytest.mark.parametrize(
@@ -323,3 +330,80 @@ def test_cli_bad_news(tmp_path, lines, line, message):
   assert len(err) == 1, proc.stderr
   assert err[0].startswith(f"error: {news}:{line}: {message}"), err[0]
   assert sorted(os.listdir(tmp_path)) == ["news.jsonl"]  # no output, no temporaries
+
+
+# --- Long text: linear-time helpers, examples capped around their span ------------------------
+
+
+def test_linear_helpers_equal_the_slicing_originals():
+  # The sentence splitter scans back for the word before a period instead of slicing the text
+  # before it, and starts _BREAK matches only at the first mark of a run: same results.
+  old_break = re.compile(r"[.!?]+[\"”’')\]]*\s+")
+  rng = random.Random(0)
+  for _ in range(3000):
+    text = "".join(rng.choice("ab A.!?\"' \t\u00a0") for _ in range(rng.randrange(1, 30)))
+    end = rng.randrange(len(text) + 1)
+    before = text[:end]
+    want = before.rsplit(None, 1)[-1] if before.strip() else ""
+    assert salient_spans._word_before(text, end) == want, (text, end)
+    assert [m.span() for m in salient_spans._BREAK.finditer(text)] == [
+      m.span() for m in old_break.finditer(text)
+    ], text
+
+
+def _span(sentence, text):
+  start = sentence.index(text)
+  return Span(start, start + len(text), text, "entity")
+
+
+@pytest.mark.parametrize(
+  "sentence, target, want",
+  [
+    ("a b c Red FC d e f g", "Red FC", "b c <extra_id_0> d e"),
+    # A short side leaves its share to the other.
+    ("Red FC a b c d e f", "Red FC", "<extra_id_0> a b c d"),
+    ("a b c d e f Red FC.", "Red FC", "c d e f <extra_id_0>."),  # "." is of the span's word
+    ("a b c Obama's d e f g", "Obama", "b c <extra_id_0>'s d e"),
+    # At most 4 words of context: this sentence is kept whole.
+    ("a b Red FC c d", "Red FC", "a b <extra_id_0> c d"),
+    # 10 characters per word: long words are cut too (here to 40 characters of context).
+    ("x" * 30 + " 2014 " + "y" * 40, "2014", "x" * 19 + " <extra_id_0> " + "y" * 19),
+    ("x" * 30 + " 2014", "2014", "x" * 30 + " <extra_id_0>"),
+    ("x" * 50 + " 2014.", "2014", "x" * 38 + " <extra_id_0>."),  # 39 + 1
+  ],
+)
+def test_mask_examples_window(sentence, target, want):
+  example = ssm.mask_examples(sentence, [_span(sentence, target)], "2014", 2014, 4)[0]
+  assert example["inputs"] == want
+  assert example["targets"] == target
+
+
+def test_cap_is_the_configured_input_length():
+  assert ssm.MAX_CONTEXT_WORDS == configs.DataConfig.input_length
+
+
+def test_build_ssm_caps_a_long_sentence(tmp_path):
+  # One 6 KB "sentence" with 1000 year mentions and a normal sentence after it.
+  years = ", ".join(str(1900 + i % 200) for i in range(1000))
+  text = f"Red FC won in {years} and more. Alice Adams joined Red FC in 2014."
+  news = tmp_path / "news.jsonl"
+  news.write_text(json.dumps({"date": "2014-05-03", "text": text}) + "\n")
+  stats = ssm.build_ssm(str(news), str(tmp_path / "out"))
+  rows = _read_jsonl(tmp_path / "out" / "train" / "2014.jsonl")
+  assert stats["totals"]["examples"] == len(rows) == 1001 + 3
+  for row in rows:
+    assert len(row["inputs"].split()) <= 129  # 128 words of context and the sentinel
+    assert len(row["inputs"]) <= 1280 + len(ssm.SENTINEL)
+  assert sum(len(json.dumps(r)) for r in rows) < 1_000_000  # uncapped: 6 MB
+  assert stats["context_cap"] == {"words": 128, "chars": 1280, "examples_cut": 1001}
+  assert rows[-3:] == ssm.mask_examples(
+    "Alice Adams joined Red FC in 2014.",
+    find_spans("Alice Adams joined Red FC in 2014."),
+    "2014-05-03",
+    2014,
+  )
+  assert rows[-3]["inputs"] == "<extra_id_0> joined Red FC in 2014."  # short: whole
+  # The spans keep their context on both sides: the year 600 mentions in.
+  middle = next(r for r in rows if r["targets"] == "1999" and "2000" in r["inputs"])
+  before, after = middle["inputs"].split("<extra_id_0>")
+  assert 60 <= len(before.split()) <= 68 and 60 <= len(after.split()) <= 68

@@ -11,11 +11,13 @@ starts from; `tiny` trains on a 2-core CPU on the embedded synthetic world.
 
 Config flow (STYLE.md): `get(name)` -> `override(config, ["train.steps=10", ...])` -> the train
 CLI writes `WORKDIR/config.json` -> each function receives only its section. Unknown keys and
-wrong types raise ConfigError listing the valid keys; nothing falls back silently.
+wrong types raise ConfigError listing the valid keys, values out of range one naming the key
+(`validate`); nothing falls back silently.
 """
 
 import dataclasses
 import difflib
+import math
 import typing
 from collections.abc import Callable, Sequence
 from typing import Any
@@ -737,6 +739,69 @@ def replace_many(config: Config, values: dict[str, Any]) -> Config:
   return config
 
 
+# The numeric keys' valid ranges: (what the message says, the test). Keys not listed (seeds,
+# years) take any value; every float must also be finite. `validate` checks them all, so that
+# `--set=train.batch_size=0` is reported as that key, not as whatever fails downstream.
+_AT_LEAST_0 = (">= 0", lambda v: v >= 0)
+_AT_LEAST_1 = (">= 1", lambda v: v >= 1)
+_POSITIVE = ("> 0", lambda v: v > 0)
+_PROBABILITY = ("in [0, 1]", lambda v: 0 <= v <= 1)
+_MESH_AXIS = ("-1 (all remaining devices) or >= 1", lambda v: v == -1 or v >= 1)
+_RANGES: dict[str, tuple[str, Callable[[Any], bool]]] = {
+  "model.dropout_rate": ("in [0, 1)", lambda v: 0 <= v < 1),
+  "model.emb_dim": (">= 0 (0 keeps the preset's)", lambda v: v >= 0),
+  "model.num_heads": (">= 0 (0 keeps the preset's)", lambda v: v >= 0),
+  "model.head_dim": (">= 0 (0 keeps the preset's)", lambda v: v >= 0),
+  "model.mlp_dim": (">= 0 (0 keeps the preset's)", lambda v: v >= 0),
+  "model.num_layers": (">= 0 (0 keeps the preset's)", lambda v: v >= 0),
+  "data.world_scale": _POSITIVE,
+  "data.year": (">= 0 (0: every year of data.train_years)", lambda v: v >= 0),
+  "data.new_year_prob": _PROBABILITY,
+  "data.news_to_templama": _AT_LEAST_0,
+  "data.input_length": _AT_LEAST_1,
+  "data.target_length": _AT_LEAST_1,
+  "train.steps": _AT_LEAST_1,
+  "train.batch_size": _AT_LEAST_1,
+  "train.learning_rate": _POSITIVE,
+  "train.warmup_steps": _AT_LEAST_0,
+  "train.microbatches": _AT_LEAST_1,
+  "train.z_loss": _AT_LEAST_0,
+  "train.loss_normalizing_factor": (">= 0 (0: the number of target tokens)", lambda v: v >= 0),
+  "train.checkpoint_every": _AT_LEAST_1,
+  "train.keep_checkpoints": _AT_LEAST_1,
+  "train.log_every": _AT_LEAST_1,
+  "train.eval_every": (">= 0 (0 disables evaluation)", lambda v: v >= 0),
+  "train.eval_batches": _AT_LEAST_1,
+  "mesh.data": _MESH_AXIS,
+  "mesh.model": _MESH_AXIS,
+  "adapt.alphas": _PROBABILITY,  # each of them
+  "adapt.steps": _AT_LEAST_1,
+  "adapt.match_alpha": _PROBABILITY,
+  "adapt.eval_points": _AT_LEAST_1,
+  "eval.batch_size": _AT_LEAST_1,
+  "eval.max_decode_length": _AT_LEAST_1,
+  "eval.beam_size": _AT_LEAST_1,
+  "eval.max_examples": (">= 0 (0 keeps all)", lambda v: v >= 0),
+  "eval.finetune_steps": _AT_LEAST_1,
+}
+
+
+def validate(config: Config) -> Config:
+  """Checks every numeric key against its range; returns the config unchanged.
+
+  Raises:
+    ConfigError: naming the first key out of range (or a float that is NaN or infinite).
+  """
+  for key in valid_keys():
+    value = lookup(config, key)
+    for v in value if isinstance(value, tuple) else (value,):
+      if isinstance(v, float) and not math.isfinite(v):
+        raise ConfigError(f"config key {key!r} must be a finite number, got {v!r}")
+      if key in _RANGES and not _RANGES[key][1](v):
+        raise ConfigError(f"config key {key!r} must be {_RANGES[key][0]}, got {v!r}")
+  return config
+
+
 def override(config: Config, assignments: Sequence[str]) -> Config:
   """Applies `--set=dotted.key=value` assignments in order.
 
@@ -748,8 +813,8 @@ def override(config: Config, assignments: Sequence[str]) -> Config:
     The new config.
 
   Raises:
-    ConfigError: for a malformed assignment, an unknown key (listing the valid keys) or a
-      value that does not parse as the field's type.
+    ConfigError: for a malformed assignment, an unknown key (listing the valid keys), a
+      value that does not parse as the field's type, or one out of its range (`validate`).
   """
   for assignment in assignments:
     key, sep, text = assignment.partition("=")
@@ -757,7 +822,7 @@ def override(config: Config, assignments: Sequence[str]) -> Config:
     if not sep or not key:
       raise ConfigError(f"--set expects dotted.key=value, got {assignment!r}")
     config = replace(config, key, parse_value(key, text, _field_hint(key)))
-  return config
+  return validate(config)
 
 
 def to_dict(config: Config) -> dict[str, Any]:
@@ -796,7 +861,7 @@ def from_dict(data: dict[str, Any]) -> Config:
   """Rebuilds a Config from `to_dict` output (e.g. a workdir's config.json), strictly.
 
   Raises:
-    ConfigError: for an unknown or missing key or a value of the wrong type.
+    ConfigError: for an unknown or missing key or a value of the wrong type or range.
   """
   top = _fields(Config)
   unknown = sorted(set(data) - set(top))
@@ -817,7 +882,7 @@ def from_dict(data: dict[str, Any]) -> Config:
       kwargs[name] = hint(**{k: _typed(f"{name}.{k}", value[k], h) for k, h in sub.items()})
     else:
       kwargs[name] = _typed(name, value, hint)
-  return Config(**kwargs)
+  return validate(Config(**kwargs))
 
 
 def lookup(config: Config, key: str) -> Any:

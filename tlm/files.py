@@ -5,12 +5,14 @@ Every command that writes results goes through these helpers: the content is pro
 temporary sibling name and renamed into place only when it is complete. A crash or a
 `UserError` in the middle leaves the destination untouched (absent, or as it was).
 `check_replaceable` guards the directories that are replaced as a whole, and `iter_jsonl` /
-`read_jsonl` / `iter_tsv` name the file and line of any malformed input line.
+`read_jsonl` / `iter_tsv` name the file and line of any malformed input line (invalid UTF-8
+and lone surrogates included); `check_output_file` vets an output path before work starts.
 """
 
 import contextlib
 import json
 import os
+import re
 import shutil
 import tempfile
 from collections.abc import Iterator
@@ -110,6 +112,61 @@ def check_replaceable(output_dir: str, ours: set[str]) -> None:
     raise UserError(f"{output_dir}: exists and is not a directory")
 
 
+# A str read with errors="surrogateescape" holds the undecodable bytes as U+DC80..U+DCFF, and
+# strict UTF-8 never decodes to a surrogate: any surrogate in a raw line is an invalid byte.
+_SURROGATE = re.compile("[\ud800-\udfff]")
+# Lone surrogates reach a decoded JSON string only through \uXXXX escapes.
+_SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
+
+
+def _text_lines(path: str) -> Iterator[tuple[int, str]]:
+  """Yields `(line number, line)` of a UTF-8 text file; DataError at an invalid byte.
+
+  Undecodable bytes are reported with the line they are on (a plain `open(encoding="utf-8")`
+  raises UnicodeDecodeError at some buffer offset instead). Universal newlines, as `open`.
+  """
+  if not os.path.isfile(path):
+    raise DataError("no such file", path)
+  try:
+    with open(path, encoding="utf-8", errors="surrogateescape") as f:
+      for line_no, line in enumerate(f, start=1):
+        if not line.isascii():
+          bad = _SURROGATE.search(line)
+          if bad is not None:
+            byte = ord(bad.group(0)) - 0xDC00
+            raise DataError(
+              f"invalid UTF-8 (byte 0x{byte:02x} at character {bad.start() + 1}); "
+              "inputs must be UTF-8 text",
+              path,
+              line_no,
+            )
+        yield line_no, line
+  except OSError as e:
+    raise DataError(f"cannot read ({e.strerror})", path) from None
+
+
+def check_text(value: Any, path: str, line: int) -> None:
+  """Raises DataError if a string of a decoded JSON value holds a lone surrogate.
+
+  JSON can spell one (`"\\ud800"`); Python accepts it, but it is not Unicode text: the
+  tokenizer and every UTF-8 writer fail on it later, far from the line that caused it.
+  """
+  stack = [value]  # iterative: a line nested as deep as json allows is no RecursionError here
+  while stack:
+    value = stack.pop()
+    if isinstance(value, str):
+      bad = _SURROGATE.search(value)
+      if bad is not None:
+        raise DataError(
+          f"lone surrogate \\u{ord(bad.group(0)):04x} in a string (not Unicode text)", path, line
+        )
+    elif isinstance(value, dict):
+      stack.extend(value.keys())
+      stack.extend(value.values())
+    elif isinstance(value, list):
+      stack.extend(value)
+
+
 def iter_jsonl(path: str, required: tuple[str, ...] = ()) -> Iterator[tuple[int, dict]]:
   """Yields `(line number, object)` of every non-blank line of a JSON-lines file.
 
@@ -118,41 +175,59 @@ def iter_jsonl(path: str, required: tuple[str, ...] = ()) -> Iterator[tuple[int,
     required: keys every object must have.
 
   Raises:
-    DataError: naming the file and line of a malformed line, a non-object, or a missing key
-      (only when that line is reached: callers that must not half-process a file collect
-      everything first).
+    DataError: naming the file and line of invalid UTF-8, a malformed line, a non-object, a
+      lone surrogate in a string, or a missing key (only when that line is reached: callers
+      that must not half-process a file collect everything first).
   """
-  if not os.path.isfile(path):
-    raise DataError("no such file", path)
-  with open(path, encoding="utf-8") as f:
-    for line_no, line in enumerate(f, start=1):
-      if not line.strip():
-        continue
-      try:
-        obj = json.loads(line)
-      except json.JSONDecodeError as e:
-        raise DataError(f"malformed JSON ({e.msg})", path, line_no) from None
-      if not isinstance(obj, dict):
-        raise DataError("expected a JSON object", path, line_no)
-      missing = [k for k in required if k not in obj]
-      if missing:
-        raise DataError(f"missing field(s) {', '.join(map(repr, missing))}", path, line_no)
-      yield line_no, obj
+  for line_no, line in _text_lines(path):
+    if not line.strip():
+      continue
+    try:
+      obj = json.loads(line)
+    except json.JSONDecodeError as e:
+      raise DataError(f"malformed JSON ({e.msg})", path, line_no) from None
+    except RecursionError:
+      raise DataError("malformed JSON (nested too deeply)", path, line_no) from None
+    if not isinstance(obj, dict):
+      raise DataError("expected a JSON object", path, line_no)
+    if _SURROGATE_ESCAPE.search(line):  # rare: only then walk the object
+      check_text(obj, path, line_no)
+    missing = [k for k in required if k not in obj]
+    if missing:
+      raise DataError(f"missing field(s) {', '.join(map(repr, missing))}", path, line_no)
+    yield line_no, obj
 
 
 def iter_tsv(path: str) -> Iterator[tuple[int, list[str]]]:
   """Yields `(line number, columns)` of every non-blank line of a tab-separated file.
 
   Raises:
-    DataError: if the file does not exist (callers validate the columns, naming the line).
+    DataError: if the file does not exist or a line is not UTF-8 (callers validate the
+      columns, naming the line).
   """
-  if not os.path.isfile(path):
-    raise DataError("no such file", path)
-  with open(path, encoding="utf-8") as f:
-    for line_no, line in enumerate(f, start=1):
-      line = line.rstrip("\n").rstrip("\r")
-      if line.strip():
-        yield line_no, line.split("\t")
+  for line_no, line in _text_lines(path):
+    line = line.rstrip("\n").rstrip("\r")
+    if line.strip():
+      yield line_no, line.split("\t")
+
+
+def check_output_file(path: str) -> None:
+  """Raises UserError unless `path` can be written as a file: run before any work starts.
+
+  `atomic_output_file` creates missing parent directories, so the nearest existing ancestor
+  must be a writable directory; `path` itself must be absent or a regular file.
+  """
+  if os.path.isdir(path):
+    raise UserError(f"{path}: is a directory; the output must be a file")
+  if os.path.exists(path) and not os.path.isfile(path):
+    raise UserError(f"{path}: exists and is not a regular file")
+  parent = os.path.dirname(os.path.abspath(path))
+  while not os.path.exists(parent):
+    parent = os.path.dirname(parent)
+  if not os.path.isdir(parent):
+    raise UserError(f"{path}: cannot be created, {parent} is not a directory")
+  if not os.access(parent, os.W_OK | os.X_OK):
+    raise UserError(f"{path}: cannot be created, {parent} is not writable")
 
 
 def read_jsonl(path: str, required: tuple[str, ...] = ()) -> list[dict]:

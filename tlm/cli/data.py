@@ -4,8 +4,10 @@
       [--min_year=2010 --max_year=2020 --max_subjects_per_relation=1000 --granularity=year --seed=0]
   python run.py --mode=build_ssm --news=news.jsonl --output_dir=D [--entities=entities.tsv --seed=0]
 
-Both validate every input line before writing anything; a bad line raises `DataError` naming
-the file and line, which `run.py` prints as one line on stderr with exit status 1.
+Both validate every input line before writing anything; a bad line (malformed JSON, invalid
+UTF-8, a lone surrogate, a bad date) raises `DataError` naming the file and line, which
+`run.py` prints as one line on stderr with exit status 1. `build_ssm` states its cap on the
+context kept around each span (`tlm.data.ssm.MAX_CONTEXT_WORDS`) and how many examples it cut.
 """
 
 from tlm.data import ssm, templama
@@ -54,6 +56,11 @@ def build_ssm(flags) -> dict:
     f"wrote {flags.output_dir}/{{train,val,test}}/<year>.jsonl: {t['examples']} examples "
     f"({t['date_spans']} dates, {t['entity_spans']} entities) from {t['sentences']} "
     f"sentences of {t['articles']} articles"
+  )
+  cap = stats["context_cap"]
+  print(
+    f"inputs capped at {cap['words']} words ({cap['chars']} characters) of context around the "
+    f"span: {cap['examples_cut']} examples cut"
   )
   print(
     f"spans per sentence {stats['spans_per_sentence']:.2f}; sentences mentioning a year "

@@ -1,8 +1,9 @@
 """`--mode=predict` and `--mode=score`: a checkpoint applied to a JSON-lines file.
 
   python run.py --mode=predict --checkpoint=C --input_file=IN --output_file=OUT \
-      [--batch_size=32 --max_decode_length=32 --beam_size=1 --vocab=spiece.model]
-  python run.py --mode=score --checkpoint=C --input_file=IN --output_file=OUT
+      [--batch_size=32 --max_decode_length=32 --beam_size=1 --vocab=spiece.model] \
+      [--truncate_inputs]
+  python run.py --mode=score --checkpoint=C --input_file=IN --output_file=OUT [--truncate_inputs]
 
 `predict` reads `{"input": str}` per line and writes the same objects with `"prediction"`
 added, in input order: greedy decoding (the paper's closed-book QA decoding, section 2) or,
@@ -15,14 +16,25 @@ tokenized T5-style: SentencePiece ids followed by EOS.
 Mesh-TF prefix, tlm model directory, training workdir). The vocabulary is `--vocab`, else the
 `spiece.model` stored with the checkpoint. Batching is `tlm.eval.predictor.Predictor`'s
 (the evaluations use it too): examples sorted by length, padded to power-of-two lengths and a
-fixed number of rows, so jit compiles once per length bucket; output in input order. The
-input file and vocabulary are checked before jax is imported, so bad input fails fast; the
-output file is written atomically, at the end.
+fixed number of rows, so jit compiles once per length bucket; output in input order.
+
+Before jax is imported, so that bad input fails fast: `--output_file` is checked (not a
+directory, creatable), every line of the input file is read and tokenized (invalid UTF-8,
+lone surrogates and out-of-range sentinels `<extra_id_N>` are errors naming the file and line),
+and the inputs longer than the model's training input length are counted: one warning per
+file gives their number. They run whole, as the checkpoint allows (relative position buckets
+extend to any length, at quadratic cost); `--truncate_inputs` cuts them to that length instead,
+keeping EOS, as the evaluations do. The output file is written atomically, at the end.
 """
 
+import json
+import os
+import sys
+
+from tlm import configs
 from tlm.data.vocab import Vocabulary, find_spiece_model
 from tlm.errors import ConfigError, DataError
-from tlm.files import iter_jsonl, write_jsonl
+from tlm.files import check_output_file, iter_jsonl, write_jsonl
 
 
 def require_flags(flags, mode: str, *names: str) -> None:
@@ -48,14 +60,79 @@ def load_vocabulary(flags) -> Vocabulary:
   return Vocabulary(path)
 
 
-def _read_examples(path: str, fields: tuple[str, ...]) -> list[dict]:
-  rows = []
+def _read_examples(path: str, fields: tuple[str, ...]) -> tuple[list[int], list[dict]]:
+  """The line numbers and objects of the whole file, each field checked to be a string."""
+  lines, rows = [], []
   for line, row in iter_jsonl(path, required=fields):
     for field in fields:
       if not isinstance(row[field], str):
         raise DataError(f"field '{field}' must be a string", path, line)
+    lines.append(line)
     rows.append(row)
-  return rows
+  return lines, rows
+
+
+def training_input_length(checkpoint: str) -> tuple[int, str]:
+  """The encoder length the checkpoint was trained with, and where that number comes from.
+
+  A tlm training workdir (or one of its steps) records it in its `config.json`
+  (`data.input_length`); an HF directory's `config.json` in `n_positions` (512 for the
+  public T5 checkpoints). Other layouts record none: tlm's default `data.input_length`.
+  """
+  path = os.path.abspath(checkpoint)
+  if os.path.basename(os.path.dirname(path)) == "checkpoints":
+    path = os.path.dirname(os.path.dirname(path))  # WORKDIR/checkpoints/STEP
+  config_path = os.path.join(path, "config.json")
+  # Unreadable or odd files are load_checkpoint's to report; here they just say nothing.
+  try:
+    with open(config_path, encoding="utf-8") as f:
+      config = json.load(f)
+  except (OSError, ValueError, RecursionError):
+    config = None
+  if isinstance(config, dict):
+    if os.path.isfile(os.path.join(path, "model_config.json")):
+      data = config.get("data")
+      value = data.get("input_length") if isinstance(data, dict) else None
+      where = f"{config_path} data.input_length"
+    else:
+      value, where = config.get("n_positions"), f"{config_path} n_positions"
+    if isinstance(value, int) and not isinstance(value, bool) and value > 1:
+      return value, where
+  return configs.DataConfig.input_length, "tlm's default data.input_length"
+
+
+def _check_lengths(
+  flags, vocab: Vocabulary, lines: list[int], rows: list[dict], fields: tuple[str, ...]
+) -> int:
+  """Tokenizes every field of every row (DataError naming the line of a bad sentinel) and
+  warns once with the number of inputs longer than the training input length.
+
+  Returns:
+    The `max_input_length` for the Predictor: that length with --truncate_inputs, else 0.
+  """
+  limit, where = training_input_length(flags.checkpoint)
+  longer = 0
+  for line, row in zip(lines, rows, strict=True):
+    for field in fields:
+      try:
+        ids = vocab.encode(row[field])
+      except DataError as e:
+        raise DataError(f"field '{field}': {e}", flags.input_file, line) from None
+      if field == "input" and len(ids) + 1 > limit:  # + EOS, as Predictor.tokenize counts
+        longer += 1
+  if longer:
+    action = (
+      f"--truncate_inputs cuts them to {limit} tokens (EOS kept)"
+      if flags.truncate_inputs
+      else "they run whole (slow, and unlike training); --truncate_inputs cuts them"
+    )
+    print(
+      f"warning: {flags.input_file}: {longer} of {len(rows)} inputs are longer than the "
+      f"model's training input length of {limit} tokens ({where}); {action}",
+      file=sys.stderr,
+      flush=True,
+    )
+  return limit if flags.truncate_inputs else 0
 
 
 def _predictor(flags, vocab: Vocabulary, n: int, **kwargs):
@@ -77,10 +154,17 @@ def predict(flags) -> None:
   for name in ("batch_size", "max_decode_length", "beam_size"):
     if getattr(flags, name) < 1:
       raise ConfigError(f"--{name} must be >= 1, got {getattr(flags, name)}")
-  rows = _read_examples(flags.input_file, ("input",))
+  check_output_file(flags.output_file)
+  lines, rows = _read_examples(flags.input_file, ("input",))
   vocab = load_vocabulary(flags)
+  max_input_length = _check_lengths(flags, vocab, lines, rows, ("input",))
   predictor = _predictor(
-    flags, vocab, len(rows), max_decode_length=flags.max_decode_length, beam_size=flags.beam_size
+    flags,
+    vocab,
+    len(rows),
+    max_decode_length=flags.max_decode_length,
+    beam_size=flags.beam_size,
+    max_input_length=max_input_length,
   )
   predictions = predictor.predict([row["input"] for row in rows])
   write_jsonl(
@@ -91,9 +175,11 @@ def predict(flags) -> None:
 def score(flags) -> None:
   """--mode=score: log p(target | input) of every line of --input_file into --output_file."""
   require_flags(flags, "score", "checkpoint", "input_file", "output_file")
-  rows = _read_examples(flags.input_file, ("input", "target"))
+  check_output_file(flags.output_file)
+  lines, rows = _read_examples(flags.input_file, ("input", "target"))
   vocab = load_vocabulary(flags)
-  predictor = _predictor(flags, vocab, len(rows))
+  max_input_length = _check_lengths(flags, vocab, lines, rows, ("input", "target"))
+  predictor = _predictor(flags, vocab, len(rows), max_input_length=max_input_length)
   sums, counts = predictor.log_likelihood([r["input"] for r in rows], [r["target"] for r in rows])
   write_jsonl(
     flags.output_file,

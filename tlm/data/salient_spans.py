@@ -91,7 +91,10 @@ _DATE = re.compile(
   r")(?![\w%])(?!\.\d)(?!,\d{3})"
 )
 _HAS_YEAR = re.compile(rf"(?<!\d)({_YEAR})(?!\d|s\b)")
-_BREAK = re.compile(r"[.!?]+[\"”’')\]]*\s+")
+# Matches start only at the first mark of a run ("...."): a failed match from inside a long run
+# would otherwise be retried at each of its marks (quadratic in the run's length).
+_BREAK = re.compile(r"(?<![.!?])[.!?]+[\"”’')\]]*\s+")
+_NEXT_WORD = re.compile(r"[\"“‘'(\[]*([\w’']+)")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -117,6 +120,18 @@ def split_sentences(text: str) -> list[str]:
   return [s for s in sentences if s]
 
 
+def _word_before(text: str, end: int) -> str:
+  """The last whitespace-separated word of `text[:end]` ("" if none), found by scanning back
+  from `end`: slicing `text[:end]` at every boundary would be quadratic in the text."""
+  stop = end
+  while stop > 0 and text[stop - 1].isspace():
+    stop -= 1
+  start = stop
+  while start > 0 and not text[start - 1].isspace():
+    start -= 1
+  return text[start:stop]
+
+
 def _is_boundary(text: str, m: re.Match) -> bool:
   nxt = text[m.end()]
   if not (nxt.isupper() or nxt.isdigit() or nxt in "\"“‘'(["):
@@ -124,12 +139,11 @@ def _is_boundary(text: str, m: re.Match) -> bool:
   punct = m.group(0).rstrip()
   if punct != ".":  # "!", "?", "...", or a closing quote after the period
     return True
-  word = text[: m.start()].rsplit(None, 1)[-1] if text[: m.start()].strip() else ""
-  word = word.lstrip("\"“‘'([")
+  word = _word_before(text, m.start()).lstrip("\"“‘'([")
   key = word.lower()
   if key in _NO_BREAK or (len(word) == 1 and word.isupper()):
     return False
-  next_word = re.match(r"[\"“‘'(\[]*([\w’']+)", text[m.end() :])
+  next_word = _NEXT_WORD.match(text, m.end())
   opener = next_word is not None and next_word.group(1) in _FUNCTION_WORDS
   if key in _MONTH_ABBREVS:
     return not nxt.isdigit() and opener
@@ -174,15 +188,17 @@ class Gazetteer:
       for length, name in self._by_first.get(tok.group(0), ()):
         if i + length <= len(tokens):
           end = tokens[i + length - 1].end()
-          if sentence[tok.start() : end] == name:
+          if end - tok.start() == len(name) and sentence[tok.start() : end] == name:
             spans.append(Span(tok.start(), end, name, "entity"))
             break
     return spans
 
 
 def _is_clause_initial(sentence: str, tok: re.Match) -> bool:
-  before = sentence[: tok.start()].rstrip()
-  return not before or before[-1] in "\"“‘'(:;—–"
+  i = tok.start()  # scan back over whitespace (no slice: linear in the sentence overall)
+  while i > 0 and sentence[i - 1].isspace():
+    i -= 1
+  return i == 0 or sentence[i - 1] in "\"“‘'(:;—–"
 
 
 def _heuristic_entities(sentence: str, tokens: list[re.Match]) -> list[Span]:
@@ -270,9 +286,13 @@ def find_spans(sentence: str, gazetteer: Gazetteer | None = None) -> list[Span]:
     candidates += [(1, s) for s in gazetteer.find(sentence, tokens)]
   candidates += [(2, s) for s in _heuristic_entities(sentence, tokens)]
   candidates.sort(key=lambda c: (c[1].start - c[1].end, c[0], c[1].start))
+  # Characters already covered by a chosen span: testing a candidate against them costs its
+  # length, not the number of spans chosen so far (quadratic in a sentence full of dates).
+  taken = bytearray(len(sentence))
   chosen = []
   for _, span in candidates:
-    if all(span.end <= c.start or span.start >= c.end for c in chosen):
+    if taken.find(1, span.start, span.end) < 0:
+      taken[span.start : span.end] = b"\x01" * (span.end - span.start)
       chosen.append(span)
   return sorted(chosen, key=lambda s: s.start)
 

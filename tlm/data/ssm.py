@@ -10,8 +10,17 @@ test (the paper holds out 2000 articles per year from 1M; the 10% keeps small co
 for training), chosen by a permutation seeded with (seed, year). `stats.json` reports examples
 per year and split, spans per sentence, and the shares of sentences that mention a year and
 that mention the publication year (3.9% and 2.1% on CustomNews, paper Sec. 5).
+
+An example keeps at most `MAX_CONTEXT_WORDS` words of its sentence around the span (split
+evenly before and after it, a short side's share going to the other), and at most
+`CHARS_PER_WORD` times as many characters, so that a run without spaces is cut too. 128 is
+the configs' `data.input_length` (encoder tokens); a word is at least one token, so the window
+holds all the context a training row can use, and news sentences are almost never cut. Without
+the cap an overlong "sentence" (a table, a list of dates) repeats whole in each of its examples
+(a 21 KB one with 1000 years gave 21 MB). `stats.json` states the cap and how many were cut.
 """
 
+import bisect
 import collections
 import datetime
 import json
@@ -32,17 +41,57 @@ SPLITS = ("train", "val", "test")
 _NEWS_DATE = re.compile(r"^(\d{4})(?:-(\d{2})(?:-(\d{2}))?)?$")
 
 
-def mask_examples(sentence: str, spans: list[Span], date: str, year: int) -> list[dict]:
-  """One SSM example per span: the sentence with that span replaced by `<extra_id_0>`."""
-  return [
-    {
-      "inputs": sentence[: s.start] + SENTINEL + sentence[s.end :],
-      "targets": s.text,
-      "date": date,
-      "year": year,
-    }
-    for s in spans
-  ]
+# The configs' default `data.input_length` (tlm/data does not import tlm.configs; a test keeps
+# the two equal).
+MAX_CONTEXT_WORDS = 128
+CHARS_PER_WORD = 10
+_WORD = re.compile(r"\S+")
+
+
+def _split_budget(before: int, after: int, budget: int) -> tuple[int, int]:
+  """How much of `before` and `after` to keep within `budget`: half each, and a side that
+  needs less than half leaves the rest to the other."""
+  left = min(before, max(budget // 2, budget - after))
+  return left, min(after, budget - left)
+
+
+def mask_examples(
+  sentence: str,
+  spans: list[Span],
+  date: str,
+  year: int,
+  max_context_words: int = MAX_CONTEXT_WORDS,
+) -> list[dict]:
+  """One SSM example per span: the sentence with that span replaced by `<extra_id_0>`.
+
+  The inputs keep at most `max_context_words` words of the sentence around the span and
+  `CHARS_PER_WORD * max_context_words` characters (module docstring); shorter sentences
+  are kept whole.
+  """
+  max_chars = CHARS_PER_WORD * max_context_words
+  words = []  # (start, end) of the sentence's words, needed only if it is long
+  n = len(sentence)
+  if n > max_chars or (n > max_context_words and len(sentence.split()) > max_context_words):
+    words = [m.span() for m in _WORD.finditer(sentence)]  # \S+: the words of str.split()
+  starts, ends = [w[0] for w in words], [w[1] for w in words]
+  examples = []
+  for s in spans:
+    lo, hi = 0, len(sentence)
+    if words:  # a long sentence: cut a window of words, then of characters, around the span
+      before = bisect.bisect_right(ends, s.start)  # words wholly before the span
+      first_after = bisect.bisect_left(starts, s.end)
+      left, right = _split_budget(before, len(words) - first_after, max_context_words)
+      if left < before:
+        lo = starts[before - left]
+      if right < len(words) - first_after:
+        hi = ends[first_after + right - 1]  # right == 0: the end of the span's last word
+      left, right = _split_budget(s.start - lo, hi - s.end, max_chars)
+      lo, hi = s.start - left, s.end + right
+    inputs = sentence[lo : s.start] + SENTINEL + sentence[s.end : hi]
+    if lo > 0 or hi < len(sentence):
+      inputs = inputs.strip()
+    examples.append({"inputs": inputs, "targets": s.text, "date": date, "year": year})
+  return examples
 
 
 def parse_news_date(date, path: str, line: int) -> int:
@@ -77,6 +126,7 @@ def build_ssm(
   seed: int = 0,
   heldout_articles: int = 2000,
   heldout_fraction: float = 0.1,
+  max_context_words: int = MAX_CONTEXT_WORDS,
 ) -> dict:
   """Builds SSM examples from a news JSON-lines corpus, split by article and year.
 
@@ -88,6 +138,7 @@ def build_ssm(
     seed: seed of the per-year choice of held-out articles.
     heldout_articles: cap on held-out articles per year and split (the paper: 2000).
     heldout_fraction: share of a year's articles held out for each of val and test.
+    max_context_words: the cap on the words around each span (`mask_examples`).
 
   Returns:
     The statistics written to `stats.json`.
@@ -97,6 +148,8 @@ def build_ssm(
   """
   if heldout_articles < 0 or not 0 <= heldout_fraction < 0.5:
     raise UserError("heldout_articles must be >= 0 and heldout_fraction in [0, 0.5)")
+  if max_context_words < 1:
+    raise UserError(f"max_context_words must be >= 1, got {max_context_words}")
   check_replaceable(output_dir, set(SPLITS) | {"stats.json"})
   names = Gazetteer.from_file(gazetteer) if gazetteer else None
   # Pass 1 validates every line (so a bad line leaves nothing behind) and counts per year.
@@ -110,7 +163,7 @@ def build_ssm(
     for rank, i in enumerate(order):
       split_of_line[lines[i]] = "val" if rank < k else "test" if rank < 2 * k else "train"
 
-  stats = _Stats()
+  stats = _Stats(max_context_words)
   with atomic_output_dir(output_dir) as tmp:
     files = {}
     for split in SPLITS:
@@ -124,7 +177,10 @@ def build_ssm(
         for sentence in split_sentences(text):
           spans = find_spans(sentence, names)
           stats.add_sentence(split, year, spans)
-          for ex in mask_examples(sentence, spans, date, year):
+          examples = mask_examples(sentence, spans, date, year, max_context_words)
+          for span, ex in zip(spans, examples, strict=True):
+            whole = len(sentence) - (span.end - span.start) + len(SENTINEL)
+            stats.cut += len(ex["inputs"]) < whole
             files[split, year].write(json.dumps(ex, ensure_ascii=False) + "\n")
     finally:
       for f in files.values():
@@ -139,7 +195,9 @@ def build_ssm(
 class _Stats:
   """Counts for stats.json: per (split, year) articles, sentences, examples and year mentions."""
 
-  def __init__(self):
+  def __init__(self, max_context_words: int):
+    self.max_context_words = max_context_words
+    self.cut = 0  # examples whose sentence was cut to the context window
     self.articles = collections.Counter()
     self.sentences = collections.Counter()
     self.examples = collections.Counter()
@@ -180,6 +238,11 @@ class _Stats:
         "examples": total(self.examples),
         "date_spans": total(self.date_spans),
         "entity_spans": total(self.examples) - total(self.date_spans),
+      },
+      "context_cap": {
+        "words": self.max_context_words,
+        "chars": CHARS_PER_WORD * self.max_context_words,
+        "examples_cut": self.cut,
       },
       "spans_per_sentence": share(total(self.examples), sentences),
       "share_sentences_mentioning_a_year": share(total(self.with_year), sentences),

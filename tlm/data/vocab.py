@@ -81,15 +81,28 @@ class Vocabulary:
       raise ValueError(f"sentinel {i} out of range [0, {self.extra_ids})")
     return self.vocab_size - 1 - i
 
+  def _sentinel_of_text(self, m: re.Match) -> int:
+    i = int(m.group(1))
+    if i >= self.extra_ids:
+      # Text is user input (a predict/score file, a data set): a DataError, which callers
+      # that know the file and line re-raise with them.
+      have = f"<extra_id_0>..<extra_id_{self.extra_ids - 1}>" if self.extra_ids else "none"
+      raise DataError(f"{m.group(0)} is out of range: the vocabulary's sentinels are {have}")
+    return self.sentinel_id(i)
+
   def encode(self, text: str) -> list[int]:
-    """Token ids of `text`, without EOS; `<extra_id_N>` becomes sentinel N."""
+    """Token ids of `text`, without EOS; `<extra_id_N>` becomes sentinel N.
+
+    Raises:
+      DataError: for a sentinel `<extra_id_N>` with N >= `extra_ids`.
+    """
     ids: list[int] = []
     pos = 0
     for m in _SENTINEL.finditer(text):
       chunk = text[pos : m.start()]
       if chunk.strip():
         ids.extend(self._sp.EncodeAsIds(chunk.strip()))
-      ids.append(self.sentinel_id(int(m.group(1))))
+      ids.append(self._sentinel_of_text(m))
       pos = m.end()
     rest = text[pos:]
     if rest.strip() or not ids:

@@ -13,6 +13,7 @@ import socket
 import subprocess
 import sys
 import textwrap
+import time
 
 import jax
 import jax.numpy as jnp
@@ -259,35 +260,38 @@ def test_reused_pid_is_stale_but_a_live_holder_and_another_host_are_not(tmp_path
 
 
 def test_concurrent_writers_exactly_one_wins(tmp_path):
-  """Eight processes race for one lock (half of them over a stale one): one gets it."""
+  """Eight processes race for one lock (then for a stale one): exactly one gets it."""
+  done = tmp_path / "done"
   script = textwrap.dedent(f"""
-    import sys, time
+    import os, sys, time
     sys.path.insert(0, {ROOT!r})
     from tlm.workdir_lock import WorkdirLock, LockedError
-    start = float(sys.argv[1])
-    while time.time() < start:
-      pass
+    time.sleep(max(0.0, float(sys.argv[1]) - time.time()))
     try:
-      with WorkdirLock({str(tmp_path)!r}, "train"):
+      with WorkdirLock({str(tmp_path / "work")!r}, "train"):
         print("won", flush=True)
-        time.sleep(3)
+        while not os.path.exists({str(done)!r}):  # hold it until every other one has tried
+          time.sleep(0.05)
     except LockedError as e:
       print("lost", e, flush=True)
   """)
   for stale in (False, True):
     if stale:
-      _lock_file(str(tmp_path), _dead_pid())
-    import time
-
-    start = str(time.time() + 2.0)
+      _lock_file(str(tmp_path / "work"), _dead_pid())
+      done.unlink()
+    start = str(time.time() + 3.0)
     procs = [
       subprocess.Popen([sys.executable, "-c", script, start], stdout=subprocess.PIPE, text=True)
       for _ in range(8)
     ]
+    deadline = time.time() + 120
+    while sum(p.poll() is not None for p in procs) < 7 and time.time() < deadline:
+      time.sleep(0.05)
+    done.touch()
     outs = [p.communicate(timeout=60)[0] for p in procs]
     assert sum(o.startswith("won") for o in outs) == 1, outs
     assert sum(o.startswith("lost") for o in outs) == 7, outs
-    assert not os.path.exists(tmp_path / LOCK_NAME)
+    assert not os.path.exists(tmp_path / "work" / LOCK_NAME)
 
 
 def test_output_dir_lock_lives_beside_the_directory(tmp_path):
@@ -363,20 +367,31 @@ def test_checkpoint_save_error_is_one_line_and_keeps_nothing(tmp_path, monkeypat
 
 
 @pytest.fixture
-def tiny_disk(tmp_path):
-  """A 1 MiB tmpfs, where this test may mount one (root on Linux); else the test is skipped."""
-  mount_point = tmp_path / "tmpfs"
-  mount_point.mkdir()
+def tmpfs(tmp_path):
+  """Mounts small tmpfs file systems (root on Linux), unmounted after the test; else skips."""
   if sys.platform != "linux" or os.geteuid() != 0 or shutil.which("mount") is None:
     pytest.skip("mounting a tmpfs needs root on Linux (ENOSPC is simulated in the tests above)")
-  proc = subprocess.run(["mount", "-t", "tmpfs", "-o", "size=1m", "tmpfs", str(mount_point)],
-                        capture_output=True, text=True)  # fmt: skip
-  if proc.returncode != 0:
-    pytest.skip(f"cannot mount a tmpfs here: {proc.stderr.strip()[:200]}")
-  try:
-    yield str(mount_point)
-  finally:
-    subprocess.run(["umount", "-l", str(mount_point)], check=False)
+  mounted = []
+
+  def mount(size: str) -> str:
+    mount_point = tmp_path / f"tmpfs{len(mounted)}"
+    mount_point.mkdir()
+    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(mount_point)],
+                          capture_output=True, text=True)  # fmt: skip
+    if proc.returncode != 0:
+      pytest.skip(f"cannot mount a tmpfs here: {proc.stderr.strip()[:200]}")
+    mounted.append(str(mount_point))
+    return str(mount_point)
+
+  yield mount
+  for mount_point in mounted:
+    subprocess.run(["umount", "-l", mount_point], check=False)
+
+
+@pytest.fixture
+def tiny_disk(tmpfs):
+  """A 1 MiB tmpfs."""
+  return tmpfs("1m")
 
 
 def test_full_disk_file_output(tiny_disk):
@@ -412,3 +427,21 @@ def test_full_disk_convert(tiny_disk, save):
   reason = "(No space left on device|disk full or quota exceeded \\(RESOURCE_EXHAUSTED\\))"
   assert re.fullmatch(f"{out}: cannot write \\({reason}\\); not written", str(e.value))
   assert os.listdir(tiny_disk) == []
+
+
+@pytest.mark.slow
+def test_full_disk_during_training_is_one_line_error(tmpfs):
+  from tests.test_resume import train_command
+
+  workdir = os.path.join(tmpfs("600k"), "w")  # holds the run's files, not a checkpoint
+  env = dict(os.environ, JAX_PLATFORMS="cpu")
+  env["XLA_FLAGS"] = "--xla_force_host_platform_device_count=1 --xla_backend_optimization_level=0"
+  proc = subprocess.run(train_command(workdir, "train.steps=4"), cwd=ROOT, env=env,
+                        capture_output=True, text=True, timeout=600)  # fmt: skip
+  assert proc.returncode == 1
+  assert proc.stderr.strip().splitlines()[-1] == (
+    f"error: {workdir}/checkpoints: cannot save checkpoint 4 (No space left on device); "
+    "nothing of it was kept"
+  )
+  assert os.listdir(os.path.join(workdir, "checkpoints")) == []  # no orbax temporary left
+  assert not os.path.exists(os.path.join(workdir, LOCK_NAME))

@@ -12,9 +12,9 @@ A checkpoint without a manifest (written by an older tlm, or the run was killed 
 commit and the manifest) is checked for completeness only: every item directory must hold the
 file orbax writes last into it. Such a checkpoint is used with a warning that it is unverified.
 
-Cost: hashing reads the checkpoint once more (about 1 GB/s per core); the training loop does it
-in a background thread while it trains on (`tlm.train.checkpointing`). Pure Python (hashlib): no
-jax, so `tlm.models.checkpoints` checks workdirs the same way.
+Cost: hashing reads the checkpoint once more after each save (in a background thread while the
+training goes on, `tlm.train.checkpointing`) and once before a restore. Pure Python (hashlib):
+no jax, so `tlm.models.checkpoints` checks workdirs the same way.
 """
 
 import hashlib

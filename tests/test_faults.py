@@ -301,6 +301,28 @@ def test_output_dir_lock_lives_beside_the_directory(tmp_path):
     WorkdirLock.beside(str(tmp_path / "out"), "convert").acquire()
 
 
+def test_writing_modes_take_the_lock_before_any_work(tmp_path):
+  """eval* / adapt / cronquestions / reproduce lock the workdir, convert and tables the output
+  directory: with the lock held elsewhere they stop at once, naming the holder."""
+  from types import SimpleNamespace
+
+  from tlm.cli import convert, experiments
+
+  work = str(tmp_path / "work")
+  flags = SimpleNamespace(config="tiny_temporal", workdir=work, set=[], data=str(tmp_path))
+  with WorkdirLock(work, "train"):
+    for mode in ("evaluate", "eval_future", "adapt", "cronquestions", "reproduce"):
+      with pytest.raises(LockedError, match=f"{work} is in use by pid {os.getpid()} on host"):
+        getattr(experiments, mode)(flags)
+  out = str(tmp_path / "out")
+  flags = SimpleNamespace(checkpoint=str(tmp_path / "missing"), output_dir=out, format="hf",
+                          vocab=None)  # fmt: skip
+  with WorkdirLock.beside(out, "convert"):
+    with pytest.raises(LockedError, match=f"{out} is in use by pid {os.getpid()}"):
+      convert.main(flags)
+  assert sorted(os.listdir(tmp_path)) == []
+
+
 # --- Disk full and unwritable outputs ---------------------------------------------------------
 
 

@@ -136,6 +136,16 @@ def test_checkpoint_without_manifest_is_used_unverified(workdir, capsys):
   assert "has no tlm_checksums.json" in capsys.readouterr().err
 
 
+def test_unverifiable_unreadable_checkpoint_is_one_line_error(workdir):
+  os.remove(os.path.join(workdir, "checkpoints", "3", checksums.MANIFEST))
+  _truncate(_largest_params_file(workdir, 3))
+  with pytest.raises(CheckpointError) as e:
+    _restore_latest(workdir)
+  message = str(e.value)
+  assert message.startswith(f"{workdir}/checkpoints/3: unreadable (") and "\n" not in message
+  assert message.endswith("move it aside to resume from the previous one")
+
+
 def test_bad_newer_checkpoints_are_set_aside_before_saving_over_them(workdir, capsys):
   _random_bytes(_largest_params_file(workdir, 3))
   manager = CheckpointManager(workdir, keep=3)

@@ -1,8 +1,11 @@
 """Exact resume through the CLI: SIGKILL mid-run + restart == an uninterrupted run, bit for bit;
-SIGTERM saves a checkpoint at the current step. Each run is `python run.py --mode=train`."""
+SIGTERM saves a checkpoint at the current step; a corrupt or incomplete newest checkpoint is
+named in a warning and the run resumes from the previous one, again bit for bit; a second
+`train` on a busy workdir is refused. Each run is `python run.py --mode=train`."""
 
 import json
 import os
+import shutil
 import signal
 import subprocess
 import sys
@@ -140,3 +143,89 @@ def test_sigterm_saves_the_current_step(tmp_path, env):
   assert int(restore(workdir, step, "opt_state")["count"]) == step
   assert json.load(open(os.path.join(workdir, "checkpoints", str(step), "data_state",
                                      "metadata")))["step"] == step  # fmt: skip
+
+
+def _params_file(workdir, step):
+  """The largest parameter chunk file of a checkpoint."""
+  root = os.path.join(workdir, "checkpoints", str(step), "params")
+  found = [os.path.join(d, f) for d, _, fs in os.walk(root) for f in fs if os.sep + "d" in d]
+  return max(found, key=os.path.getsize)
+
+
+def _corrupt(path, how):
+  with open(path, "r+b") as f:
+    if how == "truncated":
+      f.truncate(os.path.getsize(path) // 2)
+    else:  # 4 KiB of random bytes inside the file
+      f.seek(min(64, os.path.getsize(path) // 2))
+      f.write(np.random.RandomState(0).bytes(4096))
+
+
+@pytest.mark.parametrize("damage", ["truncated", "random_bytes", "no_data_state"])
+def test_damaged_newest_checkpoint_resumes_from_the_previous_one(
+  uninterrupted, tmp_path, env, damage
+):
+  """The newest checkpoint of a finished run is damaged; rerunning the command warns, resumes
+  from the previous checkpoint and ends bit-identical to the uninterrupted run."""
+  reference, _ = uninterrupted
+  workdir = str(tmp_path / "damaged")
+  shutil.copytree(reference, workdir)
+  bad = os.path.join(workdir, "checkpoints", str(STEPS))
+  if damage == "no_data_state":
+    shutil.rmtree(os.path.join(bad, "data_state"))
+  else:
+    _corrupt(_params_file(workdir, STEPS), damage)
+  proc = run(train_command(workdir, f"train.steps={STEPS}"), env)
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  previous = os.path.join(workdir, "checkpoints", str(STEPS - 4))
+  reason = "incomplete (data_state missing)" if damage == "no_data_state" else "corrupt (params/"
+  warnings = [line for line in proc.stderr.splitlines() if line.startswith("warning: checkpoint")]
+  assert len(warnings) == 1 and warnings[0].startswith(f"warning: checkpoint {bad} is {reason}")
+  assert warnings[0].endswith(f"; using {previous} instead")
+  assert "does not match" not in proc.stderr
+  assert f"resumed from step {STEPS - 4}" in proc.stdout
+  assert steps_of(workdir) == [STEPS - 8, STEPS - 4, STEPS]
+  assert os.path.isdir(bad + ".bad")
+  for item in ("params", "opt_state"):
+    want = ocp.tree.to_flat_dict(restore(reference, STEPS, item))
+    got = ocp.tree.to_flat_dict(restore(workdir, STEPS, item))
+    for k in want:
+      np.testing.assert_array_equal(np.asarray(got[k]), np.asarray(want[k]), str(k))
+  assert [r["loss"] for r in metrics(workdir)] == [r["loss"] for r in metrics(reference)]
+
+
+def test_no_intact_checkpoint_is_one_line_error(uninterrupted, tmp_path, env):
+  reference, _ = uninterrupted
+  workdir = str(tmp_path / "all_bad")
+  shutil.copytree(reference, workdir)
+  for step in steps_of(workdir):
+    _corrupt(_params_file(workdir, step), "truncated")
+  proc = run(train_command(workdir, f"train.steps={STEPS}"), env)
+  assert proc.returncode == 1
+  last = proc.stderr.strip().splitlines()[-1]
+  assert last.startswith(f"error: {workdir}/checkpoints: no good checkpoint left (20: corrupt")
+
+
+def test_second_train_on_a_workdir_is_refused(tmp_path, env):
+  workdir = str(tmp_path / "busy")
+  cmd = train_command(workdir, "train.steps=100000", "train.checkpoint_every=100000")
+  first = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
+                           stderr=subprocess.DEVNULL)  # fmt: skip
+  try:
+    deadline = time.time() + 300
+    while not os.path.isfile(os.path.join(workdir, ".tlm.lock")):
+      assert first.poll() is None and time.time() < deadline, "the first run took no lock"
+      time.sleep(0.05)
+    second = run(cmd, env)
+    assert second.returncode == 1
+    lines = second.stderr.strip().splitlines()
+    assert lines[-1].startswith(f"error: {workdir} is in use by pid {first.pid} on host "), lines
+    assert "(--mode=train, since " in lines[-1]
+  finally:
+    first.kill()
+    first.wait()
+  # The killed run's lock is stale: the next run takes it over and resumes.
+  third = run(train_command(workdir, "train.steps=2"), env)
+  assert third.returncode == 0, third.stderr[-3000:]
+  assert f"took over the lock of pid {first.pid}" in third.stderr
+  assert not os.path.exists(os.path.join(workdir, ".tlm.lock"))

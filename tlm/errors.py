@@ -29,3 +29,7 @@ class ConfigError(UserError):
 
 class CheckpointError(UserError):
   """A checkpoint that cannot be read or does not match the model (keys or shapes)."""
+
+
+class OutputError(UserError):
+  """An output that cannot be written (disk full, permissions); nothing half-written is left."""

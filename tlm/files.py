@@ -3,13 +3,15 @@ the JSON-lines reader every input file goes through.
 
 Every command that writes results goes through these helpers: the content is produced under a
 temporary sibling name and renamed into place only when it is complete. A crash or a
-`UserError` in the middle leaves the destination untouched (absent, or as it was).
+`UserError` in the middle leaves the destination untouched (absent, or as it was), and a disk
+that is full, read-only or not ours becomes a one-line `OutputError` naming the destination.
 `check_replaceable` guards the directories that are replaced as a whole, and `iter_jsonl` /
 `read_jsonl` / `iter_tsv` name the file and line of any malformed input line (invalid UTF-8
 and lone surrogates included); `check_output_file` vets an output path before work starts.
 """
 
 import contextlib
+import errno
 import json
 import os
 import re
@@ -18,7 +20,12 @@ import tempfile
 from collections.abc import Iterator
 from typing import Any
 
-from tlm.errors import DataError, UserError
+from tlm.errors import DataError, OutputError, UserError
+
+# OSErrors that mean "this output cannot be written", whichever code in the block hit them.
+_WRITE_ERRNOS = frozenset(
+  {errno.ENOSPC, errno.EDQUOT, errno.EFBIG, errno.EROFS, errno.EIO, errno.EACCES, errno.EPERM}
+)
 
 
 def _umask() -> int:
@@ -32,20 +39,77 @@ def _default_mode(directory: bool) -> int:
   return (0o777 if directory else 0o666) & ~_umask()
 
 
+def _is_write_error(e: BaseException, tmp: str) -> bool:
+  """True for an OSError about writing the output: disk full, quota, read-only, permissions.
+
+  A `write` that fails has no file name; an error naming another file (an input read inside
+  the block) is the caller's to report.
+  """
+  if not isinstance(e, OSError) or e.errno not in _WRITE_ERRNOS:
+    return False
+  name = e.filename
+  return name is None or os.path.abspath(os.fsdecode(name)).startswith(tmp)
+
+
+# How tensorstore (orbax) reports a failed file operation: a ValueError (or a one-line
+# CheckpointError quoting it) whose text holds an absl status code and the errno.
+_STATUS = re.compile(r"RESOURCE_EXHAUSTED|PERMISSION_DENIED|os_error_code|No space left")
+
+
+def io_error_reason(e: BaseException) -> str | None:
+  """Why a write failed, e.g. "No space left on device", if `e` is a failed file operation.
+
+  Recognises OSError and the ValueError that orbax/tensorstore raise for one (with the errno
+  in their text); None for anything else (a bug, a mismatched tree).
+  """
+  if isinstance(e, OSError):
+    return e.strerror or str(e)
+  text = str(e)
+  if not _STATUS.search(text):
+    return None
+  code = re.search(r"os_error_code='?(\d+)", text)
+  if code:
+    return os.strerror(int(code.group(1)))
+  if "No space left" in text:
+    return os.strerror(errno.ENOSPC)
+  if "PERMISSION_DENIED" in text:
+    return os.strerror(errno.EACCES)
+  return "disk full or quota exceeded (RESOURCE_EXHAUSTED)"
+
+
+def _output_error(path: str, e: BaseException, unchanged: bool) -> OutputError:
+  reason = e.reason if isinstance(e, OutputError) else io_error_reason(e)
+  state = "left as it was" if unchanged else "not written"
+  error = OutputError(f"{path}: cannot write ({reason}); {state}")
+  error.path, error.reason = path, reason
+  return error
+
+
 @contextlib.contextmanager
 def atomic_output_file(path: str, mode: str = "w") -> Iterator[Any]:
-  """Opens a temporary file that replaces `path` only if the block exits cleanly."""
+  """Opens a temporary file that replaces `path` only if the block exits cleanly.
+
+  Raises:
+    OutputError: the file cannot be written (disk full, quota, read-only, permissions),
+      naming `path`; the temporary file is removed and `path` left as it was.
+  """
   directory = os.path.dirname(os.path.abspath(path))
-  os.makedirs(directory, exist_ok=True)
-  fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=directory)
+  existed = os.path.exists(path)
+  try:
+    os.makedirs(directory, exist_ok=True)
+    fd, tmp = tempfile.mkstemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=directory)
+  except OSError as e:
+    raise _output_error(path, e, existed) from None
   try:
     with os.fdopen(fd, mode) as f:
       yield f
     os.chmod(tmp, _default_mode(directory=False))
     os.replace(tmp, path)
-  except BaseException:
+  except BaseException as e:
     with contextlib.suppress(FileNotFoundError):
       os.remove(tmp)
+    if _is_write_error(e, tmp) or isinstance(e, OSError) and e.filename in (tmp, path):
+      raise _output_error(path, e, existed) from None
     raise
 
 
@@ -54,24 +118,42 @@ def atomic_output_dir(path: str) -> Iterator[str]:
   """Yields a temporary directory that becomes `path` only if the block exits cleanly.
 
   An existing `path` is replaced as a whole on success and left as it was on failure.
+
+  Raises:
+    OutputError: the directory cannot be written (disk full, quota, read-only, permissions),
+      naming `path`; the temporary directory is removed and `path` left as it was.
   """
   path = os.path.abspath(path)
   parent = os.path.dirname(path)
-  os.makedirs(parent, exist_ok=True)
-  tmp = tempfile.mkdtemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=parent)
-  os.chmod(tmp, _default_mode(directory=True))
+  existed = os.path.exists(path)
+  try:
+    os.makedirs(parent, exist_ok=True)
+    tmp = tempfile.mkdtemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=parent)
+    os.chmod(tmp, _default_mode(directory=True))
+  except OSError as e:
+    raise _output_error(path, e, existed) from None
   try:
     yield tmp
-  except BaseException:
+  except BaseException as e:
     shutil.rmtree(tmp, ignore_errors=True)
+    # A file of the directory written atomically in its turn: the error names the directory.
+    inner = isinstance(e, OutputError) and getattr(e, "path", "").startswith(tmp)
+    # ... or by orbax (tlm.models.formats.orbax_params quotes tensorstore's status).
+    inner = inner or isinstance(e, UserError) and tmp in str(e) and io_error_reason(e)
+    if inner or _is_write_error(e, tmp):
+      raise _output_error(path, e, existed) from None
     raise
-  if os.path.exists(path):
-    old = tmp + ".old"
-    os.replace(path, old)
-    os.replace(tmp, path)
-    shutil.rmtree(old, ignore_errors=True)
-  else:
-    os.replace(tmp, path)
+  try:
+    if os.path.exists(path):
+      old = tmp + ".old"
+      os.replace(path, old)
+      os.replace(tmp, path)
+      shutil.rmtree(old, ignore_errors=True)
+    else:
+      os.replace(tmp, path)
+  except OSError as e:
+    shutil.rmtree(tmp, ignore_errors=True)
+    raise _output_error(path, e, existed) from None
 
 
 def write_json(path: str, obj: Any) -> None:

@@ -9,7 +9,8 @@ T5-CBQA / SSM baselines), a tlm model directory or a training workdir. `--format
 `T5ForConditionalGeneration.from_pretrained`; `--format=tlm` writes `model_config.json`,
 `spiece.model` and orbax `params/` (docs/ARCHITECTURE.md). The vocabulary is copied from
 `--vocab` or from beside SRC when there is one (a conversion needs none). The conversion is
-strict (every source tensor used once, shapes checked) and DST appears only when complete.
+strict (every source tensor used once, shapes checked) and DST appears only when complete; a
+full disk is a one-line error naming DST. One convert at a time writes DST (a lock beside it).
 """
 
 import os
@@ -42,10 +43,13 @@ def main(flags) -> None:
       raise DataError(f"cannot read vocabulary ({e.strerror})", vocab_path) from None
 
   from tlm.models import checkpoints
+  from tlm.workdir_lock import WorkdirLock
 
-  config, params = checkpoints.load_checkpoint(flags.checkpoint)
-  save = checkpoints.save_hf if flags.format == "hf" else checkpoints.save_tlm
-  save(flags.output_dir, config, params, spiece_model=spiece_model)
+  # A second convert into the same --output_dir stops at once instead of racing the rename.
+  with WorkdirLock.beside(flags.output_dir, "convert"):
+    config, params = checkpoints.load_checkpoint(flags.checkpoint)
+    save = checkpoints.save_hf if flags.format == "hf" else checkpoints.save_tlm
+    save(flags.output_dir, config, params, spiece_model=spiece_model)
   print(
     f"convert: {flags.checkpoint} -> {flags.output_dir} ({flags.format}"
     f"{', with spiece.model' if spiece_model else ', no vocabulary found'})"

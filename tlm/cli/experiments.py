@@ -21,6 +21,7 @@ import os
 from tlm import configs
 from tlm.errors import ConfigError, DataError
 from tlm.eval.reproduce import DEFAULT_WORKDIR
+from tlm.workdir_lock import WorkdirLock
 
 
 def _saved_config(workdir: str):
@@ -63,7 +64,8 @@ def evaluate(flags) -> None:
   from tlm.eval import experiments
 
   config, workdir = _config_and_workdir(flags)
-  result = experiments.evaluate(config, workdir, _progress)
+  with WorkdirLock(workdir, "eval"):
+    result = experiments.evaluate(config, workdir, _progress)
   from tlm.eval import tables
 
   _progress("\n" + tables.table2({config.name: result}, result["answer_baselines"]))
@@ -74,7 +76,8 @@ def eval_future(flags) -> None:
   from tlm.eval import experiments
 
   config, workdir = _config_and_workdir(flags)
-  experiments.eval_future(config, workdir, _progress)
+  with WorkdirLock(workdir, "eval_future"):
+    experiments.eval_future(config, workdir, _progress)
   _progress(f"results in {os.path.join(workdir, 'results')}")
 
 
@@ -82,7 +85,8 @@ def adapt(flags) -> None:
   from tlm.eval import adaptation
 
   config, workdir = _config_and_workdir(flags)
-  out = adaptation.adapt(config, workdir, _progress)
+  with WorkdirLock(workdir, "adapt"):
+    out = adaptation.adapt(config, workdir, _progress)
   _progress(f"adapted model matches the retrained one at step: {out['matched_at_step']}")
   _progress(f"results in {os.path.join(workdir, 'results')}")
 
@@ -91,7 +95,8 @@ def cronquestions(flags) -> None:
   from tlm.eval.cronquestions_eval import cronquestions as run
 
   config, workdir = _config_and_workdir(flags)
-  run(config, workdir, flags.data, _progress)
+  with WorkdirLock(workdir, "cronquestions"):
+    run(config, workdir, flags.data, _progress)
 
 
 def reproduce(flags) -> None:
@@ -99,7 +104,8 @@ def reproduce(flags) -> None:
 
   if flags.config:
     _progress("note: --mode=reproduce uses the tiny configs; --config is ignored (use --set)")
-  run(flags.set, flags.workdir, _progress)
+  with WorkdirLock(flags.workdir or DEFAULT_WORKDIR, "reproduce"):
+    run(flags.set, flags.workdir, _progress)
 
 
 def tables(flags) -> None:
@@ -135,7 +141,7 @@ def tables(flags) -> None:
     "table7.md": render.table7(results),
   }
   check_replaceable(flags.output_dir, set(outputs))
-  with atomic_output_dir(flags.output_dir) as out:
+  with WorkdirLock.beside(flags.output_dir, "tables"), atomic_output_dir(flags.output_dir) as out:
     for filename, text in outputs.items():
       with open(os.path.join(out, filename), "w", encoding="utf-8") as f:
         f.write(text)

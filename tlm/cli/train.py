@@ -8,7 +8,9 @@
 Multi-host (JAX multi-controller, the same command on every host): `--coordinator_address`,
 `--num_processes` and `--process_id`, or a cluster environment JAX detects by itself (Cloud TPU
 pod slices, SLURM, Open MPI, `JAX_COORDINATOR_ADDRESS`), call `jax.distributed.initialize`
-before any device is touched. Rerunning the same command resumes from the latest checkpoint.
+before any device is touched. Rerunning the same command resumes from the latest intact
+checkpoint. The workdir is locked for the run: a second `train` (or `eval`, ...) on it stops at
+once with a one-line error naming the holder's pid and host.
 """
 
 import os
@@ -69,5 +71,8 @@ def main(flags) -> None:
     dry_run(config)
     return
   from tlm.train import loop
+  from tlm.workdir_lock import acquire_on_main
 
-  loop.run(config, flags.workdir)
+  # One writer per workdir (process 0 of this job holds the lock; see tlm/workdir_lock.py).
+  with acquire_on_main(flags.workdir, "train"):
+    loop.run(config, flags.workdir)

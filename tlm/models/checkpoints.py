@@ -32,6 +32,7 @@ import jax
 import jax.numpy as jnp
 import numpy as np
 
+from tlm import checksums
 from tlm.errors import CheckpointError, ConfigError
 from tlm.files import atomic_output_dir, write_json
 from tlm.models import t5
@@ -497,7 +498,8 @@ def _latest_step_dir(workdir: str) -> str:
   steps = [int(d) for d in names if d.isdigit() and os.path.isdir(os.path.join(root, d, "params"))]
   if not steps:
     raise CheckpointError(f"{workdir}: training workdir without checkpoints/<step>/params")
-  return os.path.join(root, str(max(steps)), "params")
+  # The newest whose params match their checksums (a corrupt one is named in a warning).
+  return os.path.join(root, str(checksums.newest_good_step(root, steps, ("params",))), "params")
 
 
 def _tlm_config(config_path: str) -> t5.T5Config:
@@ -537,6 +539,8 @@ def load_checkpoint(path: str) -> tuple[t5.T5Config, dict]:
     # One step of a training workdir, WORKDIR/checkpoints/STEP: its config is the workdir's.
     workdir = os.path.dirname(step_root)
     cfg = _tlm_config(os.path.join(workdir, "model_config.json"))
+    if (reason := checksums.check(path, ("params",))) is not None:
+      raise CheckpointError(f"{path}: checkpoint is {reason}")
     return cfg, _tlm_params(os.path.join(path, "params"), cfg)
   # A training workdir also holds a config.json (the experiment config), so the tlm layouts
   # are recognised first, by their model_config.json.

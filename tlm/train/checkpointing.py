@@ -10,21 +10,33 @@ mid-save leaves the previous checkpoint as the latest) and the last K are kept. 
 exactly; `data_state` records what the stream depends on so that a resumed run with another
 data config fails instead of silently training on a different stream.
 
+Integrity (`tlm.checksums`): once a save has completed, process 0 writes the checkpoint's
+checksum manifest (in a background thread, while training goes on); `latest_step` is the
+newest checkpoint whose files match theirs, so a truncated, overwritten or partly deleted newest
+checkpoint is reported in one line and the previous one is used. A failed save (disk full,
+permissions) is a one-line `CheckpointError` naming the directory; orbax's temporary directory
+of that step is removed, so the workdir holds only complete checkpoints.
+
 When the workdir has no checkpoint, `load_init_params` starts from `model.init_checkpoint`: any
 format `tlm.models.checkpoints.load_checkpoint` reads (HF directory, Mesh-TF prefix, tlm model
 directory or workdir), strictly: the architecture and every parameter name and shape must match.
 """
 
+import contextlib
 import dataclasses
 import json
 import os
+import shutil
+import threading
 from typing import Any
 
 import jax
 import numpy as np
 import orbax.checkpoint as ocp
 
+from tlm import checksums
 from tlm.errors import CheckpointError, UserError
+from tlm.files import io_error_reason
 
 ITEMS = ("params", "opt_state", "data_state")
 # T5Config fields that change the computation but not the parameters: a checkpoint may differ.
@@ -52,27 +64,158 @@ class CheckpointManager:
       max_to_keep=keep, create=True, enable_async_checkpointing=async_save
     )
     self.directory = checkpoints_dir(workdir)
+    self._keep = keep
     self._manager = ocp.CheckpointManager(self.directory, options=options, item_names=ITEMS)
+    self._main = jax.process_index() == 0
+    self._pending: int | None = None  # step being saved by orbax
+    self._manifest: threading.Thread | None = None  # writing the previous step's checksums
+    self._manifest_error: BaseException | None = None
+    self._failed = False
+    self._good: int | None = None  # cached `latest_step` (checking reads every file)
+    self._set_aside = False
 
   def latest_step(self) -> int | None:
-    """The newest complete checkpoint's step, or None."""
-    return self._manager.latest_step()
+    """The newest checkpoint whose files are intact, or None if there is no checkpoint.
+
+    Checks the checkpoints newest first against their checksum manifests (`tlm.checksums`):
+    each bad one is named in a warning with the one used. In a multi-process run, process 0
+    checks and tells the others.
+
+    Raises:
+      CheckpointError: there are checkpoints and none is intact.
+    """
+    if self._good is None:
+      self._good = self._newest_good()
+    return self._good
+
+  def _newest_good(self) -> int | None:
+    if jax.process_count() == 1:
+      return checksums.newest_good_step(self.directory, self._manager.all_steps(), ITEMS)
+    from jax.experimental import multihost_utils
+
+    step, error = -1, None
+    if self._main:
+      try:
+        found = checksums.newest_good_step(self.directory, self._manager.all_steps(), ITEMS)
+        step = -1 if found is None else found
+      except CheckpointError as e:
+        step, error = -2, e
+    step = int(multihost_utils.broadcast_one_to_all(np.int32(step)))
+    if error is not None:
+      raise error
+    if step == -2:
+      raise CheckpointError(f"{self.directory}: no good checkpoint left (see process 0)")
+    return None if step == -1 else step
 
   def all_steps(self) -> list[int]:
     """Steps of the complete checkpoints, ascending."""
     return sorted(self._manager.all_steps())
 
   def save(self, step: int, params: Any, opt_state: Any, data_state: dict) -> None:
-    """Starts saving the state after `step` updates (asynchronously unless disabled)."""
-    self._manager.save(
-      step,
-      args=ocp.args.Composite(
-        params=ocp.args.StandardSave(params),
-        opt_state=ocp.args.StandardSave(opt_state),
-        data_state=ocp.args.JsonSave(data_state),
-      ),
-      force=True,
-    )
+    """Starts saving the state after `step` updates (asynchronously unless disabled).
+
+    Raises:
+      CheckpointError: this or the previous save failed (disk full, permissions), naming the
+        directory; nothing of the failed step is left.
+    """
+    self._finish(wait_manifest=False)
+    self._set_aside_bad_steps()
+    self._pending = step
+    with self._io_errors():
+      self._manager.save(
+        step,
+        args=ocp.args.Composite(
+          params=ocp.args.StandardSave(params),
+          opt_state=ocp.args.StandardSave(opt_state),
+          data_state=ocp.args.JsonSave(data_state),
+        ),
+        force=True,
+      )
+
+  def _set_aside_bad_steps(self) -> None:
+    """Renames checkpoints newer than the restored one (all failed the check) to STEP.bad.
+
+    They are in this run's future: its saves would collide with them, and orbax would count
+    them among the checkpoints it keeps. Renamed, not deleted, so that they can be examined.
+    """
+    if self._good is None or self._set_aside:
+      return
+    self._set_aside = True
+    bad = [s for s in self._manager.all_steps() if s > self._good]
+    if not bad:
+      return
+    if self._main:
+      for step in bad:
+        path = os.path.join(self.directory, str(step))
+        target, n = f"{path}.bad", 1
+        while os.path.exists(target):
+          target, n = f"{path}.bad{n}", n + 1
+        os.rename(path, target)
+      checksums.warn(f"moved the bad checkpoint(s) {bad} in {self.directory} aside to STEP.bad")
+    if jax.process_count() > 1:
+      from jax.experimental import multihost_utils
+
+      multihost_utils.sync_global_devices("tlm: bad checkpoints set aside")
+    self._manager.reload()
+
+  def _finish(self, wait_manifest: bool) -> None:
+    """Waits for the pending orbax save, then has its checksum manifest written.
+
+    The manifest of step N is written in a thread that overlaps the training steps up to the
+    next save, which joins it before orbax may delete old steps (with keep=1 it is joined at
+    once: orbax deletes step N as soon as N+1 is committed).
+    """
+    self._join_manifest()
+    with self._io_errors():
+      self._manager.wait_until_finished()
+    step, self._pending = self._pending, None
+    if step is None:
+      return
+    self._good = step  # saved by this run: the newest intact checkpoint
+    if not self._main:
+      return
+    step_dir = os.path.join(self.directory, str(step))
+    self._manifest = threading.Thread(target=self._write_manifest, args=(step_dir,), daemon=True)
+    self._manifest.start()
+    if wait_manifest or self._keep == 1:
+      self._join_manifest()
+
+  def _write_manifest(self, step_dir: str) -> None:
+    try:
+      checksums.write_manifest(step_dir)
+    except BaseException as e:  # re-raised by _join_manifest, in the training thread
+      if os.path.isdir(step_dir):
+        self._manifest_error = e
+
+  def _join_manifest(self) -> None:
+    if self._manifest is not None:
+      self._manifest.join()
+      self._manifest = None
+    error, self._manifest_error = self._manifest_error, None
+    if error is not None:
+      detail = io_error_reason(error) or f"{type(error).__name__}: {error}"
+      raise CheckpointError(f"{self.directory}: cannot write a checksum manifest ({detail})")
+
+  @contextlib.contextmanager
+  def _io_errors(self):
+    """Turns a failed file operation of orbax into a one-line CheckpointError."""
+    try:
+      yield
+    except Exception as e:
+      detail = io_error_reason(e)
+      if detail is None:
+        raise
+      self._failed = True
+      step, self._pending = self._pending, None
+      if step is not None and self._main and os.path.isdir(self.directory):
+        # orbax's temporary directory of the failed step: free its space, leave no debris.
+        for name in os.listdir(self.directory):
+          if name.startswith(f"{step}.orbax-checkpoint-tmp"):
+            shutil.rmtree(os.path.join(self.directory, name), ignore_errors=True)
+      which = f"checkpoint {step}" if step is not None else "a checkpoint"
+      raise CheckpointError(
+        f"{self.directory}: cannot save {which} ({detail}); nothing of it was kept"
+      ) from None
 
   def restore(self, step: int, abstract_params: Any, abstract_opt_state: Any):
     """Restores a checkpoint onto the shardings of the abstract trees.
@@ -102,6 +245,8 @@ class CheckpointManager:
         f"{self.directory}/{step}: does not match the model and optimizer of this config "
         f"({str(e).splitlines()[0][:300]}); use another workdir"
       ) from None
+    except Exception as e:  # tensorstore reports an unreadable chunk as a bare Exception
+      raise CheckpointError(_unreadable(self.directory, step, e)) from None
     return restored.params, restored.opt_state, dict(restored.data_state)
 
   def restore_params(self, step: int, abstract_params: Any) -> Any:
@@ -118,16 +263,42 @@ class CheckpointManager:
       raise CheckpointError(
         f"{self.directory}/{step}/params: does not match the model ({str(e).splitlines()[0][:300]})"
       ) from None
+    except Exception as e:
+      raise CheckpointError(_unreadable(self.directory, step, e)) from None
     return restored.params
 
   def wait(self) -> None:
-    """Blocks until pending asynchronous saves are complete."""
-    self._manager.wait_until_finished()
+    """Blocks until pending saves and their checksum manifests are complete.
+
+    Raises:
+      CheckpointError: the save failed (disk full, permissions), naming the directory.
+    """
+    self._finish(wait_manifest=True)
 
   def close(self) -> None:
-    """Waits for pending saves and releases the manager."""
-    self._manager.wait_until_finished()
-    self._manager.close()
+    """Waits for pending saves and releases the manager.
+
+    Raises:
+      CheckpointError: the pending save failed (not again after a failed save was reported).
+    """
+    try:
+      if not self._failed:
+        self._finish(wait_manifest=True)
+    finally:
+      if self._failed:
+        with contextlib.suppress(Exception):
+          self._manager.close()
+      else:
+        with self._io_errors():
+          self._manager.close()
+
+
+def _unreadable(directory: str, step: int, e: Exception) -> str:
+  # Only a checkpoint without a checksum manifest gets this far unverified.
+  return (
+    f"{directory}/{step}: unreadable ({str(e).splitlines()[0][:200]}); it has no "
+    f"{checksums.MANIFEST} to tell corruption early: move it aside to resume from the previous one"
+  )
 
 
 def _flat(tree: Any) -> dict[str, Any]:

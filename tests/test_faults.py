@@ -1,0 +1,479 @@
+"""Training and outputs under faults: checkpoint integrity (tlm/checksums.py and the training
+CheckpointManager), the workdir lock (tlm/workdir_lock.py), and full disks / unwritable outputs
+(tlm/files.py, checkpoint saves, convert). The end-to-end resume after corruption is in
+tests/test_resume.py."""
+
+import errno
+import glob
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import sys
+import textwrap
+import time
+
+import jax
+import jax.numpy as jnp
+import numpy as np
+import pytest
+
+from tlm import checksums, files
+from tlm.errors import CheckpointError, OutputError
+from tlm.models import checkpoints, t5
+from tlm.train.checkpointing import CheckpointManager
+from tlm.workdir_lock import LOCK_NAME, LockedError, WorkdirLock
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ITEMS = ("params", "opt_state", "data_state")
+
+
+# --- Checkpoint integrity ---------------------------------------------------------------------
+
+
+def _state(seed):
+  params = {"w": jax.random.normal(jax.random.key(seed), (64, 64)), "b": jnp.arange(8.0) + seed}
+  opt_state = {"count": jnp.int32(seed), "mu": jnp.full((16,), float(seed))}
+  return params, opt_state
+
+
+def _abstract(tree):
+  return jax.tree.map(lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=x.sharding), tree)
+
+
+@pytest.fixture
+def workdir(tmp_path):
+  """A workdir with checkpoints at steps 1, 2, 3 (state seeded by the step), manifests included."""
+  manager = CheckpointManager(str(tmp_path), keep=3)
+  for step in (1, 2, 3):
+    manager.save(step, *_state(step), {"step": step})
+  manager.close()
+  return str(tmp_path)
+
+
+def _largest_params_file(workdir, step):
+  found = glob.glob(os.path.join(workdir, "checkpoints", str(step), "params", "**", "d", "*"))
+  found += glob.glob(os.path.join(workdir, "checkpoints", str(step), "params", "d", "*"))
+  return max(found, key=os.path.getsize)
+
+
+def _random_bytes(path):
+  with open(path, "r+b") as f:
+    f.seek(min(64, os.path.getsize(path) // 2))
+    f.write(np.random.RandomState(0).bytes(4096))
+
+
+def _truncate(path):
+  with open(path, "r+b") as f:
+    f.truncate(os.path.getsize(path) // 2)
+
+
+def _restore_latest(workdir):
+  manager = CheckpointManager(workdir, keep=3)
+  try:
+    step = manager.latest_step()
+    params, opt_state = _state(0)
+    restored = manager.restore(step, _abstract(params), _abstract(opt_state))
+    return step, restored
+  finally:
+    manager.close()
+
+
+def test_every_save_gets_a_manifest_that_a_clean_restore_passes(workdir):
+  for step in (1, 2, 3):
+    step_dir = os.path.join(workdir, "checkpoints", str(step))
+    assert checksums.has_manifest(step_dir)
+    manifest = json.load(open(os.path.join(step_dir, checksums.MANIFEST)))
+    listed = set(manifest["files"])
+    assert "data_state/metadata" in listed and any(f.startswith("params/") for f in listed)
+    assert checksums.check(step_dir, ITEMS) is None
+  step, (params, _, data_state) = _restore_latest(workdir)
+  assert step == 3 and data_state == {"step": 3}
+  np.testing.assert_array_equal(np.asarray(params["b"]), np.arange(8.0) + 3)
+  # Restoring writes nothing into the checkpoint: it still matches its manifest.
+  assert checksums.check(os.path.join(workdir, "checkpoints", "3"), ITEMS) is None
+
+
+@pytest.mark.parametrize("damage", [_random_bytes, _truncate], ids=["random_bytes", "truncated"])
+def test_corrupt_newest_checkpoint_falls_back_with_a_warning(workdir, damage, capsys):
+  damage(_largest_params_file(workdir, 3))
+  step, (params, opt_state, data_state) = _restore_latest(workdir)
+  assert step == 2 and data_state == {"step": 2}
+  np.testing.assert_array_equal(np.asarray(params["w"]), np.asarray(_state(2)[0]["w"]))
+  assert np.isfinite(np.asarray(params["w"])).all()
+  warnings = [line for line in capsys.readouterr().err.splitlines() if "checkpoint" in line]
+  bad, good = (os.path.join(workdir, "checkpoints", s) for s in ("3", "2"))
+  assert len(warnings) == 1, warnings
+  assert warnings[0].startswith(f"warning: checkpoint {bad} is corrupt (params/")
+  assert warnings[0].endswith(f"; using {good} instead")
+
+
+def test_deleted_data_state_is_an_incomplete_checkpoint(workdir, capsys):
+  shutil.rmtree(os.path.join(workdir, "checkpoints", "3", "data_state"))
+  step, (_, _, data_state) = _restore_latest(workdir)
+  assert step == 2 and data_state == {"step": 2}
+  err = capsys.readouterr().err
+  assert "checkpoint" in err and "is incomplete (data_state missing); using" in err
+  assert "does not match" not in err
+
+
+def test_no_good_checkpoint_left_is_one_line_error(workdir):
+  for step in (1, 2, 3):
+    _truncate(_largest_params_file(workdir, step))
+  manager = CheckpointManager(workdir)
+  with pytest.raises(CheckpointError, match="no good checkpoint left") as e:
+    manager.latest_step()
+  manager.close()
+  assert "\n" not in str(e.value) and "3: corrupt" in str(e.value) and "1: corrupt" in str(e.value)
+
+
+def test_checkpoint_without_manifest_is_used_unverified(workdir, capsys):
+  os.remove(os.path.join(workdir, "checkpoints", "3", checksums.MANIFEST))
+  step, _ = _restore_latest(workdir)
+  assert step == 3
+  assert "has no tlm_checksums.json" in capsys.readouterr().err
+
+
+def test_unverifiable_unreadable_checkpoint_is_one_line_error(workdir):
+  os.remove(os.path.join(workdir, "checkpoints", "3", checksums.MANIFEST))
+  _truncate(_largest_params_file(workdir, 3))
+  with pytest.raises(CheckpointError) as e:
+    _restore_latest(workdir)
+  message = str(e.value)
+  assert message.startswith(f"{workdir}/checkpoints/3: unreadable (") and "\n" not in message
+  assert message.endswith("move it aside to resume from the previous one")
+
+
+def test_bad_newer_checkpoints_are_set_aside_before_saving_over_them(workdir, capsys):
+  _random_bytes(_largest_params_file(workdir, 3))
+  manager = CheckpointManager(workdir, keep=3)
+  assert manager.latest_step() == 2
+  manager.save(3, *_state(30), {"step": 3})  # the resumed run reaches step 3 again
+  manager.close()
+  names = sorted(os.listdir(os.path.join(workdir, "checkpoints")))
+  assert names == ["1", "2", "3", "3.bad"]
+  assert "moved the bad checkpoint(s) [3]" in capsys.readouterr().err
+  step, (params, _, _) = _restore_latest(workdir)
+  assert step == 3
+  np.testing.assert_array_equal(np.asarray(params["b"]), np.arange(8.0) + 30)
+
+
+def test_load_checkpoint_of_a_workdir_verifies_params(tmp_path, capsys):
+  from tlm.models.formats import orbax_params
+
+  cfg = t5.get_preset("tiny", vocab_size=40)
+  work = tmp_path / "work"
+  (work / "checkpoints").mkdir(parents=True)
+  (work / "model_config.json").write_text(json.dumps(cfg.to_dict()))
+  shapes = checkpoints.param_shapes(cfg)
+  trees = {}
+  for step in (100, 200):
+    rs = np.random.RandomState(step)
+    flat = {k: rs.randn(*s).astype(np.float32) for k, s in shapes.items()}
+    trees[step] = checkpoints.unflatten(flat)
+    step_dir = str(work / "checkpoints" / str(step))
+    orbax_params.save(os.path.join(step_dir, "params"), trees[step])
+    checksums.write_manifest(step_dir)
+  _random_bytes(_largest_params_file(str(work), 200))
+  _, params = checkpoints.load_checkpoint(str(work))
+  want = checkpoints.flatten(trees[100])
+  for (k, got), (_, ref) in zip(checkpoints.flatten(params), want):
+    np.testing.assert_array_equal(got, ref, k)
+  assert f"checkpoint {work}/checkpoints/200 is corrupt" in capsys.readouterr().err
+  with pytest.raises(CheckpointError, match="200: checkpoint is corrupt"):
+    checkpoints.load_checkpoint(str(work / "checkpoints" / "200"))
+
+
+# --- The workdir lock -------------------------------------------------------------------------
+
+
+def _lock_file(directory, pid, host=None, start=None):
+  holder = {"pid": pid, "host": host or socket.gethostname(), "process_start": start,
+            "mode": "train", "since": "earlier", "token": "t"}  # fmt: skip
+  os.makedirs(directory, exist_ok=True)
+  with open(os.path.join(directory, LOCK_NAME), "w") as f:
+    json.dump(holder, f)
+
+
+def _dead_pid():
+  proc = subprocess.Popen([sys.executable, "-c", "pass"])
+  proc.wait()
+  return proc.pid
+
+
+def test_second_writer_gets_one_line_error_naming_the_holder(tmp_path):
+  holder = subprocess.Popen(
+    [sys.executable, "-c", textwrap.dedent(f"""
+      import sys, time
+      sys.path.insert(0, {ROOT!r})
+      from tlm.workdir_lock import WorkdirLock
+      with WorkdirLock({str(tmp_path)!r}, "train"):
+        print("locked", flush=True)
+        time.sleep(60)
+    """)],
+    stdout=subprocess.PIPE, text=True,
+  )  # fmt: skip
+  try:
+    assert holder.stdout.readline().strip() == "locked"
+    with pytest.raises(LockedError) as e:
+      WorkdirLock(str(tmp_path), "eval").acquire()
+    message = str(e.value)
+    assert "\n" not in message
+    assert f"pid {holder.pid} on host {socket.gethostname()} (--mode=train" in message
+    assert str(tmp_path) in message
+  finally:
+    holder.kill()
+    holder.wait()
+
+
+def test_lock_is_released_and_reentrant_after_release(tmp_path):
+  lock = WorkdirLock(str(tmp_path), "train")
+  with lock:
+    assert os.path.isfile(tmp_path / LOCK_NAME)
+    held = json.load(open(tmp_path / LOCK_NAME))
+    assert held["pid"] == os.getpid() and held["host"] == socket.gethostname()
+  assert not os.path.exists(tmp_path / LOCK_NAME)
+  with WorkdirLock(str(tmp_path), "train"):
+    pass
+  # A directory the lock created for a run that wrote nothing is removed again.
+  with WorkdirLock(str(tmp_path / "new"), "eval"):
+    assert os.path.isdir(tmp_path / "new")
+  assert not os.path.exists(tmp_path / "new")
+
+
+def test_stale_lock_of_a_dead_process_is_taken_over_with_a_warning(tmp_path, capsys):
+  pid = _dead_pid()
+  _lock_file(str(tmp_path), pid)
+  with WorkdirLock(str(tmp_path), "train"):
+    assert json.load(open(tmp_path / LOCK_NAME))["pid"] == os.getpid()
+  err = capsys.readouterr().err.strip()
+  assert err.startswith("warning: ") and f"took over the lock of pid {pid}" in err
+  assert "no longer running" in err and len(err.splitlines()) == 1
+
+
+def test_reused_pid_is_stale_but_a_live_holder_and_another_host_are_not(tmp_path):
+  # Our own pid with another start time: the pid was reused by a new process.
+  _lock_file(str(tmp_path), os.getpid(), start="1")
+  with WorkdirLock(str(tmp_path), "train"):
+    pass
+  _lock_file(str(tmp_path), os.getppid())  # alive, no start time recorded
+  with pytest.raises(LockedError, match=f"pid {os.getppid()} on host"):
+    WorkdirLock(str(tmp_path), "train").acquire()
+  _lock_file(str(tmp_path), _dead_pid(), host="another-host.example")  # cannot be checked
+  with pytest.raises(LockedError, match="on host another-host.example .*delete .*if that"):
+    WorkdirLock(str(tmp_path), "train").acquire()
+  (tmp_path / LOCK_NAME).write_text("garbage")
+  with pytest.raises(LockedError, match="unreadable lock file"):
+    WorkdirLock(str(tmp_path), "train").acquire()
+
+
+def test_concurrent_writers_exactly_one_wins(tmp_path):
+  """Eight processes race for one lock (then for a stale one): exactly one gets it."""
+  done = tmp_path / "done"
+  script = textwrap.dedent(f"""
+    import os, sys, time
+    sys.path.insert(0, {ROOT!r})
+    from tlm.workdir_lock import WorkdirLock, LockedError
+    time.sleep(max(0.0, float(sys.argv[1]) - time.time()))
+    try:
+      with WorkdirLock({str(tmp_path / "work")!r}, "train"):
+        print("won", flush=True)
+        while not os.path.exists({str(done)!r}):  # hold it until every other one has tried
+          time.sleep(0.05)
+    except LockedError as e:
+      print("lost", e, flush=True)
+  """)
+  for stale in (False, True):
+    if stale:
+      _lock_file(str(tmp_path / "work"), _dead_pid())
+      done.unlink()
+    start = str(time.time() + 3.0)
+    procs = [
+      subprocess.Popen([sys.executable, "-c", script, start], stdout=subprocess.PIPE, text=True)
+      for _ in range(8)
+    ]
+    deadline = time.time() + 120
+    while sum(p.poll() is not None for p in procs) < 7 and time.time() < deadline:
+      time.sleep(0.05)
+    done.touch()
+    outs = [p.communicate(timeout=60)[0] for p in procs]
+    assert sum(o.startswith("won") for o in outs) == 1, outs
+    assert sum(o.startswith("lost") for o in outs) == 7, outs
+    assert not os.path.exists(tmp_path / "work" / LOCK_NAME)
+
+
+def test_output_dir_lock_lives_beside_the_directory(tmp_path):
+  lock = WorkdirLock.beside(str(tmp_path / "out"), "convert")
+  assert lock.path == str(tmp_path / f".out{LOCK_NAME}")
+  with lock, pytest.raises(LockedError, match="out is in use by pid"):
+    WorkdirLock.beside(str(tmp_path / "out"), "convert").acquire()
+
+
+def test_writing_modes_take_the_lock_before_any_work(tmp_path):
+  """eval* / adapt / cronquestions / reproduce lock the workdir, convert and tables the output
+  directory: with the lock held elsewhere they stop at once, naming the holder."""
+  from types import SimpleNamespace
+
+  from tlm.cli import convert, experiments
+
+  work = str(tmp_path / "work")
+  flags = SimpleNamespace(config="tiny_temporal", workdir=work, set=[], data=str(tmp_path))
+  with WorkdirLock(work, "train"):
+    for mode in ("evaluate", "eval_future", "adapt", "cronquestions", "reproduce"):
+      with pytest.raises(LockedError, match=f"{work} is in use by pid {os.getpid()} on host"):
+        getattr(experiments, mode)(flags)
+  out = str(tmp_path / "out")
+  flags = SimpleNamespace(checkpoint=str(tmp_path / "missing"), output_dir=out, format="hf",
+                          vocab=None)  # fmt: skip
+  with WorkdirLock.beside(out, "convert"):
+    with pytest.raises(LockedError, match=f"{out} is in use by pid {os.getpid()}"):
+      convert.main(flags)
+  assert sorted(os.listdir(tmp_path)) == []
+
+
+# --- Disk full and unwritable outputs ---------------------------------------------------------
+
+
+def _enospc(*args, **kwargs):
+  raise OSError(errno.ENOSPC, os.strerror(errno.ENOSPC))
+
+
+def test_atomic_file_write_error_names_the_path_and_leaves_nothing(tmp_path, monkeypatch):
+  path = tmp_path / "out.jsonl"
+  path.write_text("old\n")
+
+  class FullDisk:
+    def __init__(self, f):
+      self.f = f
+
+    def write(self, text):
+      _enospc()
+
+    def __enter__(self):
+      return self
+
+    def __exit__(self, *exc):
+      self.f.close()
+
+  real_fdopen = os.fdopen
+  monkeypatch.setattr(files.os, "fdopen", lambda *a, **k: FullDisk(real_fdopen(*a, **k)))
+  with pytest.raises(OutputError) as e:
+    files.write_jsonl(str(path), [{"a": 1}])
+  assert str(e.value) == f"{path}: cannot write (No space left on device); left as it was"
+  assert os.listdir(tmp_path) == ["out.jsonl"] and path.read_text() == "old\n"
+
+
+def test_unwritable_output_directory_is_one_line_error(tmp_path, monkeypatch):
+  monkeypatch.setattr(files.tempfile, "mkdtemp", _enospc)
+  with pytest.raises(OutputError, match=r"out: cannot write \(No space left on device\); not"):
+    with files.atomic_output_dir(str(tmp_path / "out")):
+      pass
+  # An OSError about another file (an input) is the caller's, not the output's.
+  with pytest.raises(FileNotFoundError):
+    with files.atomic_output_file(str(tmp_path / "x.json")):
+      open(tmp_path / "missing")
+  assert os.listdir(tmp_path) == []
+
+
+def test_checkpoint_save_error_is_one_line_and_keeps_nothing(tmp_path, monkeypatch):
+  manager = CheckpointManager(str(tmp_path), keep=3, async_save=False)
+  manager.save(1, *_state(1), {"step": 1})
+  manager.wait()
+
+  def fail(*args, **kwargs):
+    raise ValueError(
+      'RESOURCE_EXHAUSTED: Error writing local file "x": Failed to write 113 bytes to file 7: '
+      "No space left on device [os_error_code='28']"
+    )
+
+  monkeypatch.setattr(manager._manager, "save", fail)
+  with pytest.raises(CheckpointError) as e:
+    manager.save(2, *_state(2), {"step": 2})
+  directory = os.path.join(str(tmp_path), "checkpoints")
+  assert str(e.value) == (
+    f"{directory}: cannot save checkpoint 2 (No space left on device); nothing of it was kept"
+  )
+  manager.close()  # a failed save is reported once, not again on close
+
+
+@pytest.fixture
+def tmpfs(tmp_path):
+  """Mounts small tmpfs file systems (root on Linux), unmounted after the test; else skips."""
+  if sys.platform != "linux" or os.geteuid() != 0 or shutil.which("mount") is None:
+    pytest.skip("mounting a tmpfs needs root on Linux (ENOSPC is simulated in the tests above)")
+  mounted = []
+
+  def mount(size: str) -> str:
+    mount_point = tmp_path / f"tmpfs{len(mounted)}"
+    mount_point.mkdir()
+    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(mount_point)],
+                          capture_output=True, text=True)  # fmt: skip
+    if proc.returncode != 0:
+      pytest.skip(f"cannot mount a tmpfs here: {proc.stderr.strip()[:200]}")
+    mounted.append(str(mount_point))
+    return str(mount_point)
+
+  yield mount
+  for mount_point in mounted:
+    subprocess.run(["umount", "-l", mount_point], check=False)
+
+
+@pytest.fixture
+def tiny_disk(tmpfs):
+  """A 1 MiB tmpfs."""
+  return tmpfs("1m")
+
+
+def test_full_disk_file_output(tiny_disk):
+  path = os.path.join(tiny_disk, "predictions.jsonl")
+  rows = [{"input": "x" * 1000, "i": i} for i in range(2000)]  # 2 MB
+  with pytest.raises(OutputError, match=f"{path}: cannot write \\(No space left on device\\)"):
+    files.write_jsonl(path, rows)
+  assert os.listdir(tiny_disk) == []
+
+
+def test_full_disk_checkpoint_save(tiny_disk):
+  params = {"w": jax.random.normal(jax.random.key(0), (512, 512))}  # 1 MiB, incompressible
+  opt_state = {"count": jnp.int32(0)}
+  manager = CheckpointManager(tiny_disk, keep=3)
+  with pytest.raises(CheckpointError, match="cannot save checkpoint 1 .*No space left on device"):
+    manager.save(1, params, opt_state, {"step": 1})
+    manager.wait()
+  manager.close()
+  assert os.listdir(os.path.join(tiny_disk, "checkpoints")) == []
+
+
+@pytest.mark.parametrize("save", [checkpoints.save_hf, checkpoints.save_tlm], ids=["hf", "tlm"])
+def test_full_disk_convert(tiny_disk, save):
+  cfg = t5.get_preset("tiny", vocab_size=2000)  # about 2 MB of float32 parameters
+  rs = np.random.RandomState(0)
+  params = checkpoints.unflatten(
+    {k: rs.randn(*s).astype(np.float32) for k, s in checkpoints.param_shapes(cfg).items()}
+  )
+  out = os.path.join(tiny_disk, "out")
+  with pytest.raises(OutputError) as e:
+    save(out, cfg, params)
+  # (orbax's message, quoted by save_tlm, may be cut before the errno)
+  reason = "(No space left on device|disk full or quota exceeded \\(RESOURCE_EXHAUSTED\\))"
+  assert re.fullmatch(f"{out}: cannot write \\({reason}\\); not written", str(e.value))
+  assert os.listdir(tiny_disk) == []
+
+
+@pytest.mark.slow
+def test_full_disk_during_training_is_one_line_error(tmpfs):
+  from tests.test_resume import train_command
+
+  workdir = os.path.join(tmpfs("600k"), "w")  # holds the run's files, not a checkpoint
+  env = dict(os.environ, JAX_PLATFORMS="cpu")
+  env["XLA_FLAGS"] = "--xla_force_host_platform_device_count=1 --xla_backend_optimization_level=0"
+  proc = subprocess.run(train_command(workdir, "train.steps=4"), cwd=ROOT, env=env,
+                        capture_output=True, text=True, timeout=600)  # fmt: skip
+  assert proc.returncode == 1
+  assert proc.stderr.strip().splitlines()[-1] == (
+    f"error: {workdir}/checkpoints: cannot save checkpoint 4 (No space left on device); "
+    "nothing of it was kept"
+  )
+  assert os.listdir(os.path.join(workdir, "checkpoints")) == []  # no orbax temporary left
+  assert not os.path.exists(os.path.join(workdir, LOCK_NAME))

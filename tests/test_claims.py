@@ -272,3 +272,78 @@ def test_gap_curve_averages_expert_year_cells():
   f1 = {2010: np.array([1.0, 0.0, 0.2]), 2011: np.array([0.4, 0.6, 1.0])}
   # gap 0: (2010 on 2010: 0.5, 2011 on 2011: 1.0); gap 1: 0.2; gap -1: 0.5
   assert claims.gap_curve(years, f1) == {-1: 0.5, 0: 0.75, 1: pytest.approx(0.2)}
+
+
+# ---- the seed loop of --mode=reproduce ---------------------------------------------------------
+
+
+def test_reproduce_seeds_config():
+  from tlm import configs
+  from tlm.errors import ConfigError
+  from tlm.eval import reproduce
+
+  assert configs.get("tiny_temporal").reproduce.seeds == (0,)
+  assert reproduce.seeds_of(["reproduce.seeds=0,1,2"]) == (0, 1, 2)
+  assert reproduce.seeds_of(["reproduce.seeds=7"]) == (7,)
+  for bad in (["reproduce.seeds=1,1"], ["reproduce.seeds="]):
+    with pytest.raises(ConfigError, match="reproduce.seeds"):
+      reproduce.seeds_of(bad)
+  with pytest.raises(ConfigError, match="reproduce.seeds"):
+    configs.override(configs.get("tiny_temporal"), ["reproduce.seedz=1"])  # did you mean
+  with pytest.raises(ConfigError, match="comma-separated ints"):
+    configs.override(configs.get("tiny_temporal"), ["reproduce.seeds=a,b"])
+  cfgs = reproduce.reproduction_configs(["train.steps=3"] + reproduce.seed_overrides(4))
+  for c in cfgs.values():
+    assert (c.data.world_seed, c.data.seed, c.train.seed, c.train.steps) == (4, 4, 4, 3)
+  # A workdir's config.json written before the section existed still loads.
+  old = configs.to_dict(configs.get("tiny_uniform"))
+  del old["reproduce"]
+  assert configs.from_dict(old) == configs.get("tiny_uniform")
+
+
+def _seed_results(seed: int) -> dict:
+  names = {v: f"tiny_{v}" for v in ("uniform", "temporal", "yearly")}
+  f1 = {"overall": {"f1": 0.4 + 0.01 * seed}}
+  news = {"2010-18": {"f1": 0.3}, "2019-20": {"f1": 0.2}, "by_year": {2010: {"perplexity": 3.0}}}
+  return {
+    "seed": seed,
+    "names": names,
+    "evals": {v: {"templama": {"metrics": {"2010-18": f1, "2019-20": f1}}, "news": news}
+              for v in names},
+    "gap": {"TempLAMA": {-1: 0.3 + 0.1 * seed, 0: 0.5}},
+    "by_duration": {v: {1: 0.3, 6: 0.5} for v in names},
+    "future": {v: {"loglik_change": {"single": {2019: -0.1}, "multiple": {2019: -0.2}},
+                   "entropy": {"entropy": {"frequent": {2018: 1.0, 2019: 1.1}}}}
+               for v in ("uniform", "temporal")},
+    "adapted": {v: {"new_year": 2019, "alphas": {"0.5": {"2010-18": 0.4, "2019": 0.5}},
+                    "retrained": {"2010-18": 0.45, "2019": 0.5}}
+                for v in ("uniform", "temporal")},
+    "measurements": world(seed),
+    "baselines": {"most_frequent_answer": {"2010-18": {"overall": {"f1": 0.7}}}},
+  }  # fmt: skip
+
+
+def test_reproduce_runs_each_seed_in_its_own_workdir_and_combines_them(tmp_path, monkeypatch):
+  from tlm.eval import reproduce
+
+  calls = []
+
+  def fake_seed(seed, overrides, workdir, log):
+    calls.append((seed, overrides, workdir))
+    return _seed_results(seed)
+
+  monkeypatch.setattr(reproduce, "_reproduce_seed", fake_seed)
+  monkeypatch.setattr(claim_summary.stats, "RESAMPLES", RESAMPLES)
+  lines = []
+  summary = reproduce.reproduce(["reproduce.seeds=0,5"], str(tmp_path), lines.append)
+  assert [c[0] for c in calls] == [0, 5]
+  assert calls[1][1][-3:] == ["data.world_seed=5", "data.seed=5", "train.seed=5"]
+  assert calls[1][2] == str(tmp_path / "seed=5")
+  results = tmp_path / "results"
+  on_disk = json.loads((results / "summary.json").read_text())
+  assert on_disk["seeds"] == [0, 5] == summary["seeds"]
+  assert [c["id"] for c in on_disk["claims"]] == [c.id for c in claims.CLAIMS]
+  table2 = (results / "table2.md").read_text()
+  assert "| tiny_temporal | 30.0 ± 0.0 | 20.0 ± 0.0 | 42.5 ± 3.5 | 42.5 ± 3.5 |" in table2
+  assert "| most frequent answer (oracle) | - | - | 70.0 ± 0.0 | - |" in table2
+  assert "| C1 |" in (results / "claims.md").read_text() and any("| C13 |" in x for x in lines)

@@ -228,10 +228,14 @@ def _c8(meas):
 
 def gap_curve(years: np.ndarray, f1: Mapping[int, np.ndarray]) -> dict[int, float]:
   """F1 by gap (test year - expert year): the mean over experts of each (expert, year) mean."""
+  uniq, inv = np.unique(np.asarray(years), return_inverse=True)
+  counts = np.bincount(inv, minlength=len(uniq))
   cells: dict[int, list[float]] = {}
   for expert, scores in f1.items():
-    for y in np.unique(years):
-      cells.setdefault(int(y) - expert, []).append(_mean(scores[years == y]))
+    sums = np.bincount(inv, weights=np.asarray(scores, dtype=float), minlength=len(uniq))
+    for y, total, n in zip(uniq, sums, counts):
+      if n:
+        cells.setdefault(int(y) - expert, []).append(total / n)
   return {g: _mean(v) for g, v in sorted(cells.items())}
 
 
@@ -240,17 +244,13 @@ def _c9(meas):
     years, f1 = M.experts(meas)
     pool = "TempLAMA 2010-20"
 
-    last: list = [None, None]  # the three components share one draw: compute its slopes once
-
+    @_per_draw
     def slopes(d):
-      if last[0] is d:
-        return last[1]
       idx = np.arange(len(years)) if d[pool] is None else d[pool]
       curve = gap_curve(years[idx], {e: 100.0 * v[idx] for e, v in f1.items()})
       past = [(abs(g), v) for g, v in curve.items() if -MAX_GAP <= g <= 0]
       future = [(g, v) for g, v in curve.items() if 0 <= g <= MAX_GAP]
-      last[:] = [d, (_slope(*zip(*past)), _slope(*zip(*future)))]
-      return last[1]
+      return _slope(*zip(*past)), _slope(*zip(*future))
 
     n = len(years)
     return [
@@ -296,8 +296,15 @@ def _c11(meas):
     sizes = {g: len(next(iter(v.values()), [])) for g, v in groups.items()}
     pools = {f"Figure 3 {g}": n for g, n in sizes.items()}
 
+    @_per_draw
+    def curves(d):
+      return {
+        g: [_mean(take(groups[g].get(y, []), d[f"Figure 3 {g}"])) for y in PROBE_YEARS]
+        for g in groups
+      }
+
     def curve(g, d):
-      return [_mean(take(groups[g].get(y, []), d[f"Figure 3 {g}"])) for y in PROBE_YEARS]
+      return curves(d)[g]
 
     def slope_all(d):
       # The mean over both groups, weighted by their sizes as in the pooled mean.
@@ -315,25 +322,40 @@ def _c11(meas):
   return _collect(build)
 
 
+def _per_draw(fn: Callable[[Draw], object]) -> Callable[[Draw], object]:
+  """`fn` computed once per draw: a claim's components all read the same draw."""
+  last: list = [None, None]
+
+  def cached(d: Draw):
+    if last[0] is not d:
+      last[:] = [d, fn(d)]
+    return last[1]
+
+  return cached
+
+
 def _entropy_parts(meas, model: str):
+  """(query ids, sets, pool, years from 2018, mean_of(draw, set or None, years))."""
   ids, sets, ent = M.entropy(meas, model)
   pool = "Figure 4 queries"
-  probe = [y for y in PROBE_YEARS if y in ent]
-  rising = [y for y in sorted(ent) if y >= REFERENCE_YEAR]
+  years = sorted(ent)
+  matrix = np.stack([ent[y] for y in years]) if years else np.zeros((0, len(sets)))
 
-  def mean_of(d, which=None, years=probe):
-    keep = np.ones(len(sets), dtype=bool) if which is None else sets == which
-    return [_mean(take(ent[y][keep], _within(d[pool], keep))) for y in years]
+  @_per_draw
+  def table(d):  # {set or None (all): {year: mean entropy over the drawn queries}}
+    idx = d[pool]
+    e, s = (matrix, sets) if idx is None else (matrix[:, idx], sets[idx])
+    out = {}
+    for which in (None, "frequent", "rare", "never"):
+      keep = np.ones(len(s), dtype=bool) if which is None else s == which
+      means = e[:, keep].mean(axis=1) if keep.any() else np.full(len(years), np.nan)
+      out[which] = dict(zip(years, means))
+    return out
 
-  return ids, sets, pool, rising, mean_of
+  def mean_of(d, which=None, years=tuple(y for y in PROBE_YEARS if y in ent)):
+    return [float(table(d)[which][y]) for y in years]
 
-
-def _within(idx, keep):
-  """A draw of the pool's indices restricted to the items in `keep` (re-indexed)."""
-  if idx is None:
-    return None
-  positions = np.cumsum(keep) - 1
-  return positions[idx[keep[idx]]]
+  return ids, sets, pool, [y for y in years if y >= REFERENCE_YEAR], mean_of
 
 
 def _c12(meas):

@@ -255,6 +255,9 @@ def test_summary_over_seeds():
   json.dumps(summary)  # JSON-ready
   table = claim_summary.claims_table(summary)
   assert "| C1 |" in table and "50%" in table
+  lines = table.splitlines()
+  assert len(lines) == 2 + len(claims.CLAIMS) + 2  # header, rule, C1-C13, M1, M2
+  assert {line.replace("\\|", "").count("|") for line in lines} == {8}  # seven columns each
 
 
 def test_c13_has_no_within_seed_interval_but_one_over_seeds():

@@ -159,7 +159,8 @@ def claims_table(summary: Mapping) -> str:
     ci = c["margin_ci95"]
     interval = "-" if not ci else f"[{fmt(ci[0])}, {fmt(ci[1])}]"
     note = "; ".join(c["missing"]) if c["missing"] else ", ".join(c["units"])
-    rows.append([c["id"], c["statement"], verdict, rate, fmt(c["margin_mean"]), interval, note])
+    cells = [c["id"], c["statement"], verdict, rate, fmt(c["margin_mean"]), interval, note]
+    rows.append([x.replace("|", "\\|") for x in cells])  # C9's |gap| is not a column
   headers = ["Claim", "Statement", "Holds", "Hold-rate", "Margin", "95% interval",
              "Units / missing"]  # fmt: skip
   return markdown_table(headers, rows)

@@ -29,13 +29,14 @@ import numpy as np
 from tlm.eval import claims as C
 from tlm.eval import measurements as M
 from tlm.eval import stats
+from tlm.eval.claim_parts import Claim, Component
 
 
 def _finite(x) -> bool:
   return x is not None and bool(np.isfinite(x))
 
 
-def _pool_sizes(components: Sequence[C.Component]) -> dict[str, int]:
+def _pool_sizes(components: Sequence[Component]) -> dict[str, int]:
   sizes: dict[str, int] = {}
   for c in components:
     for pool, n in c.pools.items():
@@ -44,11 +45,11 @@ def _pool_sizes(components: Sequence[C.Component]) -> dict[str, int]:
   return sizes
 
 
-def _statistic(components: Sequence[C.Component]):
+def _statistic(components: Sequence[Component]):
   return lambda draw: min(c.margin(draw) for c in components)
 
 
-def seed_verdict(claim: C.Claim, meas: Mapping, *, resamples: int | None = None) -> dict:
+def seed_verdict(claim: Claim, meas: Mapping, *, resamples: int | None = None) -> dict:
   """One seed's verdict on one claim (see the module docstring)."""
   resamples = resamples or stats.RESAMPLES  # read at call time: tests may lower it
   components, missing = claim.components(meas)
@@ -78,7 +79,7 @@ def seed_verdict(claim: C.Claim, meas: Mapping, *, resamples: int | None = None)
 
 
 def summarize_claim(
-  claim: C.Claim, seeds: Sequence[Mapping], *, resamples: int | None = None
+  claim: Claim, seeds: Sequence[Mapping], *, resamples: int | None = None
 ) -> dict:
   """A claim over the seeds (`seeds`: each seed's `measurements.collect` output)."""
   resamples = resamples or stats.RESAMPLES

@@ -37,13 +37,13 @@ Inputs that a run did not produce (T5-CBQA rows, a model not adapted, ...) make 
 "holds": null with the reason; the components that could be computed are still reported.
 """
 
-import dataclasses
-from collections.abc import Callable, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 
 import numpy as np
 
 from tlm.data.metrics import normalize_answer
 from tlm.eval import measurements as M
+from tlm.eval.claim_parts import Claim, Component, collect, mean, per_draw, slope
 from tlm.eval.stats import take
 
 SEEN = tuple(range(2010, 2019))
@@ -55,58 +55,6 @@ MAX_GAP = 8  # C9: gaps compared on both sides
 ADAPT_ALPHA_LIMIT = 0.6  # C13: "up to alpha 0.6"
 PROBE_YEARS = tuple(range(2019, 2030))  # C11, C12: the future probe years
 REFERENCE_YEAR = 2018
-
-Draw = Mapping[str, np.ndarray | None]
-
-
-@dataclasses.dataclass(frozen=True)
-class Component:
-  """One part of a claim: a margin that is > 0 iff the part holds.
-
-  Attributes:
-    name: what is compared, e.g. "temporal - uniform".
-    unit: the margin's unit.
-    pools: {pool name: items} the margin is a statistic of (empty: aggregate numbers only).
-    margin: the margin on a draw {pool: indices}; None indices means every item as is.
-  """
-
-  name: str
-  unit: str
-  pools: Mapping[str, int]
-  margin: Callable[[Draw], float]
-
-
-@dataclasses.dataclass(frozen=True)
-class Claim:
-  id: str
-  statement: str
-  source: str
-  components: Callable[[Mapping], tuple[list[Component], list[str]]]
-
-
-def _mean(x) -> float:
-  x = np.asarray(x, dtype=float)
-  return float(np.mean(x)) if x.size else float("nan")
-
-
-def _slope(xs: Sequence[float], ys: Sequence[float]) -> float:
-  xs, ys = np.asarray(xs, dtype=float), np.asarray(ys, dtype=float)
-  ok = np.isfinite(ys)
-  if ok.sum() < 2:
-    return float("nan")
-  return float(np.polyfit(xs[ok], ys[ok], 1)[0])
-
-
-def _collect(*builders: Callable[[], list[Component]]) -> tuple[list[Component], list[str]]:
-  """Runs each component builder; a MissingInput becomes a reason instead of a component."""
-  comps, missing = [], []
-  for build in builders:
-    try:
-      comps += build()
-    except M.MissingInput as e:
-      missing.append(str(e))
-  return comps, missing
-
 
 # ---- TempLAMA and news F1 (Table 2) -----------------------------------------------------------
 
@@ -131,7 +79,7 @@ def _news_f1(meas, models: Sequence[str], years) -> tuple[dict, int]:
 
 def _better(f1: Mapping, a: str, b: str, pool: str, n: int) -> Component:
   return Component(
-    f"{a} - {b}", "F1 points", {pool: n}, lambda d: _mean(take(f1[a] - f1[b], d[pool]))
+    f"{a} - {b}", "F1 points", {pool: n}, lambda d: mean(take(f1[a] - f1[b], d[pool]))
   )
 
 
@@ -143,7 +91,7 @@ def _c_templama(a: str, b: str, years, pool: str):
       f1, n = _templama_f1(meas, (a, b), years, pool)
       return [_better(f1, a, b, pool, n)]
 
-    return _collect(build)
+    return collect(build)
 
   return components
 
@@ -154,7 +102,7 @@ def _c4(meas):
     pool = f"news {SEEN_NAME}"
     return [_better(f1, "yearly", "temporal", pool, n), _better(f1, "yearly", "uniform", pool, n)]
 
-  return _collect(build)
+  return collect(build)
 
 
 def _c6(meas):
@@ -168,11 +116,11 @@ def _c6(meas):
     f1, n = _templama_f1(meas, ("yearly", "temporal"), FUTURE, pool)
 
     def within(d):
-      return WITHIN_F1 - abs(_mean(take(f1["yearly"], d[pool]) - take(f1["temporal"], d[pool])))
+      return WITHIN_F1 - abs(mean(take(f1["yearly"], d[pool]) - take(f1["temporal"], d[pool])))
 
     return [Component("2 - |yearly - temporal|", "F1 points", {pool: n}, within)]
 
-  return _collect(news, templama)
+  return collect(news, templama)
 
 
 # ---- perplexity (Table 7) ---------------------------------------------------------------------
@@ -220,7 +168,7 @@ def _c8(meas):
     )  # fmt: skip
     return comps
 
-  return _collect(build)
+  return collect(build)
 
 
 # ---- Figure 2 ---------------------------------------------------------------------------------
@@ -236,7 +184,7 @@ def gap_curve(years: np.ndarray, f1: Mapping[int, np.ndarray]) -> dict[int, floa
     for y, total, n in zip(uniq, sums, counts):
       if n:
         cells.setdefault(int(y) - expert, []).append(total / n)
-  return {g: _mean(v) for g, v in sorted(cells.items())}
+  return {g: mean(v) for g, v in sorted(cells.items())}
 
 
 def _c9(meas):
@@ -244,13 +192,13 @@ def _c9(meas):
     years, f1 = M.experts(meas)
     pool = "TempLAMA 2010-20"
 
-    @_per_draw
+    @per_draw
     def slopes(d):
       idx = np.arange(len(years)) if d[pool] is None else d[pool]
       curve = gap_curve(years[idx], {e: 100.0 * v[idx] for e, v in f1.items()})
       past = [(abs(g), v) for g, v in curve.items() if -MAX_GAP <= g <= 0]
       future = [(g, v) for g, v in curve.items() if 0 <= g <= MAX_GAP]
-      return _slope(*zip(*past)), _slope(*zip(*future))
+      return slope(*zip(*past)), slope(*zip(*future))
 
     n = len(years)
     return [
@@ -262,7 +210,7 @@ def _c9(meas):
                 lambda d: slopes(d)[0] - slopes(d)[1]),
     ]  # fmt: skip
 
-  return _collect(build)
+  return collect(build)
 
 
 def _c10(meas):
@@ -275,7 +223,7 @@ def _c10(meas):
 
     def part(d, want_long: bool, sign: float):
       keep = take(long, d[pool]) == want_long
-      return sign * _mean(take(diff, d[pool])[keep])
+      return sign * mean(take(diff, d[pool])[keep])
 
     return [
       Component("long-lived (5+ years): uniform - yearly", "F1 points", {pool: n},
@@ -284,7 +232,7 @@ def _c10(meas):
                 lambda d: part(d, False, -1.0)),
     ]  # fmt: skip
 
-  return _collect(build)
+  return collect(build)
 
 
 # ---- Figures 3 and 4 --------------------------------------------------------------------------
@@ -296,10 +244,10 @@ def _c11(meas):
     sizes = {g: len(next(iter(v.values()), [])) for g, v in groups.items()}
     pools = {f"Figure 3 {g}": n for g, n in sizes.items()}
 
-    @_per_draw
+    @per_draw
     def curves(d):
       return {
-        g: [_mean(take(groups[g].get(y, []), d[f"Figure 3 {g}"])) for y in PROBE_YEARS]
+        g: [mean(take(groups[g].get(y, []), d[f"Figure 3 {g}"])) for y in PROBE_YEARS]
         for g in groups
       }
 
@@ -310,28 +258,16 @@ def _c11(meas):
       # The mean over both groups, weighted by their sizes as in the pooled mean.
       per = [np.array(curve(g, d)) * n for g, n in sizes.items() if n]
       total = sum(sizes.values())
-      return _slope(PROBE_YEARS, sum(per) / total) if total else float("nan")
+      return slope(PROBE_YEARS, sum(per) / total) if total else float("nan")
 
     return [
       Component("falls: -slope over all", "nats/year", pools, lambda d: -slope_all(d)),
       Component("faster for multiple: slope single - slope multiple", "nats/year", pools,
-                lambda d: _slope(PROBE_YEARS, curve("single", d))
-                - _slope(PROBE_YEARS, curve("multiple", d))),
+                lambda d: slope(PROBE_YEARS, curve("single", d))
+                - slope(PROBE_YEARS, curve("multiple", d))),
     ]  # fmt: skip
 
-  return _collect(build)
-
-
-def _per_draw(fn: Callable[[Draw], object]) -> Callable[[Draw], object]:
-  """`fn` computed once per draw: a claim's components all read the same draw."""
-  last: list = [None, None]
-
-  def cached(d: Draw):
-    if last[0] is not d:
-      last[:] = [d, fn(d)]
-    return last[1]
-
-  return cached
+  return collect(build)
 
 
 def _entropy_parts(meas, model: str):
@@ -341,7 +277,7 @@ def _entropy_parts(meas, model: str):
   years = sorted(ent)
   matrix = np.stack([ent[y] for y in years]) if years else np.zeros((0, len(sets)))
 
-  @_per_draw
+  @per_draw
   def table(d):  # {set or None (all): {year: mean entropy over the drawn queries}}
     idx = d[pool]
     e, s = (matrix, sets) if idx is None else (matrix[:, idx], sets[idx])
@@ -363,7 +299,7 @@ def _c12(meas):
     def build():
       _, sets, pool, rising, mean_of = _entropy_parts(meas, model)
       n = {pool: len(sets)}
-      order = lambda a, b: lambda d: _mean(mean_of(d, a)) - _mean(mean_of(d, b))  # noqa: E731
+      order = lambda a, b: lambda d: mean(mean_of(d, a)) - mean(mean_of(d, b))  # noqa: E731
       comps = [
         Component(f"{model}: frequent - rare (mean 2019-29)", "nats", n, order("frequent", "rare")),
         Component(f"{model}: rare - never (mean 2019-29)", "nats", n, order("rare", "never")),
@@ -374,7 +310,7 @@ def _c12(meas):
             f"{model}: slope of {s} over 2018-29",
             "nats/year",
             n,
-            lambda d, s=s: _slope(rising, mean_of(d, s, rising)),
+            lambda d, s=s: slope(rising, mean_of(d, s, rising)),
           )  # fmt: skip
         )
       return comps
@@ -388,20 +324,20 @@ def _c12(meas):
     n = {parts["cbqa_ft"][2]: len(parts["cbqa_ft"][0])}
 
     def level(m, d):
-      return _mean(parts[m][4](d))
+      return mean(parts[m][4](d))
 
-    def slope(m, d):
-      return _slope(parts[m][3], parts[m][4](d, None, parts[m][3]))
+    def trend(m, d):
+      return slope(parts[m][3], parts[m][4](d, None, parts[m][3]))
 
     return [
       Component("cbqa_ft low: min(uniform, temporal) - cbqa_ft (mean 2019-29)", "nats", n,
                 lambda d: min(level("uniform", d), level("temporal", d)) - level("cbqa_ft", d)),
       Component("cbqa_ft flat: min(slope uniform, temporal) - |slope cbqa_ft|", "nats/year", n,
-                lambda d: min(slope("uniform", d), slope("temporal", d))
-                - abs(slope("cbqa_ft", d))),
+                lambda d: min(trend("uniform", d), trend("temporal", d))
+                - abs(trend("cbqa_ft", d))),
     ]  # fmt: skip
 
-  return _collect(model_parts("uniform"), model_parts("temporal"), cbqa_ft)
+  return collect(model_parts("uniform"), model_parts("temporal"), cbqa_ft)
 
 
 # ---- Figure 5 ---------------------------------------------------------------------------------
@@ -454,7 +390,7 @@ def _c13(meas):
     comps.append(fixed("temporal alpha 0.5 reaches retrained (2019-20 and 2010-18)", best))
     return comps
 
-  return _collect(build)
+  return collect(build)
 
 
 # ---- the mechanism ----------------------------------------------------------------------------
@@ -468,7 +404,7 @@ def _m1(meas):
     )
     return [_better(f1, "temporal", "uniform", pool, n)]
 
-  return _collect(build)
+  return collect(build)
 
 
 def changing_pair_shares(meas: Mapping, models: Sequence[str]) -> dict[str, np.ndarray]:
@@ -492,9 +428,9 @@ def _m2(meas):
     pool = "changing (subject, relation) pairs"
     diff = changed["temporal"].astype(float) - changed["uniform"].astype(float)
     return [Component("share temporal - share uniform", "share", {pool: len(diff)},
-                      lambda d: _mean(take(diff, d[pool])))]  # fmt: skip
+                      lambda d: mean(take(diff, d[pool])))]  # fmt: skip
 
-  return _collect(build)
+  return collect(build)
 
 
 # ---- the list ---------------------------------------------------------------------------------

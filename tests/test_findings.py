@@ -50,12 +50,13 @@ def test_fact_spans_merge_touching_facts_and_keep_open_ends(tmp_path):
   facts.write_text(
     "P54\tQ1\tQ2\tP580=200503\tP582=2008\n"
     "P54\tQ1\tQ2\tP580=2009\tP582=201006\n"  # touches the first: one span 2005-03 .. 2010-06
-    "P54\tQ1\tQ3\tP580=2014\n"  # open
+    "P54\tQ1\tQ3\tP580=2014\tP580=2016\n"  # open; two starts: the earlier
     "P31\tQ1\tQ5\n"  # no date: no duration
   )
   spans = fact_durations.read_fact_spans(str(facts))
   assert spans.spans[("P54", "Q1", "Q2")] == [(2005 * 12 + 2, 2010 * 12 + 5)]
-  assert spans.spans[("P54", "Q1", "Q3")][0][1] > 3000 * 12 and spans.last == 2014 * 12
+  ((start, end),) = spans.spans[("P54", "Q1", "Q3")]
+  assert start == 2014 * 12 and end > 3000 * 12 and spans.last == 2014 * 12
   assert ("P31", "Q1", "Q5") not in spans.spans
   assert fact_durations.bucket_months("2014-Q2") == (2014 * 12 + 3, 2014 * 12 + 5)
   assert fact_durations.bucket_months("2014-05") == (2014 * 12 + 4,) * 2

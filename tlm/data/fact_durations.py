@@ -58,7 +58,7 @@ class FactSpans:
   Attributes:
     spans: `{(relation, subject, object): [(start, end) month ordinals, merged]}`; a missing
       end is `OPEN_END`.
-    last: the latest month recorded in the file.
+    last: the latest start or end of the facts (the snapshot, for open ends).
   """
 
   spans: dict
@@ -80,10 +80,13 @@ def read_fact_spans(path: str) -> FactSpans:
     start = end = None
     for qual in cols[3:]:
       key, _, value = qual.partition("=")
+      # Several values: the widest validity, as the TempLAMA builder keeps.
       if key == "P580":
-        start = _month(value, False, path, line_no)
+        month = _month(value, False, path, line_no)
+        start = month if start is None else min(start, month)
       elif key == "P582":
-        end = _month(value, True, path, line_no)
+        month = _month(value, True, path, line_no)
+        end = month if end is None else max(end, month)
     if start is not None or end is not None:
       raw.append((tuple(cols[:3]), start, end))
   known = [m for _, s, e in raw for m in (s, e) if m is not None]

@@ -17,7 +17,7 @@ import pytest
 
 from tlm.data.future_relations import FutureQuery, FutureRelations
 from tlm.data.templama import TempLamaExample
-from tlm.eval import findings, future
+from tlm.eval import claims, future
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SMALL = [
@@ -59,14 +59,15 @@ def reproduced(tmp_path_factory):
   root = tmp_path_factory.mktemp("reproduce")
   cache, workdir = root / "cache", root / "run"
   proc = _run("--mode=reproduce", f"--workdir={workdir}", *_sets(cache))
-  return {"cache": cache, "workdir": workdir, "stdout": proc.stdout}
+  return {"cache": cache, "workdir": workdir, "seed0": workdir / "seed=0", "stdout": proc.stdout}
 
 
 def test_reproduce_writes_every_result(reproduced):
   results = reproduced["workdir"] / "results"
-  for name in ("table2.md", "table7.md", "summary.json", "eval.json", "future.json",
-               "adapt.json", "figure2.json"):  # fmt: skip
+  for name in ("table2.md", "table7.md", "summary.json", "claims.md"):
     assert (results / name).is_file(), name
+  for name in ("eval.json", "future.json", "adapt.json", "figure2.json", "per_query.json"):
+    assert (reproduced["seed0"] / "results" / name).is_file(), name
   for i in range(2, 6):
     assert _is_png(results / f"figure{i}.png")
   out = reproduced["stdout"]
@@ -74,38 +75,27 @@ def test_reproduce_writes_every_result(reproduced):
   assert "| tiny_temporal |" in out and "TempLAMA F1 2010-18" in out  # Table 2 printed
   table2 = (results / "table2.md").read_text()
   assert table2.splitlines()[0].startswith("| Model |") and "| tiny_yearly |" in table2
+  assert "| most frequent answer (oracle) |" in table2
 
 
-def test_summary_findings_are_computed_from_the_reported_numbers(reproduced):
-  results = reproduced["workdir"] / "results"
-  summary = json.loads((results / "summary.json").read_text())
-  names = [f["name"] for f in summary["findings"]]
-  assert names == [
-    "temporal_beats_uniform",
-    "uniform_vs_yearly_by_duration",
-    "future_entropy_calibration",
-    "adaptation_forgets_less",
-  ]
-  evals = json.loads((results / "eval.json").read_text())
-  f1 = {
-    v: {s: evals[f"tiny_{v}"]["templama"]["metrics"][s]["overall"]["f1"] for s in findings.SLICES}
-    for v in ("temporal", "uniform")
-  }
-  assert summary["findings"][0] == findings.temporal_beats_uniform(f1)
-  fut = json.loads((results / "future.json").read_text())
-  entropy = {
-    s: {int(y): v for y, v in curve.items()}
-    for s, curve in fut["tiny_temporal"]["entropy"]["entropy"].items()
-  }
-  recomputed = findings.future_entropy_calibration(entropy)
-  assert summary["findings"][2]["holds"] == recomputed["holds"]
-  assert summary["findings"][2]["numbers"]["ordered"] == recomputed["numbers"]["ordered"]
-  for f in summary["findings"]:
-    assert isinstance(f["holds"], bool) and f["numbers"]
+def test_summary_claims_are_computed_from_the_reported_numbers(reproduced):
+  summary = json.loads((reproduced["workdir"] / "results" / "summary.json").read_text())
+  assert [c["id"] for c in summary["claims"]] == [c.id for c in claims.CLAIMS]
+  assert set(summary["mechanism"]) == {"M1", "M2"} and summary["seeds"] == [0]
+  for c in summary["claims"] + list(summary["mechanism"].values()):
+    assert c["holds"] in (True, False, None) and len(c["per_seed"]) == 1
+    assert c["holds"] is not None or c["missing"], c["id"]
+  # C1's margin is Temporal's TempLAMA 2010-18 F1 minus Uniform's, as eval.json reports them.
+  evals = json.loads((reproduced["seed0"] / "results" / "eval.json").read_text())
+  f1 = {v: evals[f"tiny_{v}"]["templama"]["metrics"]["2010-18"]["overall"]["f1"]
+        for v in ("temporal", "uniform")}  # fmt: skip
+  c1 = summary["claims"][0]
+  assert c1["per_seed"][0]["margin"] == pytest.approx(100 * (f1["temporal"] - f1["uniform"]))
+  assert c1["holds"] == (f1["temporal"] > f1["uniform"])
 
 
 def test_eval_and_eval_future_modes_on_a_trained_workdir(reproduced):
-  workdir = reproduced["workdir"] / "uniform"
+  workdir = reproduced["seed0"] / "uniform"
   sets = _sets(reproduced["cache"])
   proc = _run("--mode=eval", "--config=tiny_uniform", f"--workdir={workdir}", *sets)
   result = json.loads((workdir / "results" / "eval.json").read_text())
@@ -125,7 +115,7 @@ def test_eval_and_eval_future_modes_on_a_trained_workdir(reproduced):
 
 
 def test_adapt_mode_with_other_alphas(reproduced):
-  workdir = reproduced["workdir"] / "temporal"
+  workdir = reproduced["seed0"] / "temporal"
   sets = _sets(reproduced["cache"]) + ["--set=adapt.alphas=0.3,0.5", "--set=adapt.eval_points=1"]
   _run("--mode=adapt", "--config=tiny_temporal", f"--workdir={workdir}", *sets)
   out = json.loads((workdir / "results" / "adapt.json").read_text())
@@ -140,7 +130,7 @@ def test_cbqa_baselines_public_checkpoint_as_is_and_finetuned(reproduced, tmp_pa
   directory, standing in for t5-large-ssm-nq); T5-CBQA-ft: it finetuned on TempLAMA alone."""
   sets = _sets(reproduced["cache"])
   public = tmp_path / "hf"
-  _run("--mode=convert", f"--checkpoint={reproduced['workdir'] / 'uniform'}",
+  _run("--mode=convert", f"--checkpoint={reproduced['seed0'] / 'uniform'}",
        f"--output_dir={public}", "--format=hf")  # fmt: skip
   _run("--mode=eval", "--config=tiny_cbqa_ft", f"--workdir={public}", *sets)
   as_is = json.loads((public / "results" / "eval.json").read_text())
@@ -156,7 +146,7 @@ def test_cbqa_baselines_public_checkpoint_as_is_and_finetuned(reproduced, tmp_pa
 
 
 def test_tables_mode_over_workdirs(reproduced, tmp_path):
-  run = reproduced["workdir"]
+  run = reproduced["seed0"]
   out = tmp_path / "tables"
   proc = _run("--mode=tables", f"--workdirs={run / 'temporal'},{run / 'uniform'}",
               f"--output_dir={out}")  # fmt: skip
@@ -197,7 +187,7 @@ def _cronquestions_release(root):
 
 def test_cronquestions_mode(reproduced, tmp_path):
   data = _cronquestions_release(tmp_path / "cronq")
-  workdir = reproduced["workdir"] / "temporal"
+  workdir = reproduced["seed0"] / "temporal"
   sets = _sets(reproduced["cache"]) + ["--set=eval.finetune_steps=2"]
   _run("--mode=cronquestions", "--config=tiny_temporal", f"--workdir={workdir}",
        f"--data={data}", *sets)  # fmt: skip

@@ -46,3 +46,30 @@ def test_all_figures_are_pngs(tmp_path):
     width, height = _png_size(tmp_path / f"{name}.png")
     assert width > 300 and height > 200
   assert sorted(p.name for p in tmp_path.iterdir()) == [f"figure{i}.png" for i in range(2, 6)]
+
+
+def test_a_line_per_model_with_a_band_over_seeds(tmp_path):
+  import matplotlib.pyplot as plt
+
+  fig, ax = plt.subplots()
+  line = figures._line(ax, {"2": [0.2, 0.4, 0.3], "1": [0.1, 0.3]}, "temporal")
+  assert list(line.get_xdata()) == [1.0, 2.0]
+  assert line.get_ydata() == pytest.approx([0.2, 0.3])  # the mean over seeds
+  (band,) = ax.collections  # min..max over seeds
+  ys = band.get_paths()[0].vertices[:, 1]
+  assert min(ys) == pytest.approx(0.1) and max(ys) == pytest.approx(0.4)
+  figures._line(ax, {1: 0.5, 2: 0.6}, "one seed")
+  assert len(ax.collections) == 1  # a single seed draws no band
+  plt.close(fig)
+  seeds = [0.1, 0.2, 0.15]
+  figures.figure2(
+    {"TempLAMA": {-1: seeds, 0: seeds, 1: seeds}},
+    {"tiny_uniform": {2: seeds, 6: seeds}, "tiny_yearly": {2: seeds, 6: [0.3]}},
+    str(tmp_path / "figure2.png"),
+  )
+  figures.figure5(
+    {"temporal": {0.5: {"2010-18": seeds, "2019": seeds}}},
+    {"temporal": {"2010-18": seeds, "2019": [0.3]}},
+    str(tmp_path / "figure5.png"),
+  )
+  assert _png_size(tmp_path / "figure2.png")[0] > 300 and (tmp_path / "figure5.png").is_file()

@@ -209,6 +209,19 @@ class EvalConfig:
 
 
 @dataclasses.dataclass(frozen=True)
+class ReproduceConfig:
+  """`--mode=reproduce` (the miniature reproduction) only.
+
+  Attributes:
+    seeds: independent repetitions; each seed S sets data.world_seed, data.seed and
+      train.seed to S (a new world, sampling and initialisation) and runs in WORKDIR/seed=S/.
+      The summary judges every claim on each seed and over all of them (paper: one run).
+  """
+
+  seeds: tuple[int, ...] = (0,)
+
+
+@dataclasses.dataclass(frozen=True)
 class Config:
   """A whole experiment.
 
@@ -228,6 +241,7 @@ class Config:
   mesh: MeshConfig = MeshConfig()
   adapt: AdaptConfig = AdaptConfig()
   eval: EvalConfig = EvalConfig()
+  reproduce: ReproduceConfig = ReproduceConfig()
 
 
 VARIANTS = ("temporal", "uniform", "yearly", "cbqa_ft")
@@ -857,6 +871,9 @@ def _typed(key: str, value: Any, hint) -> Any:
   return value
 
 
+_LATER_SECTIONS = ("reproduce",)
+
+
 def from_dict(data: dict[str, Any]) -> Config:
   """Rebuilds a Config from `to_dict` output (e.g. a workdir's config.json), strictly.
 
@@ -864,6 +881,8 @@ def from_dict(data: dict[str, Any]) -> Config:
     ConfigError: for an unknown or missing key or a value of the wrong type or range.
   """
   top = _fields(Config)
+  # Sections added after workdirs were written: a config.json without them takes the defaults.
+  data = {**{k: to_dict(Config())[k] for k in _LATER_SECTIONS if k not in data}, **data}
   unknown = sorted(set(data) - set(top))
   missing = sorted(set(top) - set(data))
   if unknown or missing:

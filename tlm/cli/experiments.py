@@ -8,10 +8,10 @@
   python run.py --mode=tables --workdirs=W_SMALL,W_LARGE,... --output_dir=D   # Tables 2, 3, 7
 
 Without --config and --workdir, eval / eval_future / adapt / cronquestions use the Temporal
-model of the miniature reproduction (tiny_temporal in runs/reproduce/temporal) and say what to
-run first if it is not there yet. A workdir that holds a trained model also holds its resolved
-config (`config.json`): that is the base, so a model trained with `--set=data...` is evaluated
-on its own data, and `--set` applies on top.
+model of the miniature reproduction (tiny_temporal in runs/reproduce/seed=0/temporal) and say
+what to run first if it is not there yet. A workdir that holds a trained model also holds its
+resolved config (`config.json`): that is the base, so a model trained with `--set=data...` is
+evaluated on its own data, and `--set` applies on top.
 """
 
 import glob
@@ -20,7 +20,7 @@ import os
 
 from tlm import configs
 from tlm.errors import ConfigError, DataError
-from tlm.eval.reproduce import DEFAULT_WORKDIR
+from tlm.eval.reproduce import DEFAULT_WORKDIR, seed_dir
 from tlm.workdir_lock import WorkdirLock
 
 
@@ -46,7 +46,7 @@ def _saved_config(workdir: str):
 
 def _config_and_workdir(flags):
   config = configs.get(flags.config or "tiny_temporal")
-  workdir = flags.workdir or os.path.join(DEFAULT_WORKDIR, config.variant)
+  workdir = flags.workdir or os.path.join(seed_dir(DEFAULT_WORKDIR, 0), config.variant)
   saved = _saved_config(workdir)
   if saved is not None:
     if flags.config and saved.name != flags.config:

@@ -21,7 +21,7 @@ import numpy as np
 
 from tlm import configs
 from tlm.configs import Config
-from tlm.data import datasets, metrics
+from tlm.data import datasets, fact_durations, metrics
 from tlm.data.formatting import templama_query_input
 from tlm.data.future_relations import RESOURCES, FutureRelations, load_future_relations
 from tlm.data.sampling import NEWS_SSM
@@ -46,11 +46,14 @@ class EvalData:
     templama: the TempLAMA split under evaluation, every year.
     news: {year: held-out SSM examples}, at most `eval.max_examples` per year (evenly spaced).
     future_relations_dir: the future-relations query sets (world's, or the shipped real ones).
+    durations: {TempLAMA id: years} from the facts' own dates (the synthetic world's facts.tsv;
+      `tlm.data.fact_durations`); empty: durations from the TempLAMA buckets.
   """
 
   templama: list
   news: dict
   future_relations_dir: str
+  durations: dict = dataclasses.field(default_factory=dict)
 
 
 def eval_data(config: Config) -> EvalData:
@@ -60,10 +63,13 @@ def eval_data(config: Config) -> EvalData:
   data, ec = config.data, config.eval
   sources = resolve_sources(data)
   future_dir = ec.future_relations or RESOURCES
-  if data.synthetic and not ec.future_relations:
-    future_dir = datasets.ensure_synthetic_data(
+  facts = ""
+  if data.synthetic:
+    world = datasets.ensure_synthetic_data(
       synthetic_cache_dir(data), seed=data.world_seed, scale=data.world_scale
-    ).future_relations_dir
+    )
+    future_dir = ec.future_relations or world.future_relations_dir
+    facts = os.path.join(world.world_dir, "facts.tsv")
   templama_dir = sources.templama_dir
   if not templama_dir:
     raise ConfigError("evaluation needs TempLAMA: set data.templama_dir (or data.synthetic)")
@@ -74,7 +80,8 @@ def eval_data(config: Config) -> EvalData:
   if ssm_dir:
     loaded = datasets.load_sources(ssm_dir, None, years=ec.years, split=ec.split)[NEWS_SSM]
     news = {y: _spread(rows, ec.max_examples) for y, rows in loaded.items()}
-  return EvalData(templama, news, future_dir)
+  spans = fact_durations.read_fact_spans(facts) if facts else {}
+  return EvalData(templama, news, future_dir, fact_durations.durations_from_facts(spans, templama))
 
 
 def _spread(rows: list, k: int) -> list:
@@ -176,7 +183,7 @@ def _log_slices(log: Log, label: str, result: dict) -> None:
 def evaluate_model(model, data: EvalData, log: Log, label: str) -> dict:
   """TempLAMA and news results of one model on `data`."""
   log(f"{label}: decoding {len(data.templama)} TempLAMA queries")
-  result = {"templama": evaluate_templama(model, data.templama)}
+  result = {"templama": evaluate_templama(model, data.templama, durations=data.durations)}
   if data.news:
     log(f"{label}: news SSM on {sum(len(v) for v in data.news.values())} held-out examples")
     result["news"] = evaluate_news(model, data.news)
@@ -191,7 +198,7 @@ def evaluate(config: Config, workdir: str, log: Log = print, data: EvalData | No
   model = load_model(config, workdir)
   result = evaluate_model(model, data, log, config.name)
   result["config"] = configs.to_dict(config)
-  result["answer_baselines"] = answer_baselines(data.templama)
+  result["answer_baselines"] = answer_baselines(data.templama, data.durations)
   out = _results_dir(workdir)
   write_json(os.path.join(out, "eval.json"), result)
   with atomic_output_file(os.path.join(out, "table2_row.md")) as f:
@@ -258,9 +265,13 @@ def draw(log: Log, fn, *args) -> None:
 
 
 def yearly_gap_curves(
-  config: Config, workdir: str, data: EvalData, log: Log
+  config: Config, workdir: str, data: EvalData, log: Log, per_query: dict | None = None
 ) -> dict[str, dict[int, float]]:
   """Figure 2, left: F1 of every yearly expert on every year, averaged by (test - train) year.
+
+  Args:
+    per_query: if given, filled with {expert year: [TempLAMA F1 of each query of
+      `data.templama`, in order]} (the claims' bootstrap resamples the queries).
 
   Returns:
     {"TempLAMA": {gap: F1}, "News": {gap: F1}} (News only with news data).
@@ -269,7 +280,10 @@ def yearly_gap_curves(
   for expert_year in config.data.train_years:
     model = TimeConditioned(predictor(expert_dir(workdir, expert_year), config), "none")
     log(f"Figure 2: expert {expert_year} on every year")
-    t = evaluate_templama(model, data.templama)["metrics"]["all"]
+    scored = evaluate_templama(model, data.templama, durations=data.durations)
+    if per_query is not None:
+      per_query[expert_year] = [r["f1"] for r in scored["records"]]
+    t = scored["metrics"]["all"]
     for year, v in t.get("by_year", {}).get("f1", {}).items():
       sums["TempLAMA"].setdefault(int(year) - expert_year, []).append(v["mean"])
     if data.news:

@@ -1,5 +1,9 @@
 """PNG figures for the paper's Figures 2-5, drawn from plain result dictionaries.
 
+A curve maps x to a number, or to a list of numbers, one per seed (`reproduce.seeds`): the line
+is then their mean and a shaded band spans their minimum to maximum, so a reader sees how far
+the seeds agree.
+
 matplotlib is optional (requirements.txt lists it; nothing else needs it): without it every
 function raises `FiguresUnavailable`, whose message says how to install it, and callers write
 their JSON results anyway. The Agg backend is forced so figures render on headless machines.
@@ -41,6 +45,23 @@ def _sorted_items(d: Mapping):
   return sorted(((float(k), v) for k, v in d.items()), key=lambda kv: kv[0])
 
 
+def _values(v) -> list[float]:
+  return [float(x) for x in v] if isinstance(v, list | tuple) else [float(v)]
+
+
+def _line(ax, curve: Mapping, label: str, **kwargs):
+  """One line (mean over seeds) with a min-max band where a point has several seeds."""
+  import numpy as np
+
+  points = [(x, _values(v)) for x, v in _sorted_items(curve) if _values(v)]
+  xs = [x for x, _ in points]
+  (line,) = ax.plot(xs, [np.mean(v) for _, v in points], marker="o", label=label, **kwargs)
+  if any(len(v) > 1 for _, v in points):
+    lo, hi = [min(v) for _, v in points], [max(v) for _, v in points]
+    ax.fill_between(xs, lo, hi, color=line.get_color(), alpha=0.2, lw=0)
+  return line
+
+
 def figure2(
   f1_by_gap: Mapping[str, Mapping], f1_by_duration: Mapping[str, Mapping], path: str
 ) -> None:
@@ -50,17 +71,15 @@ def figure2(
   plt = _pyplot()
   fig, (left, right) = plt.subplots(1, 2, figsize=(10, 4))
   for name, curve in f1_by_gap.items():
-    xs, ys = zip(*_sorted_items(curve))
-    left.plot(xs, ys, marker="o", label=name)
+    _line(left, curve, name)
   left.axvline(0, color="gray", lw=0.8, ls="--")
   left.set_xlabel("test year - train year")
   left.set_ylabel("F1")
   left.set_title("Yearly experts away from their year")
   left.legend()
   for name, curve in f1_by_duration.items():
-    xs, ys = zip(*_sorted_items(curve))
-    right.plot(xs, ys, marker="o", label=name)
-  right.set_xlabel("fact duration (years)")
+    _line(right, curve, name)
+  right.set_xlabel("fact duration (years, from the facts' dates)")
   right.set_ylabel("TempLAMA F1")
   right.set_title("F1 by how long the answer holds")
   right.legend()
@@ -78,8 +97,7 @@ def figure3(delta_loglik: Mapping[str, Mapping[str, Mapping]], path: str) -> Non
     for group in ("single", "multiple"):
       curve = delta_loglik[model].get(group)
       if curve:
-        xs, ys = zip(*_sorted_items(curve))
-        ax.plot(xs, ys, marker="o", label=group)
+        _line(ax, curve, group)
     ax.axhline(0, color="gray", lw=0.8, ls="--")
     ax.set_title(model)
     ax.set_xlabel("query year")
@@ -97,8 +115,7 @@ def figure4(entropy: Mapping[str, Mapping[str, Mapping]], path: str) -> None:
   fig, axes = plt.subplots(1, len(models), figsize=(4.5 * len(models), 3.8), squeeze=False)
   for ax, model in zip(axes[0], models):
     for name, curve in entropy[model].items():
-      xs, ys = zip(*_sorted_items(curve))
-      ax.plot(xs, ys, marker="o", label=name)
+      _line(ax, curve, name)
     ax.set_title(model)
     ax.set_xlabel("query year")
     ax.set_ylabel("entropy (nats)")
@@ -116,13 +133,13 @@ def figure5(
   fig, axes = plt.subplots(1, len(slices), figsize=(4.5 * len(slices), 3.8), squeeze=False)
   for ax, slice_name in zip(axes[0], slices):
     for model, curve in adapted.items():
-      pts = [(a, row[slice_name]) for a, row in _sorted_items(curve)]
-      xs, ys = zip(*pts)
-      (line,) = ax.plot(xs, ys, marker="o", label=f"{model} adapted")
+      line = _line(ax, {a: row[slice_name] for a, row in curve.items()}, f"{model} adapted")
       if model in retrained and slice_name in retrained[model]:
-        ax.axhline(
-          retrained[model][slice_name], color=line.get_color(), ls="--", label=f"{model} retrained"
-        )
+        level = _values(retrained[model][slice_name])
+        color = line.get_color()
+        ax.axhline(sum(level) / len(level), color=color, ls="--", label=f"{model} retrained")
+        if len(level) > 1:
+          ax.axhspan(min(level), max(level), color=color, alpha=0.1, lw=0)
     ax.set_title(f"F1 on {slice_name}")
     ax.set_xlabel("alpha (share of the new year)")
     ax.set_ylabel("F1")

@@ -60,7 +60,8 @@ def loglik_change(
     years: the query years to probe.
 
   Returns:
-    {"single" | "multiple": {year: mean change of log-likelihood vs 2018}, "counts": {...}}.
+    {"single" | "multiple": {year: mean change of log-likelihood vs 2018}, "counts": {...},
+     "per_query": {"single" | "multiple": {year: [change of each chosen query]}}}.
   """
   counts = answer_counts(examples)
   chosen: dict[str, list[tuple[str, str]]] = {"single": [], "multiple": []}
@@ -72,9 +73,9 @@ def loglik_change(
       continue
     group = "single" if counts[(ex.subject, ex.relation)] == 1 else "multiple"
     chosen[group].append((templama_query_input(ex.query), answer))
-  out: dict = {"counts": {g: len(v) for g, v in chosen.items()}}
+  out: dict = {"counts": {g: len(v) for g, v in chosen.items()}, "per_query": {}}
   for group, pairs in chosen.items():
-    out[group] = {}
+    out[group], out["per_query"][group] = {}, {}
     if not pairs:
       continue
     queries = [q for q, _ in pairs]
@@ -83,6 +84,7 @@ def loglik_change(
     for year in years:
       ll, _ = model.log_likelihood(queries, [year] * len(pairs), targets)
       out[group][int(year)] = float(np.mean(ll - base))
+      out["per_query"][group][int(year)] = [float(x) for x in ll - base]
   return out
 
 

@@ -5,10 +5,13 @@ On the embedded synthetic world (built on first use) with the tiny configs:
   2. evaluate them on TempLAMA and the held-out news (Table 2, Table 7, Figure 2);
   3. probe the future with Uniform and Temporal (Figures 3 and 4);
   4. adapt Uniform and Temporal to 2019 for each alpha and retrain both on 2010-19 (Figure 5);
-  5. write WORKDIR/results/{table2.md, table7.md, summary.json, figure2.png .. figure5.png}
-     and print Table 2.
-`summary.json` states each of the paper's findings as a boolean computed from the measured
-numbers (`tlm.eval.findings`), with the numbers beside it.
+  5. write the seed's results to WORKDIR/seed=S/results/ (eval.json, per_query.json, ...);
+and, over the seeds of `reproduce.seeds` (default: one, 0; `--set=reproduce.seeds=0,1,2`),
+each run in its own WORKDIR/seed=S/ with the world, sampling and initialisation seeds all S:
+  6. write WORKDIR/results/{summary.json, claims.md, table2.md, table7.md, figure2.png ..
+     figure5.png} (`tlm.eval.over_seeds`) and print Table 2 and the claims.
+`summary.json` judges every claim of the paper (`tlm.eval.claims`) on each seed, with its
+hold-rate and a 95% interval of its margin (`tlm.eval.claim_summary`).
 
 Compute: as in the paper, each Yearly expert trains for `train.steps` steps on its own year's
 slice (tiny_yearly: 200 steps, a quarter of tiny_temporal's 800 on a ninth of the data: about
@@ -26,7 +29,18 @@ import time
 
 from tlm import configs
 from tlm.configs import Config
-from tlm.eval import adaptation, experiments, figures, findings, tables
+from tlm.data.future_relations import load_future_relations
+from tlm.errors import ConfigError
+from tlm.eval import (
+  adaptation,
+  claim_summary,
+  experiments,
+  figures,
+  measurements,
+  over_seeds,
+  tables,
+)
+from tlm.eval.templama_eval import SLICES
 from tlm.files import atomic_output_file, write_json
 
 DEFAULT_WORKDIR = os.path.join("runs", "reproduce")
@@ -56,11 +70,45 @@ def _train(config: Config, workdir: str, log) -> None:
   run(config, workdir, log=log)
 
 
+def seed_dir(workdir: str, seed: int) -> str:
+  """Where one seed of the reproduction runs (its models and its own results)."""
+  return os.path.join(workdir, f"seed={seed}")
+
+
+def seed_overrides(seed: int) -> list[str]:
+  """The overrides of one seed: a new world, sampling stream and initialisation."""
+  return [f"data.world_seed={seed}", f"data.seed={seed}", f"train.seed={seed}"]
+
+
+def seeds_of(overrides: list[str]) -> tuple[int, ...]:
+  """`reproduce.seeds` after the overrides (ConfigError if empty or repeated)."""
+  seeds = configs.override(configs.get("tiny_temporal"), overrides).reproduce.seeds
+  if not seeds or len(set(seeds)) != len(seeds):
+    raise ConfigError(f"reproduce.seeds must list distinct seeds, got {list(seeds)}")
+  return seeds
+
+
 def reproduce(overrides: list[str], workdir: str | None = None, log=print) -> dict:
-  """Runs the whole miniature reproduction; returns the summary."""
+  """Runs the whole miniature reproduction for every seed; returns the summary."""
+  workdir = os.path.abspath(workdir or DEFAULT_WORKDIR)
+  seeds, start = seeds_of(overrides), time.time()
+  per_seed = []
+  for seed in seeds:
+    path = seed_dir(workdir, seed)
+    log(f"\n##### seed {seed} ({seeds.index(seed) + 1} of {len(seeds)}): {path}")
+    per_seed.append(_reproduce_seed(seed, list(overrides) + seed_overrides(seed), path, log))
+  results = os.path.join(workdir, "results")
+  summary = over_seeds.write(results, per_seed, log)
+  log("\n" + over_seeds.table2(per_seed))
+  log(claim_summary.claims_table(summary))
+  log(f"results in {results} ({(time.time() - start) / 60:.1f} min)")
+  return summary
+
+
+def _reproduce_seed(seed: int, overrides: list[str], workdir: str, log) -> dict:
+  """One seed of the reproduction in `workdir`; returns what `over_seeds.write` combines."""
   from tlm.train.data import resolve_sources
 
-  workdir = os.path.abspath(workdir or DEFAULT_WORKDIR)
   cfgs = reproduction_configs(overrides)
   stage = _Stages(4 + len(VARIANTS) + 1, log)
   _enable_compilation_cache(cfgs["temporal"])
@@ -79,7 +127,8 @@ def reproduce(overrides: list[str], workdir: str | None = None, log=print) -> di
 
   stage("evaluating on TempLAMA and the held-out news (Table 2, Table 7, Figure 2)")
   evals = {v: experiments.evaluate(cfgs[v], dirs[v], log, data) for v in VARIANTS}
-  gap = experiments.yearly_gap_curves(cfgs["yearly"], dirs["yearly"], data, log)
+  expert_f1: dict = {}
+  gap = experiments.yearly_gap_curves(cfgs["yearly"], dirs["yearly"], data, log, expert_f1)
   by_duration = {v: experiments.f1_by_duration(evals[v]) for v in VARIANTS}
 
   stage("probing the future (Figures 3 and 4)")
@@ -91,15 +140,19 @@ def reproduce(overrides: list[str], workdir: str | None = None, log=print) -> di
   stage("adapting to 2019 and retraining on 2010-19 (Figure 5)")
   adapted = {v: adaptation.adapt(cfgs[v], dirs[v], log, data) for v in ("uniform", "temporal")}
 
-  stage("writing tables, figures and the summary")
+  stage("writing this seed's tables, figures and per-query numbers")
   results = os.path.join(workdir, "results")
-  summary = _summarize(cfgs, evals, future, adapted)
+  sets = {q.id: q.set for q in load_future_relations(data.future_relations_dir).queries}
+  retrain_steps = {v: adaptation.retrained_config(cfgs[v]).train.steps for v in adapted}
+  meas = measurements.collect(seed, evals, expert_f1, future, sets, adapted, retrain_steps)
+  write_json(os.path.join(results, "per_query.json"), meas)
+  summary = _summarize(cfgs, evals, adapted)
   _write_outputs(results, cfgs, evals, gap, by_duration, future, adapted, summary, log)
-  log("\n" + summary["table2"])
-  for f in summary["findings"]:
-    log(f"{'HOLDS' if f['holds'] else 'DOES NOT HOLD'}: {f['statement']}")
-  log(f"\nresults in {results} ({(time.time() - stage.start) / 60:.1f} min)")
-  return summary
+  log(f"seed {seed}: results in {results} ({(time.time() - stage.start) / 60:.1f} min)")
+  names = {v: cfgs[v].name for v in VARIANTS}
+  return {"seed": seed, "names": names, "evals": evals, "gap": gap, "by_duration": by_duration,
+          "future": future, "adapted": adapted, "measurements": meas,
+          "baselines": evals["temporal"]["answer_baselines"]}  # fmt: skip
 
 
 def _enable_compilation_cache(config: Config) -> None:
@@ -113,53 +166,27 @@ def _enable_compilation_cache(config: Config) -> None:
   jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
 
 
-def _summarize(cfgs, evals, future, adapted) -> dict:
-  f1 = {
-    v: {s: evals[v]["templama"]["metrics"][s]["overall"]["f1"] for s in findings.SLICES}
-    for v in VARIANTS
-  }
-  by_lifetime = {
-    v: {
-      "short": evals[v]["templama"]["metrics"]["2010-18_short_lived"]["overall"]["f1"],
-      "long": evals[v]["templama"]["metrics"]["2010-18_long_lived"]["overall"]["f1"],
-    }
-    for v in VARIANTS
-  }
-  match = f"{cfgs['temporal'].adapt.match_alpha:g}"
-  adapt_numbers = {
-    v: {"before": adapted[v]["before"], "after": adapted[v]["alphas"][match]}
-    for v in ("temporal", "uniform")
-  }
-  new_year = str(cfgs["temporal"].adapt.new_year)
-  for v in adapt_numbers:
-    for k in ("before", "after"):
-      adapt_numbers[v][k] = {"2010-18": adapt_numbers[v][k]["2010-18"],
-                             "2019": adapt_numbers[v][k][new_year]}  # fmt: skip
-  results = [
-    findings.temporal_beats_uniform(f1),
-    findings.uniform_vs_yearly_by_duration(by_lifetime),
-    findings.future_entropy_calibration(future["temporal"]["entropy"]["entropy"]),
-    findings.adaptation_forgets_less(adapt_numbers),
-  ]
+def _summarize(cfgs, evals, adapted) -> dict:
+  """This seed's numbers at a glance (the claims are judged over the seeds, in results/)."""
   names = {v: cfgs[v].name for v in VARIANTS}
   baselines = evals["temporal"]["answer_baselines"]
-  table2 = tables.table2({names[v]: evals[v] for v in VARIANTS}, baselines)
   return {
-    "findings": results,
-    "templama_f1": f1,
-    "news": {v: {k: evals[v].get("news", {}).get(k) for k in findings.SLICES} for v in VARIANTS},
+    "templama_f1": {
+      v: {s: evals[v]["templama"]["metrics"][s]["overall"]["f1"] for s in SLICES} for v in VARIANTS
+    },
+    "news": {v: {k: evals[v].get("news", {}).get(k) for k in SLICES} for v in VARIANTS},
     "adaptation": {
       v: {"matched_retrained_at_step": adapted[v]["matched_at_step"], "steps": adapted[v]["steps"]}
       for v in adapted
     },
     "configs": {v: configs.to_dict(c) for v, c in cfgs.items()},
-    "table2": table2,
+    "table2": tables.table2({names[v]: evals[v] for v in VARIANTS}, baselines),
   }
 
 
 def _write_outputs(results, cfgs, evals, gap, by_duration, future, adapted, summary, log):
   names = {v: cfgs[v].name for v in VARIANTS}
-  write_json(os.path.join(results, "summary.json"), summary)
+  write_json(os.path.join(results, "seed_summary.json"), summary)
   write_json(
     os.path.join(results, "eval.json"),
     {

@@ -3,7 +3,8 @@
 TempLAMA: every query is decoded greedily with the model's time conditioning and scored with
 SQuAD token F1 and exact match, the max over all answers and aliases. Results are reported for
 the seen years (2010-18) and the future years (2019-20), and by year, relation and fact
-duration (the years the first answer holds, `tlm.data.templama.fact_durations`). The two
+duration (the years the first answer holds: from the facts' own dates when given,
+`tlm.data.fact_durations`, else from the buckets, `tlm.data.templama.fact_durations`). The two
 answer baselines of the data itself — always answering the subject's most frequent or most
 recent answer — are scored the same way.
 
@@ -43,7 +44,8 @@ def score_records(
   predictions: Sequence[str],
   durations: Mapping[str, int],
 ) -> list[dict]:
-  """One record per query: id, year, relation, duration, prediction, answers, f1, em."""
+  """One record per query: id, year, subject, relation, duration, prediction, answers, f1, em,
+  and whether the subject's most frequent answer is a correct answer of the query."""
   records = []
   for ex, pred in zip(examples, predictions, strict=True):
     answers = _answers(ex)
@@ -51,8 +53,10 @@ def score_records(
       {
         "id": ex.id,
         "year": ex.year,
+        "subject": ex.subject,
         "relation": ex.relation,
         "duration": int(durations[ex.id]),
+        "most_frequent_is_correct": ex.most_frequent_answer in [a[0] for a in answers],
         "query": ex.query,
         "prediction": pred,
         "answers": [a[0] for a in answers],
@@ -77,30 +81,50 @@ def aggregate(records: Sequence[dict]) -> dict:
   return out
 
 
+def durations_of(
+  examples: Sequence[TempLamaExample], from_dates: Mapping[str, int] | None = None
+) -> dict[str, int]:
+  """Fact durations of `examples`: from the facts' dates where given, else from the buckets."""
+  durations = fact_durations(list(examples))
+  durations.update({k: v for k, v in (from_dates or {}).items() if k in durations})
+  return durations
+
+
 def evaluate_templama(
-  model, examples: Sequence[TempLamaExample], all_examples: Sequence[TempLamaExample] = ()
+  model,
+  examples: Sequence[TempLamaExample],
+  all_examples: Sequence[TempLamaExample] = (),
+  durations: Mapping[str, int] | None = None,
 ) -> dict:
   """Decodes and scores every query.
 
   Args:
     model: `predict(queries, years)`.
     examples: the queries to evaluate (e.g. the test split).
-    all_examples: examples used to compute fact durations (defaults to `examples`; a
-      subject's queries are all in one split, so the split itself suffices).
+    all_examples: examples used to compute fact durations from the buckets (defaults to
+      `examples`; a subject's queries are all in one split, so the split itself suffices).
+    durations: `{id: years}` from the facts' own dates (`tlm.data.fact_durations`); queries
+      not in it fall back to the bucket durations.
 
   Returns:
     {"metrics": aggregate(...), "records": [...]}.
   """
-  durations = fact_durations(list(all_examples or examples))
+  durations = durations_of(all_examples or examples, durations)
   queries = [templama_query_input(ex.query) for ex in examples]
   predictions = model.predict(queries, [ex.year for ex in examples])
   records = score_records(examples, predictions, durations)
   return {"metrics": aggregate(records), "records": records}
 
 
-def answer_baselines(examples: Sequence[TempLamaExample]) -> dict:
-  """Scores of always answering the most frequent / most recent answer (from the data)."""
-  durations = fact_durations(list(examples))
+def answer_baselines(
+  examples: Sequence[TempLamaExample], durations: Mapping[str, int] | None = None
+) -> dict:
+  """Scores of always answering the most frequent / most recent answer.
+
+  Both are oracles, not baselines a model could be: they read each test subject's gold answers
+  over 2010-20 (tables label them "(oracle)").
+  """
+  durations = durations_of(examples, durations)
   out = {}
   for name in ("most_frequent_answer", "most_recent_answer"):
     records = score_records(examples, [getattr(ex, name) for ex in examples], durations)
@@ -117,9 +141,12 @@ def evaluate_news(model, examples_by_year: Mapping[int, Sequence[dict]]) -> dict
       examples (`tlm.data.datasets.load_sources(..., split="test")`).
 
   Returns:
-    {"by_year": {year: {"f1", "em", "perplexity", "count"}}, "<slice>": {...}}.
+    {"by_year": {year: {"f1", "em", "perplexity", "count"}}, "<slice>": {...},
+     "records": {"year", "f1", "loglik", "tokens": one list entry per example, in the order
+     of `examples_by_year`}}.
   """
   by_year, pooled = {}, {}
+  records: dict = {"year": [], "f1": [], "loglik": [], "tokens": []}
   for year in sorted(examples_by_year):
     rows = examples_by_year[year]
     if not rows:
@@ -131,6 +158,10 @@ def evaluate_news(model, examples_by_year: Mapping[int, Sequence[dict]]) -> dict
     ll, n = model.log_likelihood(inputs, years, targets)
     f1 = [metrics.token_f1(p, [t]) for p, t in zip(preds, targets)]
     em = [metrics.exact_match(p, [t]) for p, t in zip(preds, targets)]
+    records["year"] += years
+    records["f1"] += [float(x) for x in f1]
+    records["loglik"] += [float(x) for x in ll]
+    records["tokens"] += [int(x) for x in n]
     by_year[year] = {
       "f1": float(np.mean(f1)),
       "em": float(np.mean(em)),
@@ -144,7 +175,7 @@ def evaluate_news(model, examples_by_year: Mapping[int, Sequence[dict]]) -> dict
       acc["em"] += em
       acc["ll"] += list(ll)
       acc["n"] += list(n)
-  out: dict = {"by_year": by_year}
+  out: dict = {"by_year": by_year, "records": records}
   for name, acc in pooled.items():
     out[name] = {
       "f1": float(np.mean(acc["f1"])),

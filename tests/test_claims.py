@@ -1,0 +1,352 @@
+"""Every claim of `tlm.eval.claims` on hand-made numbers: it holds on a world built to satisfy
+the paper, and each claim's verdict flips when its own numbers are changed."""
+
+import copy
+import json
+
+import numpy as np
+import pytest
+
+from tlm.eval import claim_summary, claims, measurements
+
+SUBJECTS = 6  # S0-S2 long-lived answers (8 years), S3-S5 short-lived (2 years)
+YEARS = range(2010, 2021)
+RESAMPLES = 40  # the intervals themselves are tested in test_stats.py
+
+
+def _is_long(s: int) -> bool:
+  return s < 3
+
+
+# F1 (0-1) of each model on the TempLAMA query of subject s in year y, in a world where every
+# claim of the paper holds.
+def _templama_f1(model: str, s: int, y: int) -> float:
+  seen = y <= 2018
+  if model == "temporal":
+    return 0.7 if seen else 0.5
+  if model == "uniform":
+    return (0.6 if _is_long(s) else 0.4) if seen else 0.4
+  if model == "yearly":
+    return (0.5 if _is_long(s) else 0.7) if seen else 0.49
+  return 0.3  # cbqa_ft, cbqa
+
+
+NEWS = {  # model: (F1, log-perplexity) on 2010-18 and on 2019-20
+  "temporal": ((0.5, 1.0), (0.4, 1.5)),
+  "uniform": ((0.45, 1.2), (0.3, 1.7)),
+  "yearly": ((0.6, 1.3), (0.35, 2.0)),
+  "cbqa_ft": ((0.1, 3.0), (0.1, 3.0)),
+}
+
+
+def _first_answer(s: int, y: int) -> str:
+  return f"A{s}" if y < 2015 else f"B{s}"
+
+
+def _records(model, f1=_templama_f1):
+  out = []
+  for s in range(SUBJECTS):
+    for y in YEARS:
+      changing = model in ("temporal", "yearly")
+      out.append(
+        {
+          "id": f"S{s}_P54_{y}",
+          "year": y,
+          "subject": f"S{s}",
+          "relation": "P54",
+          "duration": 8 if _is_long(s) else 2,
+          "most_frequent_is_correct": y < 2015,
+          "prediction": _first_answer(s, y) if changing else f"A{s}",
+          "answers": [_first_answer(s, y)],
+          "f1": f1(model, s, y),
+        }
+      )
+  return out
+
+
+def _news(model, table=NEWS):
+  rec = {"year": [], "f1": [], "loglik": [], "tokens": []}
+  for y in YEARS:
+    f1, log_ppl = table[model][0 if y <= 2018 else 1]
+    for _ in range(4):
+      rec["year"].append(y)
+      rec["f1"].append(f1)
+      rec["tokens"].append(2)
+      rec["loglik"].append(-2 * log_ppl)
+  return {"records": rec}
+
+
+def _expert_f1(slope_past=0.03, slope_future=0.06):
+  out = {}
+  for e in range(2010, 2019):
+    row = []
+    for _ in range(SUBJECTS):
+      for y in YEARS:
+        g = y - e
+        row.append(0.8 - (slope_past * -g if g < 0 else slope_future * g))
+    out[e] = row
+  return out
+
+
+def _future(single=0.01, multiple=0.05, frequent=lambda y: 2 + 0.1 * (y - 2018)):
+  years = range(2019, 2030)
+  sets = {"f1": "frequent", "f2": "frequent", "r1": "rare", "r2": "rare", "n1": "never"}
+  curves = {
+    "frequent": frequent,
+    "rare": lambda y: 1 + 0.05 * (y - 2018),
+    "never": lambda y: 0.5 + 0.02 * (y - 2018),
+  }
+  entropy = {q: {y: curves[s](y) for y in range(2018, 2030)} for q, s in sets.items()}
+  loglik = {
+    "single": {y: [-single * (y - 2018)] * 3 for y in years},
+    "multiple": {y: [-multiple * (y - 2018) + d for d in (-0.01, 0, 0.01)] for y in years},
+  }
+  return {"loglik_change": {"per_query": loglik}, "entropy": {"per_query": entropy}}, sets
+
+
+def _flat_future():
+  out, _ = _future()
+  out["entropy"]["per_query"] = {
+    q: {y: 0.2 for y in range(2018, 2030)} for q in out["entropy"]["per_query"]
+  }
+  return out
+
+
+def _adapted(temporal_seen_at_half=0.68):
+  def slices(seen, new):
+    return {"2010-18": seen, "2019": new, "2019-20": new}
+
+  return {
+    "uniform": {
+      "before": slices(0.5, 0.2),
+      "alphas": {"0.5": slices(0.4, 0.5), "0.9": slices(0.3, 0.6)},
+      "retrained": slices(0.55, 0.5),
+      "curve": {},
+      "match_alpha": 0.5,
+      "steps": 40,
+    },
+    "temporal": {
+      "before": slices(0.7, 0.2),
+      "alphas": {"0.5": slices(temporal_seen_at_half, 0.55), "0.9": slices(0.6, 0.6)},
+      "retrained": slices(0.66, 0.5),
+      "curve": {"20": slices(0.67, 0.52), "40": slices(temporal_seen_at_half, 0.55)},
+      "match_alpha": 0.5,
+      "steps": 40,
+    },
+  }
+
+
+def world(seed=0, *, f1=_templama_f1, news=NEWS, experts=None, future=None, adapted=None,
+          predictions=None, models=("uniform", "temporal", "yearly", "cbqa_ft")):  # fmt: skip
+  """One seed's measurements, through `measurements.collect` and a JSON round trip."""
+  evals = {m: {"templama": {"records": _records(m, f1)}, "news": _news(m, news)} for m in models}
+  for m, preds in (predictions or {}).items():
+    for r in evals[m]["templama"]["records"]:
+      r["prediction"] = preds(r)
+  fut, sets = _future()
+  future = future or {"uniform": fut, "temporal": fut, "cbqa_ft": _flat_future()}
+  meas = measurements.collect(
+    seed,
+    evals,
+    expert_f1=experts or _expert_f1(),
+    future={m: r for m, r in future.items() if m in models},
+    future_sets=sets,
+    adapted=_adapted() if adapted is None else adapted,
+    retrain_steps={"uniform": 100, "temporal": 100},
+  )
+  return json.loads(json.dumps(meas))
+
+
+def verdicts(meas):
+  return {
+    c.id: claim_summary.seed_verdict(c, meas, resamples=RESAMPLES)
+    for c in claims.CLAIMS + claims.MECHANISM
+  }
+
+
+def test_every_claim_holds_in_the_paper_world():
+  out = verdicts(world())
+  assert {k: v["holds"] for k, v in out.items()} == {k: True for k in out}
+  assert [c.id for c in claims.CLAIMS] == [f"C{i}" for i in range(1, 14)]
+  assert out["C1"]["margin"] == pytest.approx(20.0)  # 70 - 50 F1 points on 2010-18
+  assert out["C6"]["margin"] == pytest.approx(1.0)  # 2 - |49 - 50|, the smallest component
+  assert out["M2"]["margin"] == pytest.approx(1.0)  # Temporal changes on all 6 pairs, Uniform 0
+
+
+def _seen_f1(model, value):
+  return lambda m, s, y: value if (m == model and y <= 2018) else _templama_f1(m, s, y)
+
+
+def _news_with(model, slice_index, f1=None, log_ppl=None):
+  table = copy.deepcopy(NEWS)
+  row = list(table[model])
+  old = row[slice_index]
+  row[slice_index] = (old[0] if f1 is None else f1, old[1] if log_ppl is None else log_ppl)
+  table[model] = tuple(row)
+  return table
+
+
+def _f1_with(model, fn):
+  return lambda m, s, y: fn(s, y) if m == model else _templama_f1(m, s, y)
+
+
+FLIPS = {
+  "C1": dict(f1=_seen_f1("temporal", 0.45)),
+  "C2": dict(f1=_f1_with("yearly", lambda s, y: 0.4 if y <= 2018 else 0.49)),
+  "C3": dict(f1=_f1_with("yearly", lambda s, y: 0.8 if y <= 2018 else 0.49)),
+  "C4": dict(news=_news_with("yearly", 0, f1=0.48)),  # above Uniform, below Temporal
+  "C5": dict(f1=_f1_with("temporal", lambda s, y: 0.7 if y <= 2018 else 0.35)),
+  "C6": dict(f1=_f1_with("yearly", lambda s, y: _templama_f1("yearly", s, y) - 0.02 * (y > 2018))),
+  "C7": dict(f1=_seen_f1("cbqa_ft", 0.55)),
+  "C8": dict(news=_news_with("yearly", 1, log_ppl=1.75)),  # U < Y by 0.05 on 2019-20, 0.1 before
+  "C9": dict(experts=_expert_f1(slope_past=0.03, slope_future=0.01)),
+  "C10": dict(f1=_f1_with("uniform", lambda s, y: 0.45 if y <= 2018 and _is_long(s) else 0.4)),
+  "C11": dict(future={"temporal": _future(single=0.05, multiple=0.01)[0]}),
+  "C12": dict(future={"uniform": _future()[0], "cbqa_ft": _flat_future(),
+                      "temporal": _future(frequent=lambda y: 3 - 0.01 * (y - 2018))[0]}),
+  "C13": dict(adapted=_adapted(temporal_seen_at_half=0.45)),
+  "M1": dict(f1=_f1_with("uniform", lambda s, y: 0.8 if 2015 <= y <= 2018 else 0.4)),
+  "M2": dict(predictions={"temporal": lambda r: r["subject"]}),
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("claim_id", sorted(FLIPS))
+def test_each_claim_flips_with_its_numbers(claim_id):
+  kwargs = FLIPS[claim_id]
+  if "future" in kwargs:  # the other models keep their paper-world probes
+    fut, _ = _future()
+    kwargs = {**kwargs, "future": {"uniform": fut, "cbqa_ft": _flat_future(), **kwargs["future"]}}
+  out = verdicts(world(**kwargs))[claim_id]
+  assert out["holds"] is False, out
+  assert out["margin"] <= 0
+  assert not all(c["holds"] for c in out["components"])
+
+
+def test_missing_inputs_are_reported_not_dropped():
+  meas = world(models=("uniform", "temporal", "yearly"), adapted={})
+  out = verdicts(meas)
+  for cid in ("C7", "C12", "C13"):
+    assert out[cid]["holds"] is None and out[cid]["missing"], cid
+  assert "cbqa_ft" in out["C7"]["missing"][0]
+  # C12's Uniform and Temporal parts are still computed and shown.
+  assert len(out["C12"]["components"]) == 10
+  summary = claim_summary.summarize([meas], resamples=RESAMPLES)
+  c7 = next(c for c in summary["claims"] if c["id"] == "C7")
+  assert c7["holds"] is None and c7["hold_rate"] is None and c7["missing"]
+  assert [c["id"] for c in summary["claims"]] == [c.id for c in claims.CLAIMS]
+
+
+def test_summary_over_seeds():
+  paper, broken = world(0), world(1, **FLIPS["C1"])
+  summary = claim_summary.summarize([paper, broken], resamples=RESAMPLES)
+  assert summary["seeds"] == [0, 1]
+  c1 = summary["claims"][0]
+  assert c1["id"] == "C1" and c1["source"] == "Table 2"
+  assert c1["holds"] is False and c1["hold_rate"] == 0.5
+  assert [p["holds"] for p in c1["per_seed"]] == [True, False]
+  assert c1["margin_mean"] == pytest.approx((20.0 - 5.0) / 2)
+  lo, hi = c1["margin_ci95"]
+  assert lo < 0 < c1["margin_mean"] < hi < 30.0
+  c2 = summary["claims"][1]
+  assert c2["holds"] is True and c2["hold_rate"] == 1.0
+  m2 = summary["mechanism"]["M2"]
+  assert m2["shares"]["temporal"] == [1.0, 1.0] and m2["shares"]["uniform"] == [0.0, 0.0]
+  assert summary["mechanism"]["M1"]["f1"]["temporal"][0] == pytest.approx(70.0)
+  json.dumps(summary)  # JSON-ready
+  table = claim_summary.claims_table(summary)
+  assert "| C1 |" in table and "50%" in table
+  lines = table.splitlines()
+  assert len(lines) == 2 + len(claims.CLAIMS) + 2  # header, rule, C1-C13, M1, M2
+  assert {line.replace("\\|", "").count("|") for line in lines} == {8}  # seven columns each
+
+
+def test_c13_has_no_within_seed_interval_but_one_over_seeds():
+  one = claim_summary.summarize([world(0)], resamples=RESAMPLES)
+  c13 = next(c for c in one["claims"] if c["id"] == "C13")
+  assert c13["holds"] is True and c13["margin_ci95"] is None
+  assert c13["per_seed"][0]["ci95"] is None
+  two = claim_summary.summarize([world(0), world(1)], resamples=RESAMPLES)
+  c13 = next(c for c in two["claims"] if c["id"] == "C13")
+  assert c13["margin_ci95"] == [pytest.approx(c13["margin_mean"])] * 2
+
+
+def test_gap_curve_averages_expert_year_cells():
+  years = np.array([2010, 2010, 2011])
+  f1 = {2010: np.array([1.0, 0.0, 0.2]), 2011: np.array([0.4, 0.6, 1.0])}
+  # gap 0: (2010 on 2010: 0.5, 2011 on 2011: 1.0); gap 1: 0.2; gap -1: 0.5
+  assert claims.gap_curve(years, f1) == {-1: 0.5, 0: 0.75, 1: pytest.approx(0.2)}
+
+
+# ---- the seed loop of --mode=reproduce ---------------------------------------------------------
+
+
+def test_reproduce_seeds_config():
+  from tlm import configs
+  from tlm.errors import ConfigError
+  from tlm.eval import reproduce
+
+  assert configs.get("tiny_temporal").reproduce.seeds == (0,)
+  assert reproduce.seeds_of(["reproduce.seeds=0,1,2"]) == (0, 1, 2)
+  assert reproduce.seeds_of(["reproduce.seeds=7"]) == (7,)
+  for bad in (["reproduce.seeds=1,1"], ["reproduce.seeds="]):
+    with pytest.raises(ConfigError, match="reproduce.seeds"):
+      reproduce.seeds_of(bad)
+  with pytest.raises(ConfigError, match="reproduce.seeds"):
+    configs.override(configs.get("tiny_temporal"), ["reproduce.seedz=1"])  # did you mean
+  with pytest.raises(ConfigError, match="comma-separated ints"):
+    configs.override(configs.get("tiny_temporal"), ["reproduce.seeds=a,b"])
+  cfgs = reproduce.reproduction_configs(["train.steps=3"] + reproduce.seed_overrides(4))
+  for c in cfgs.values():
+    assert (c.data.world_seed, c.data.seed, c.train.seed, c.train.steps) == (4, 4, 4, 3)
+  # A workdir's config.json written before the section existed still loads.
+  old = configs.to_dict(configs.get("tiny_uniform"))
+  del old["reproduce"]
+  assert configs.from_dict(old) == configs.get("tiny_uniform")
+
+
+def _seed_results(seed: int) -> dict:
+  names = {v: f"tiny_{v}" for v in ("uniform", "temporal", "yearly")}
+  f1 = {"overall": {"f1": 0.4 + 0.01 * seed}}
+  news = {"2010-18": {"f1": 0.3}, "2019-20": {"f1": 0.2}, "by_year": {2010: {"perplexity": 3.0}}}
+  return {
+    "seed": seed,
+    "names": names,
+    "evals": {v: {"templama": {"metrics": {"2010-18": f1, "2019-20": f1}}, "news": news}
+              for v in names},
+    "gap": {"TempLAMA": {-1: 0.3 + 0.1 * seed, 0: 0.5}},
+    "by_duration": {v: {1: 0.3, 6: 0.5} for v in names},
+    "future": {v: {"loglik_change": {"single": {2019: -0.1}, "multiple": {2019: -0.2}},
+                   "entropy": {"entropy": {"frequent": {2018: 1.0, 2019: 1.1}}}}
+               for v in ("uniform", "temporal")},
+    "adapted": {v: {"new_year": 2019, "alphas": {"0.5": {"2010-18": 0.4, "2019": 0.5}},
+                    "retrained": {"2010-18": 0.45, "2019": 0.5}}
+                for v in ("uniform", "temporal")},
+    "measurements": world(seed),
+    "baselines": {"most_frequent_answer": {"2010-18": {"overall": {"f1": 0.7}}}},
+  }  # fmt: skip
+
+
+def test_reproduce_runs_each_seed_in_its_own_workdir_and_combines_them(tmp_path, monkeypatch):
+  from tlm.eval import reproduce
+
+  calls = []
+
+  def fake_seed(seed, overrides, workdir, log):
+    calls.append((seed, overrides, workdir))
+    return _seed_results(seed)
+
+  monkeypatch.setattr(reproduce, "_reproduce_seed", fake_seed)
+  monkeypatch.setattr(claim_summary.stats, "RESAMPLES", RESAMPLES)
+  lines = []
+  summary = reproduce.reproduce(["reproduce.seeds=0,5"], str(tmp_path), lines.append)
+  assert [c[0] for c in calls] == [0, 5]
+  assert calls[1][1][-3:] == ["data.world_seed=5", "data.seed=5", "train.seed=5"]
+  assert calls[1][2] == str(tmp_path / "seed=5")
+  results = tmp_path / "results"
+  on_disk = json.loads((results / "summary.json").read_text())
+  assert on_disk["seeds"] == [0, 5] == summary["seeds"]
+  assert [c["id"] for c in on_disk["claims"]] == [c.id for c in claims.CLAIMS]
+  table2 = (results / "table2.md").read_text()
+  assert "| tiny_temporal | 30.0 ± 0.0 | 20.0 ± 0.0 | 42.5 ± 3.5 | 42.5 ± 3.5 |" in table2
+  assert "| most frequent answer (oracle) | - | - | 70.0 ± 0.0 | - |" in table2
+  assert "| C1 |" in (results / "claims.md").read_text() and any("| C13 |" in x for x in lines)

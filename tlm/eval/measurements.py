@@ -1,0 +1,168 @@
+"""The per-query numbers of one seed of the reproduction, and the accessors the claims read.
+
+`collect(...)` gathers, from the results `reproduce` holds in memory, everything
+`tlm.eval.claims` needs into one JSON-ready dict, written to `seed=S/results/per_query.json`:
+
+  {"seed": s,
+   "models": {model: {"templama": {column: [one value per TempLAMA test query]},
+                      "news": {column: [one value per held-out news example]}}},
+   "experts": {"id": [...], "year": [...], "f1": {expert year: [...]}},     # Figure 2, left
+   "loglik_change": {model: {"single" | "multiple": {year: [...]}}},      # Figure 3
+   "entropy": {model: {"set": [...], "entropy": {year: [...]}}},          # Figure 4
+   "adaptation": {model: {"before", "alphas", "retrained", "curve", "match_alpha", "steps",
+                          "retrain_steps"}}}                              # Figure 5
+
+Model names: "uniform", "temporal", "yearly" and, once trained, "cbqa" (T5-CBQA as is) and
+"cbqa_ft" (T5-CBQA-ft). Every model's TempLAMA columns are in the same query order (sorted
+by id) and its news columns in the same example order, so that a resample of query indices
+applies to every model alike (the paired bootstrap of `tlm.eval.stats`).
+
+The accessors below are the only readers of this layout: an input that a run did not produce
+raises `MissingInput` (the claim is then reported with "holds": null and the reason), and a
+misspelt key fails the fast test of this module rather than the end of a long run.
+"""
+
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+TEMPLAMA_COLUMNS = ("id", "year", "subject", "relation", "duration", "f1", "prediction",
+                    "first_answer", "most_frequent_is_correct")  # fmt: skip
+NEWS_COLUMNS = ("year", "f1", "loglik", "tokens")
+
+
+class MissingInput(Exception):
+  """A number a claim needs was not measured in this run (e.g. a model not trained)."""
+
+
+# ---- writing ----------------------------------------------------------------------------------
+
+
+def templama_columns(result: Mapping) -> dict[str, list]:
+  """The TempLAMA per-query columns of an `evaluate` result, sorted by query id."""
+  records = sorted(result["templama"]["records"], key=lambda r: r["id"])
+  cols = {c: [] for c in TEMPLAMA_COLUMNS}
+  for r in records:
+    for c in TEMPLAMA_COLUMNS:
+      cols[c].append(r["answers"][0] if c == "first_answer" else r[c])
+  return cols
+
+
+def news_columns(result: Mapping) -> dict[str, list]:
+  """The news per-example columns of an `evaluate` result (empty lists without news)."""
+  records = (result.get("news") or {}).get("records") or {}
+  return {c: list(records.get(c, [])) for c in NEWS_COLUMNS}
+
+
+def collect(
+  seed: int,
+  evals: Mapping[str, Mapping],
+  expert_f1: Mapping[int, Sequence[float]] | None = None,
+  future: Mapping[str, Mapping] | None = None,
+  future_sets: Mapping[str, str] | None = None,
+  adapted: Mapping[str, Mapping] | None = None,
+  retrain_steps: Mapping[str, int] | None = None,
+) -> dict:
+  """One seed's per-query numbers (the layout in the module docstring).
+
+  Args:
+    seed: the seed of the run.
+    evals: {model: `experiments.evaluate` result}.
+    expert_f1: {expert year: F1 of each query of the evaluated TempLAMA list, in its order}
+      (`experiments.yearly_gap_curves(..., per_query=...)`); the ids come from `evals`.
+    future: {model: `experiments.future_results` result}.
+    future_sets: {future-relations query id: its set (frequent / rare / never)}.
+    adapted: {model: `adaptation.adapt` result}.
+    retrain_steps: {model: steps of the retrained-from-scratch model (Figure 5)}.
+  """
+  out: dict = {"seed": int(seed), "models": {}, "loglik_change": {}, "entropy": {}}
+  for model, result in evals.items():
+    out["models"][model] = {"templama": templama_columns(result), "news": news_columns(result)}
+  if expert_f1:
+    records = next(iter(evals.values()))["templama"]["records"]  # evaluation order
+    out["experts"] = {
+      "id": [r["id"] for r in records],
+      "year": [r["year"] for r in records],
+      "f1": {str(e): list(v) for e, v in expert_f1.items()},
+    }
+  for model, result in (future or {}).items():
+    out["loglik_change"][model] = result["loglik_change"].get("per_query", {})
+    per_query = result["entropy"]["per_query"]
+    ids = sorted(per_query)
+    years = sorted({int(y) for q in per_query.values() for y in q})
+    out["entropy"][model] = {
+      "id": ids,
+      "set": [(future_sets or {}).get(i, "") for i in ids],
+      "entropy": {y: [per_query[i][y] for i in ids] for y in years},
+    }
+  if adapted:
+    out["adaptation"] = {
+      m: {k: r.get(k) for k in ("before", "alphas", "retrained", "curve", "match_alpha", "steps")}
+      | {"retrain_steps": (retrain_steps or {}).get(m)}
+      for m, r in adapted.items()
+    }
+  return out
+
+
+# ---- reading ----------------------------------------------------------------------------------
+
+
+def _model(meas: Mapping, model: str) -> Mapping:
+  try:
+    return meas["models"][model]
+  except KeyError:
+    raise MissingInput(f"no {model} model evaluated in this run") from None
+
+
+def templama(meas: Mapping, model: str, years: Sequence[int]) -> dict[str, np.ndarray]:
+  """A model's TempLAMA columns for the queries of `years`, as arrays (order: query id)."""
+  cols = _model(meas, model)["templama"]
+  keep = np.isin(np.asarray(cols["year"]), list(years))
+  return {c: np.asarray(cols[c])[keep] for c in TEMPLAMA_COLUMNS}
+
+
+def news(meas: Mapping, model: str, years: Sequence[int]) -> dict[str, np.ndarray]:
+  """A model's news columns for the examples of `years` (MissingInput without news)."""
+  cols = _model(meas, model)["news"]
+  if not cols["year"]:
+    raise MissingInput(f"no held-out news evaluated for {model}")
+  keep = np.isin(np.asarray(cols["year"]), list(years))
+  return {c: np.asarray(cols[c], dtype=float)[keep] for c in NEWS_COLUMNS}
+
+
+def experts(meas: Mapping) -> tuple[np.ndarray, dict[int, np.ndarray]]:
+  """Figure 2 (left): (query years, {expert year: F1 of every query})."""
+  if "experts" not in meas:
+    raise MissingInput("no per-expert TempLAMA scores (Figure 2, left) in this run")
+  e = meas["experts"]
+  return np.asarray(e["year"]), {int(y): np.asarray(v, dtype=float) for y, v in e["f1"].items()}
+
+
+def loglik_change(meas: Mapping, model: str) -> dict[str, dict[int, np.ndarray]]:
+  """Figure 3: {"single" | "multiple": {year: change of each 2018-correct query}}."""
+  if model not in meas["loglik_change"]:
+    raise MissingInput(f"no Figure 3 probe of {model} in this run")
+  groups = meas["loglik_change"][model]
+  return {
+    g: {int(y): np.asarray(v, dtype=float) for y, v in groups.get(g, {}).items()}
+    for g in ("single", "multiple")
+  }
+
+
+def entropy(meas: Mapping, model: str) -> tuple[list, np.ndarray, dict[int, np.ndarray]]:
+  """Figure 4: (query ids, set of each query, {year: entropy of each query}), by query id."""
+  if model not in meas["entropy"]:
+    raise MissingInput(f"no Figure 4 probe of {model} in this run")
+  e = meas["entropy"][model]
+  years = {int(y): np.asarray(v, dtype=float) for y, v in e["entropy"].items()}
+  return list(e["id"]), np.asarray(e["set"]), years
+
+
+def adaptation(meas: Mapping, model: str) -> dict:
+  """Figure 5 numbers of a model; MissingInput if it was not adapted or not retrained."""
+  a = (meas.get("adaptation") or {}).get(model)
+  if not a:
+    raise MissingInput(f"{model} was not adapted to 2019 in this run")
+  if not a.get("retrained"):
+    raise MissingInput(f"no retrained-on-2010-19 model for {model} (Figure 5)")
+  return a

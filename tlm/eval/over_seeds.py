@@ -1,0 +1,107 @@
+"""The reproduction's results over its seeds: Table 2 with the spread, figures with bands.
+
+`reproduce` runs each seed of `reproduce.seeds` in `WORKDIR/seed=S/` (its own results beside
+it) and hands each seed's results here; `write` puts the combined ones in `WORKDIR/results/`:
+`summary.json` (every claim, `tlm.eval.claim_summary`), `claims.md`, `table2.md` (the mean
+over seeds, and the standard deviation over seeds when there are several), `table7.md` (the
+mean) and `figure2.png` .. `figure5.png` (one line per model, the mean, with a band from the
+lowest to the highest seed).
+"""
+
+import os
+from collections.abc import Mapping, Sequence
+
+import numpy as np
+
+from tlm.eval import claim_summary, figures, tables
+from tlm.files import atomic_output_file, write_json
+
+
+def stack(values: Sequence):
+  """Nested dicts of numbers, one per seed -> the same nesting with a list of numbers at each
+  leaf (a key absent from a seed, or None, is left out of that leaf's list)."""
+  present = [v for v in values if v is not None]
+  if present and all(isinstance(v, Mapping) for v in present):
+    keys = list(dict.fromkeys(k for v in present for k in v))
+    return {k: stack([v.get(k) for v in present]) for k in keys}
+  return [float(v) for v in present]
+
+
+def _cell(values: Sequence[float | None]):
+  xs = [v for v in values if v is not None]
+  if not xs:
+    return None
+  if len(xs) == 1:
+    return xs[0]
+  return f"{np.mean(xs):.1f} ± {np.std(xs, ddof=1):.1f}"
+
+
+def table2(per_seed: Sequence[Mapping]) -> str:
+  """Table 2 over seeds: each cell the mean (± the standard deviation over seeds)."""
+  rows: dict[str, list] = {}
+  for seed in per_seed:
+    results = {seed["names"][v]: r for v, r in seed["evals"].items()}
+    seed_rows = [tables.table2_row(n, r) for n, r in results.items()]
+    seed_rows += tables.answer_baseline_rows(seed["baselines"])
+    for row in seed_rows:
+      rows.setdefault(row[0], []).append(row[1:])
+  body = [[name] + [_cell(col) for col in zip(*cols)] for name, cols in rows.items()]
+  headers = ["Model", "News F1 2010-18", "News F1 2019-20", "TempLAMA F1 2010-18",
+             "TempLAMA F1 2019-20"]  # fmt: skip
+  return tables.markdown_table(headers, body)
+
+
+def table7(per_seed: Sequence[Mapping]) -> str:
+  """Table 7 (news perplexity per year), the mean over seeds."""
+  by_name = stack([
+    {seed["names"][v]: (r.get("news") or {}).get("by_year", {}) for v, r in seed["evals"].items()}
+    for seed in per_seed
+  ])  # fmt: skip
+  mean = {name: {"news": {"by_year": {y: {"perplexity": float(np.mean(v["perplexity"]))}
+                                      for y, v in by_year.items()}}}
+          for name, by_year in by_name.items()}  # fmt: skip
+  return tables.table7(mean)
+
+
+def _figure5_inputs(per_seed: Sequence[Mapping]) -> tuple[dict, dict]:
+  adapted, retrained = [], []
+  for seed in per_seed:
+    a, r = {}, {}
+    for v, res in seed["adapted"].items():
+      name, new = seed["names"][v], str(res["new_year"])
+      a[name] = {float(x): {"2010-18": s["2010-18"], new: s[new]} for x, s in res["alphas"].items()}
+      if res.get("retrained"):
+        r[name] = {"2010-18": res["retrained"]["2010-18"], new: res["retrained"][new]}
+    adapted.append(a)
+    retrained.append(r)
+  return stack(adapted), stack(retrained)
+
+
+def write(results: str, per_seed: Sequence[Mapping], log=print) -> dict:
+  """Writes the combined results of every seed to `results`; returns the summary."""
+  summary = claim_summary.summarize([seed["measurements"] for seed in per_seed])
+  write_json(os.path.join(results, "summary.json"), summary)
+  for name, text in (
+    ("claims.md", claim_summary.claims_table(summary)),
+    ("table2.md", table2(per_seed)),
+    ("table7.md", table7(per_seed)),
+  ):
+    with atomic_output_file(os.path.join(results, name)) as f:
+      f.write(text)
+
+  def named(key, pick=lambda r: r):
+    return stack([{s["names"][v]: pick(r) for v, r in s[key].items()} for s in per_seed])
+
+  groups = lambda r: {g: r["loglik_change"].get(g, {}) for g in ("single", "multiple")}  # noqa: E731
+  draws = [
+    (figures.figure2, stack([s["gap"] for s in per_seed]), named("by_duration"), "figure2.png"),
+    (figures.figure3, named("future", groups), "figure3.png"),
+    (figures.figure4, named("future", lambda r: r["entropy"]["entropy"]), "figure4.png"),
+    (figures.figure5, *_figure5_inputs(per_seed), "figure5.png"),
+  ]
+  for fn, *args, name in draws:
+    try:
+      fn(*args, os.path.join(results, name))
+    except figures.FiguresUnavailable as e:
+      log(f"note: {e}")
+  return summary

@@ -1,15 +1,18 @@
 """Adafactor against a numpy transcription of Mesh-TF's AdafactorOptimizer (T5's settings),
-against optax.adafactor, and a hand-computed first step; the learning-rate schedules."""
+against optax.adafactor, and a hand-computed first step; its state's layout and partitioning;
+the learning-rate schedules."""
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import optax
 import pytest
+from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
-from tlm.errors import ConfigError
-from tlm.train import optim
+from tlm.errors import CheckpointError, ConfigError
+from tlm.train import optim, partitioning
+from tlm.train.checkpointing import CheckpointManager
 
 
 def _mesh_tf_adafactor(params, grads_per_step, lr):
@@ -79,7 +82,7 @@ def test_matches_mesh_tf_formula():
   want = _mesh_tf_adafactor(params, grads, 1e-3)
   for name in _SHAPES:
     np.testing.assert_allclose(np.asarray(got[name]), want[name], rtol=2e-6, atol=1e-9)
-  assert int(state["count"]) == len(grads)
+  assert int(optim.factored_state(state).count) == len(grads)
 
 
 def test_matches_optax_adafactor():
@@ -109,7 +112,8 @@ def test_first_step_by_hand():
   np.testing.assert_allclose(
     np.asarray(got["w"]), [3.0 - 0.25, -4.0 + 0.25, -0.25, 0.25], rtol=1e-6
   )
-  np.testing.assert_allclose(np.asarray(state["v"]["w"]), np.square(g["w"]) + 1e-30, rtol=1e-6)
+  v = optim.factored_state(state).v
+  np.testing.assert_allclose(np.asarray(v["w"]), np.square(g["w"]) + 1e-30, rtol=1e-6)
 
 
 def test_clipping_by_hand():
@@ -133,34 +137,104 @@ def test_state_shapes_and_partition_specs():
   params = {
     "emb": jnp.zeros((512, 256)),
     "wo": jnp.zeros((256, 512)),
+    "sq": jnp.zeros((256, 256)),
     "scale": jnp.zeros((256,)),
     "rel": jnp.zeros((4, 32)),
   }
-  specs = {"emb": P("model", None), "wo": P("model", None), "scale": P(None), "rel": P()}
-  state = opt.init(params)
-  assert state["v_row"]["emb"].shape == (256,)  # drops the largest dim (512)
-  assert state["v_col"]["emb"].shape == (512,)
-  assert state["v"]["emb"].shape == (1,)
-  assert state["v"]["scale"].shape == (256,)
-  assert state["v"]["rel"].shape == (4, 32)
+  specs = {
+    "emb": P("model", None),
+    "wo": P("model", None),
+    "sq": P("model", None),
+    "scale": P(None),
+    "rel": P(),
+  }
+  state = optim.factored_state(opt.init(params))
+  assert state.v_row["emb"].shape == (256,)  # drops the largest dim (512)
+  assert state.v_col["emb"].shape == (512,)
+  assert state.v["emb"].shape == (1,)
+  assert state.v["scale"].shape == (256,)
+  assert state.v["rel"].shape == (4, 32)
   s = opt.state_partition_specs(specs, params)
-  assert s["count"] == P()
-  assert s["v_row"]["emb"] == P(None) and s["v_col"]["emb"] == P("model")
-  assert s["v_row"]["wo"] == P("model") and s["v_col"]["wo"] == P(None)
-  assert s["v"]["emb"] == P() and s["v"]["scale"] == P(None) and s["v"]["rel"] == P(None, None)
-  assert s["v_row"]["scale"] == P() and s["v_col"]["rel"] == P()
-  assert jax.tree.structure(s) == jax.tree.structure(
-    state, is_leaf=lambda x: isinstance(x, jax.Array)
-  )
+  f = optim.factored_state(s)
+  assert f.count == P()
+  assert f.v_row["emb"] == P(None) and f.v_col["emb"] == P("model")
+  assert f.v_row["wo"] == P("model") and f.v_col["wo"] == P(None)
+  assert f.v_row["sq"] == P("model") and f.v_col["sq"] == P(None)  # optax: dim 1 is "largest"
+  assert f.v["emb"] == P() and f.v["scale"] == P(None) and f.v["rel"] == P(None, None)
+  assert f.v_row["scale"] == P() and f.v_col["rel"] == P()
+  is_spec = lambda x: isinstance(x, P)
+  assert all(x == P() for x in jax.tree.leaves(s[1:], is_leaf=is_spec))  # schedule count
+  state_leaves = jax.tree.leaves(opt.init(params))
+  assert jax.tree.structure(s, is_leaf=is_spec) == jax.tree.structure(opt.init(params))
+  # Every spec fits its slot: as many entries as dims (placeholders and counts: none or all).
+  for spec, x in zip(jax.tree.leaves(s, is_leaf=is_spec), state_leaves):
+    assert len(spec) in (0, x.ndim), (spec, x.shape)
+
+
+@pytest.mark.parametrize(
+  "shape", [(130, 140), (140, 130), (128, 128), (3, 140, 130), (140, 3, 140)]
+)
+def test_factored_dims_are_the_dims_optax_reduces(shape):
+  # With decay 0 at the first update, v_row is the mean of g^2 over the largest dim and v_col
+  # over the second largest: the layout `state_partition_specs` assumes, checked against
+  # optax's state itself (rows and columns of a square matrix get distinct values).
+  g = np.arange(1, np.prod(shape) + 1, dtype=np.float32).reshape(shape) ** 0.5
+  opt = optim.make_optimizer("constant", 1e-3)
+  p = {"w": jnp.ones(shape)}
+  _, state = opt.update({"w": jnp.asarray(g)}, opt.init(p), p)
+  second, largest = optim.factored_dims(shape)
+  f = optim.factored_state(state)
+  np.testing.assert_allclose(np.asarray(f.v_row["w"]), (g * g).mean(axis=largest), rtol=1e-6)
+  np.testing.assert_allclose(np.asarray(f.v_col["w"]), (g * g).mean(axis=second), rtol=1e-6)
 
 
 def test_factored_dims():
   assert optim.factored_dims((130, 140)) == (0, 1)
   assert optim.factored_dims((140, 130)) == (1, 0)
-  assert optim.factored_dims((128, 128)) == (1, 0)  # the earlier dim counts as the larger
+  assert optim.factored_dims((128, 128)) == (0, 1)  # the later dim counts as the larger
   assert optim.factored_dims((127, 4096)) is None
   assert optim.factored_dims((4096,)) is None
   assert optim.factored_dims((3, 140, 130)) == (2, 1)
+
+
+def test_resuming_the_pre_optax_state_layout_is_refused(tmp_path):
+  # Before optax, the state was {count, v_row, v_col, v}; such a checkpoint must be refused
+  # with a one-line reason, not restored into optax's tree (nor an orbax traceback).
+  opt = optim.make_optimizer("constant", 1e-3)
+  params = {"dense": {"kernel": jnp.ones((130, 140))}, "scale": jnp.ones((7,))}
+  pre_optax = {
+    "count": jnp.zeros((), jnp.int32),
+    "v_row": {"dense": {"kernel": jnp.zeros((130,))}, "scale": jnp.zeros((1,))},
+    "v_col": {"dense": {"kernel": jnp.zeros((140,))}, "scale": jnp.zeros((1,))},
+    "v": {"dense": {"kernel": jnp.zeros((1,))}, "scale": jnp.zeros((7,))},
+  }
+  mesh = partitioning.make_mesh(1, 1, jax.devices()[:1])
+  abstract = lambda tree: jax.tree.map(
+    lambda x: jax.ShapeDtypeStruct(x.shape, x.dtype, sharding=NamedSharding(mesh, P())), tree
+  )
+  for name, opt_state, model_params in (
+    ("old", pre_optax, params),
+    ("new", opt.init(params), params),
+    ("other_model", opt.init(params), {"dense": {"kernel": jnp.ones((130, 140))}}),
+  ):
+    manager = CheckpointManager(str(tmp_path / name), async_save=False)
+    manager.save(1, model_params, opt_state, {"step": 1})
+    manager.close()
+  manager = CheckpointManager(str(tmp_path / "old"))
+  with pytest.raises(CheckpointError) as error:
+    manager.restore(1, abstract(params), abstract(opt.init(params)))
+  message = str(error.value)
+  assert "\n" not in message and "optimizer state layout changed" in message
+  assert "new workdir" in message and f"model.init_checkpoint={tmp_path / 'old'}" in message
+  # The same parameters with optax's state restore; another model is refused as before.
+  restored = CheckpointManager(str(tmp_path / "new")).restore(
+    1, abstract(params), abstract(opt.init(params))
+  )
+  assert int(optim.factored_state(restored[1]).count) == 0
+  with pytest.raises(CheckpointError, match="does not match the model and optimizer"):
+    CheckpointManager(str(tmp_path / "other_model")).restore(
+      1, abstract(params), abstract(opt.init(params))
+    )
 
 
 def test_schedules():

@@ -140,7 +140,7 @@ def test_sigterm_saves_the_current_step(tmp_path, env):
   assert last.startswith("error: SIGTERM: saved a checkpoint at step "), last
   step = int(last.split("at step ")[1].split()[0])
   assert step >= 3 and steps_of(workdir) == [step]
-  assert int(restore(workdir, step, "opt_state")["count"]) == step
+  assert int(restore(workdir, step, "opt_state")[0]["count"]) == step  # optax FactoredState
   assert json.load(open(os.path.join(workdir, "checkpoints", str(step), "data_state",
                                      "metadata")))["step"] == step  # fmt: skip
 

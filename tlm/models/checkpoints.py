@@ -31,6 +31,7 @@ from collections.abc import Callable
 import jax
 import jax.numpy as jnp
 import numpy as np
+from flax import traverse_util
 
 from tlm import checksums
 from tlm.errors import CheckpointError, ConfigError
@@ -180,28 +181,15 @@ def param_shapes(cfg: t5.T5Config) -> dict[str, tuple[int, ...]]:
   return {path: tuple(leaf.shape) for path, leaf in flatten(abstract["params"])}
 
 
-def flatten(tree, prefix: str = "") -> list[tuple[str, object]]:
+def flatten(tree) -> list[tuple[str, object]]:
   """`[(path "a/b/c", leaf)]` of nested dicts (boxed flax leaves unboxed)."""
-  out = []
-  for key, value in tree.items():
-    path = f"{prefix}/{key}" if prefix else str(key)
-    if isinstance(value, dict) or hasattr(value, "items"):
-      out.extend(flatten(value, path))
-    else:
-      out.append((path, getattr(value, "value", value)))
-  return out
+  flat = traverse_util.flatten_dict(tree, sep="/")
+  return [(path, getattr(leaf, "value", leaf)) for path, leaf in flat.items()]
 
 
 def unflatten(flat: dict[str, object]) -> dict:
   """Nested dicts from `{path "a/b/c": leaf}`."""
-  tree: dict = {}
-  for path, value in flat.items():
-    node = tree
-    *parents, leaf = path.split("/")
-    for p in parents:
-      node = node.setdefault(p, {})
-    node[leaf] = value
-  return tree
+  return traverse_util.unflatten_dict(flat, sep="/")
 
 
 def _error_list(label: str, items: list[str], limit: int = 12) -> str:

@@ -33,6 +33,7 @@ from typing import Any
 import jax
 import numpy as np
 import orbax.checkpoint as ocp
+from flax import traverse_util
 
 from tlm import checksums
 from tlm.errors import CheckpointError, UserError
@@ -241,6 +242,13 @@ class CheckpointManager:
         ),
       )
     except (ValueError, KeyError, TypeError) as e:
+      step_dir = os.path.join(self.directory, str(step))
+      if _opt_layout_changed(step_dir, abstract_params, abstract_opt_state):
+        raise CheckpointError(
+          f"{self.directory}/{step}: optimizer state layout changed (written by an earlier tlm, "
+          "before Adafactor's state became optax's); use a new workdir, or restore params only "
+          f"with model.init_checkpoint={os.path.dirname(self.directory)} in a new workdir"
+        ) from None
       raise CheckpointError(
         f"{self.directory}/{step}: does not match the model and optimizer of this config "
         f"({str(e).splitlines()[0][:300]}); use another workdir"
@@ -301,11 +309,21 @@ def _unreadable(directory: str, step: int, e: Exception) -> str:
   )
 
 
-def _flat(tree: Any) -> dict[str, Any]:
-  flat = {}
-  for path, leaf in jax.tree_util.tree_flatten_with_path(tree)[0]:
-    flat["/".join(str(getattr(k, "key", k)) for k in path)] = leaf
-  return flat
+def _opt_layout_changed(step_dir: str, abstract_params: Any, abstract_opt_state: Any) -> bool:
+  """Whether a checkpoint's parameters have this config's names but its optimizer state not.
+
+  The optimizer state of checkpoints written before tlm used optax's Adafactor is a dict
+  `{count, v_row, v_col, v}`; optax's is a tuple holding one `FactoredState`.
+  """
+  keys = lambda tree: set(ocp.tree.to_flat_dict(tree))
+  try:
+    saved = [
+      keys(ocp.StandardCheckpointer().metadata(os.path.join(step_dir, item)).item_metadata)
+      for item in ("params", "opt_state")
+    ]
+  except (OSError, ValueError, KeyError, TypeError, AttributeError):
+    return False
+  return saved[0] == keys(abstract_params) and saved[1] != keys(abstract_opt_state)
 
 
 def check_architecture(model_config: Any, checkpoint_config: Any, path: str) -> None:
@@ -334,7 +352,8 @@ def place_params(params: Any, abstract_params: Any, path: str) -> Any:
   Raises:
     CheckpointError: listing missing, unexpected and mis-shaped parameters.
   """
-  have, want = _flat(params), _flat(abstract_params)
+  have = traverse_util.flatten_dict(params, sep="/")
+  want = traverse_util.flatten_dict(abstract_params, sep="/")
   missing = sorted(set(want) - set(have))
   unexpected = sorted(set(have) - set(want))
   shapes = sorted(
@@ -354,9 +373,7 @@ def place_params(params: Any, abstract_params: Any, path: str) -> Any:
       spec.shape, spec.sharding, lambda idx: np.asarray(arr[idx], dtype=spec.dtype)
     )
 
-  treedef = jax.tree.structure(abstract_params)
-  leaves = [put(have[k], v) for k, v in want.items()]
-  return jax.tree.unflatten(treedef, leaves)
+  return traverse_util.unflatten_dict({k: put(have[k], v) for k, v in want.items()}, sep="/")
 
 
 def load_init_params(path: str, model_config: Any, abstract_params: Any) -> Any:

@@ -1,4 +1,4 @@
-"""Adafactor with T5's settings, and the learning-rate schedules.
+"""Adafactor with T5's settings (optax's building blocks), and the learning-rate schedules.
 
 The paper "uses the same set of hyperparameters as Raffel et al. (2020)" with a constant learning
 rate of 1e-3 (§2.3). T5 trains with Adafactor (Shazeer & Stern, ICML 2018) as implemented in
@@ -15,21 +15,33 @@ Mesh TensorFlow (`mesh_tensorflow/optimize.py`, `AdafactorOptimizer`) and reprod
 - the step multiplied by the parameter's RMS (`multiply_by_parameter_scale=True`);
 - no momentum (`beta1=0.0`), hence no first-moment slot; no weight decay.
 
+The update is optax's: the chain `optax.adafactor` builds (`scale_by_factored_rms`,
+`clip_by_block_rms`, `scale_by_learning_rate`, `scale_by_param_block_rms`), assembled here so
+that every setting above is stated, epsilon2 included; the parameter scale is a 3-line
+equivalent of optax's, which reads every parameter twice. `tests/test_optim.py` checks it against a
+numpy transcription of Mesh-TF's update and against `optax.adafactor` itself.
+
 Learning rate: "constant" (the paper's fixed 1e-3) or "rsqrt", T5's pre-training schedule
 1/sqrt(max(step, warmup_steps)), scaled here so that it equals `learning_rate` during the
 warm-up phase (T5: 0.01 for 10^4 steps, then decaying).
 
-The state is a plain dict of per-parameter slot trees (`v_row`, `v_col`, `v`) plus the update
-count, so that its shardings follow from the parameters' (`state_partition_specs`) and orbax
-saves it as ordinary arrays. Slots a parameter does not use hold a one-element placeholder.
+The state is optax's (a tuple with one `optax.FactoredState`: `count` and the per-parameter
+slot trees `v_row`, `v_col`, `v`; slots a parameter does not use hold a one-element
+placeholder). `Adafactor.state_partition_specs` gives each slot the partitioning of its
+parameter's kept dims, as T5X's `Adafactor.derive_logical_axes` does, so that the state is
+sharded like the parameters. Checkpoints written before tlm used optax's state (a dict
+`{count, v_row, v_col, v}`) do not resume: `tlm.train.checkpointing` refuses them.
 """
 
 import dataclasses
+import functools
 from collections.abc import Callable
 from typing import Any
 
 import jax
 import jax.numpy as jnp
+import numpy as np
+import optax
 from jax.sharding import PartitionSpec
 
 from tlm.errors import ConfigError
@@ -63,21 +75,33 @@ def learning_rate_schedule(name: str, learning_rate: float, warmup_steps: int = 
 def factored_dims(shape: tuple[int, ...], min_dim_size_to_factor: int = 128):
   """The (second largest, largest) dims of `shape` if both are big enough to factor, else None.
 
-  As Mesh-TF's `_factored_dims`: parameters with fewer than two dims, or whose second largest
-  dim is below `min_dim_size_to_factor`, keep a full second-moment estimate. Of two equal
-  dims the earlier counts as the larger (Mesh-TF's stable sort); the estimate is symmetric.
+  The rule of optax's `scale_by_factored_rms` (`np.argsort` of the shape), which decides the
+  state's layout: parameters with fewer than two dims, or whose second largest dim is below
+  `min_dim_size_to_factor`, keep a full second-moment estimate; of two equal dims the later
+  counts as the larger. (Mesh-TF takes the earlier; the estimate row x col / mean(row) is
+  symmetric, so only which slot holds which mean differs.)
   """
   if len(shape) < 2:
     return None
-  order = sorted(range(len(shape)), key=lambda d: (shape[d], -d))
-  d0, d1 = order[-2], order[-1]  # d0: second largest, d1: largest
-  if shape[d0] < min_dim_size_to_factor:
+  order = np.argsort(shape)
+  second, largest = int(order[-2]), int(order[-1])
+  if shape[second] < min_dim_size_to_factor:
     return None
-  return d0, d1
+  return second, largest
 
 
-_PLACEHOLDER = (1,)
-_SLOTS = ("v_row", "v_col", "v")
+def _scale_by_param_rms(min_scale: float) -> optax.GradientTransformation:
+  """`optax.scale_by_param_block_rms`, less its second pass over every parameter.
+
+  optax computes the RMS twice (`numerics.safe_root_mean_squares`, for finite gradients *of*
+  the RMS at 0); XLA does not merge the two, and nothing differentiates the optimizer here.
+  """
+
+  def update(updates, state, params):
+    scale = lambda p: jnp.maximum(jnp.sqrt(jnp.mean(jnp.square(p))), min_scale)
+    return jax.tree.map(lambda u, p: u * scale(p), updates, params), state
+
+  return optax.GradientTransformation(optax.init_empty_state, update)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -104,88 +128,30 @@ class Adafactor:
   factored: bool = True
   min_dim_size_to_factor: int = 128
 
-  def _dims(self, shape):
-    return factored_dims(tuple(shape), self.min_dim_size_to_factor) if self.factored else None
-
-  def _slot_shapes(self, shape) -> dict[str, tuple[int, ...]]:
-    dims = self._dims(shape)
-    if dims is None:
-      return {"v_row": _PLACEHOLDER, "v_col": _PLACEHOLDER, "v": tuple(shape)}
-    d0, d1 = dims
-    # v_row keeps every dim but the largest (d1): means of g^2 over d1; v_col drops d0.
-    row = tuple(s for i, s in enumerate(shape) if i != d1)
-    col = tuple(s for i, s in enumerate(shape) if i != d0)
-    return {"v_row": row, "v_col": col, "v": _PLACEHOLDER}
-
-  def init(self, params: Any) -> dict[str, Any]:
-    """Zero second moments for every parameter, and an update count of 0."""
-    leaves, treedef = jax.tree.flatten(params)
-    slots = [self._slot_shapes(p.shape) for p in leaves]
-    state = {"count": jnp.zeros((), jnp.int32)}
-    for name in _SLOTS:
-      state[name] = treedef.unflatten([jnp.zeros(s[name], jnp.float32) for s in slots])
-    return state
-
-  def state_partition_specs(self, param_specs: Any, params: Any) -> dict[str, Any]:
-    """Mesh partition specs of the state, derived from those of the parameters.
-
-    Args:
-      param_specs: a PartitionSpec per parameter (mesh axes).
-      params: the parameters or their abstract shapes (anything with `.shape`).
-
-    Returns:
-      A tree like `init(params)`: a factored slot keeps the spec entries of the dims it keeps,
-      a full slot the parameter's spec, placeholders and the count are replicated.
-    """
-    leaves, treedef = jax.tree.flatten(params)
-    specs = treedef.flatten_up_to(param_specs)
-    out = {name: [] for name in _SLOTS}
-    for spec, p in zip(specs, leaves):
-      entries = tuple(spec) + (None,) * (len(p.shape) - len(tuple(spec)))
-      dims = self._dims(p.shape)
-      if dims is None:
-        slot = {"v_row": PartitionSpec(), "v_col": PartitionSpec(), "v": PartitionSpec(*entries)}
-      else:
-        d0, d1 = dims
-        slot = {
-          "v_row": PartitionSpec(*(e for i, e in enumerate(entries) if i != d1)),
-          "v_col": PartitionSpec(*(e for i, e in enumerate(entries) if i != d0)),
-          "v": PartitionSpec(),
-        }
-      for name in _SLOTS:
-        out[name].append(slot[name])
-    return {"count": PartitionSpec(), **{k: treedef.unflatten(v) for k, v in out.items()}}
-
-  def _update_one(self, grad, param, v_row, v_col, v, decay, lr):
-    grad = grad.astype(jnp.float32)
-    grad_sq = jnp.square(grad) + self.epsilon1
-    mix = 1.0 - decay
-    dims = self._dims(param.shape)
-    if dims is not None:
-      d0, d1 = dims
-      new_row = decay * v_row + mix * jnp.mean(grad_sq, axis=d1)
-      new_col = decay * v_col + mix * jnp.mean(grad_sq, axis=d0)
-      # v_hat[i, j] = row[i] * col[j] / mean(row): the rank-1 estimate of Shazeer & Stern.
-      row_mean = jnp.mean(new_row, axis=d0 if d0 < d1 else d0 - 1, keepdims=True)
-      row_factor = jnp.expand_dims(jax.lax.rsqrt(new_row / row_mean), d1)
-      col_factor = jnp.expand_dims(jax.lax.rsqrt(new_col), d0)
-      update = grad * row_factor * col_factor
-      new_v = v
-    else:
-      new_v = decay * v + mix * grad_sq
-      update = grad * jax.lax.rsqrt(new_v)
-      new_row, new_col = v_row, v_col
+  @functools.cached_property
+  def transformation(self) -> optax.GradientTransformation:
+    """The chain `optax.adafactor` builds, with these settings."""
+    chain = [
+      optax.scale_by_factored_rms(
+        factored=self.factored,
+        decay_rate=self.decay_rate,
+        min_dim_size_to_factor=self.min_dim_size_to_factor,
+        epsilon=self.epsilon1,
+      )
+    ]
     if self.clipping_threshold is not None:
-      rms = jnp.sqrt(jnp.mean(jnp.square(update)))
-      update = update / jnp.maximum(1.0, rms / self.clipping_threshold)
-    scale = lr
+      chain.append(optax.clip_by_block_rms(self.clipping_threshold))
+    chain.append(optax.scale_by_learning_rate(self.learning_rate, flip_sign=False))
     if self.multiply_by_parameter_scale:
-      param_rms = jnp.sqrt(jnp.mean(jnp.square(param.astype(jnp.float32))))
-      scale = scale * jnp.maximum(param_rms, self.epsilon2)
-    new_param = (param.astype(jnp.float32) - scale * update).astype(param.dtype)
-    return new_param, new_row, new_col, new_v
+      chain.append(_scale_by_param_rms(self.epsilon2))
+    chain.append(optax.scale(-1.0))  # descent
+    return optax.chain(*chain)
 
-  def update(self, grads: Any, state: dict[str, Any], params: Any) -> tuple[Any, dict[str, Any]]:
+  def init(self, params: Any) -> Any:
+    """Zero second moments for every parameter, and update counts of 0."""
+    return self.transformation.init(params)
+
+  def update(self, grads: Any, state: Any, params: Any) -> tuple[Any, Any]:
     """Applies one Adafactor update.
 
     Args:
@@ -196,14 +162,54 @@ class Adafactor:
     Returns:
       (new_params, new_state).
     """
-    count = state["count"]
-    decay = 1.0 - jnp.power(count.astype(jnp.float32) + 1.0, -self.decay_rate)
-    lr = self.learning_rate(count)
+    updates, state = self.transformation.update(grads, state, params)
+    return optax.apply_updates(params, updates), state
+
+  def _slot_specs(self, spec: PartitionSpec, shape: tuple[int, ...]):
+    entries = tuple(spec) + (None,) * (len(shape) - len(tuple(spec)))
+    dims = factored_dims(shape, self.min_dim_size_to_factor) if self.factored else None
+    if dims is None:
+      return PartitionSpec(), PartitionSpec(), PartitionSpec(*entries)
+    second, largest = dims
+    # v_row averages g^2 over the largest dim, v_col over the second largest: each keeps the
+    # entries of the dims it keeps.
+    v_row = PartitionSpec(*(e for i, e in enumerate(entries) if i != largest))
+    v_col = PartitionSpec(*(e for i, e in enumerate(entries) if i != second))
+    return v_row, v_col, PartitionSpec()
+
+  def state_partition_specs(self, param_specs: Any, params: Any) -> Any:
+    """Partition specs of the state, derived from those of the parameters.
+
+    Args:
+      param_specs: a PartitionSpec per parameter, of logical axis names or of mesh axes (the
+        state's specs are then of the same kind).
+      params: the parameters or their abstract shapes (anything with `.shape`).
+
+    Returns:
+      A tree like `init(params)`: a factored slot keeps the spec entries of the dims it keeps,
+      a full slot the parameter's spec; placeholders and the counts are replicated.
+    """
     leaves, treedef = jax.tree.flatten(params)
-    columns = [treedef.flatten_up_to(t) for t in (grads, *(state[k] for k in _SLOTS))]
-    results = [self._update_one(g, p, *slots, decay, lr) for p, g, *slots in zip(leaves, *columns)]
-    new_params, new_row, new_col, new_v = (treedef.unflatten(list(x)) for x in zip(*results))
-    return new_params, {"count": count + 1, "v_row": new_row, "v_col": new_col, "v": new_v}
+    specs = treedef.flatten_up_to(param_specs)
+    slots = [self._slot_specs(s, tuple(p.shape)) for s, p in zip(specs, leaves)]
+    v_row, v_col, v = (treedef.unflatten(list(x)) for x in zip(*slots))
+
+    def node(x):
+      if isinstance(x, optax.FactoredState):
+        return optax.FactoredState(count=PartitionSpec(), v_row=v_row, v_col=v_col, v=v)
+      if x.shape:  # a per-parameter state this rule does not know (e.g. momentum)
+        raise ValueError(f"no partitioning rule for an optimizer state of shape {x.shape}")
+      return PartitionSpec()
+
+    is_factored = lambda x: isinstance(x, optax.FactoredState)
+    return jax.tree.map(node, jax.eval_shape(self.init, params), is_leaf=is_factored)
+
+
+def factored_state(opt_state: Any) -> optax.FactoredState:
+  """The `optax.FactoredState` (update count and second moments) of an `Adafactor` state."""
+  is_factored = lambda x: isinstance(x, optax.FactoredState)
+  (found,) = [x for x in jax.tree.leaves(opt_state, is_leaf=is_factored) if is_factored(x)]
+  return found
 
 
 def make_optimizer(schedule: str, learning_rate: float, warmup_steps: int = 0) -> Adafactor:

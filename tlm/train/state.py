@@ -34,7 +34,7 @@ class TrainState:
   Attributes:
     step: optimizer updates applied so far (int32 scalar).
     params: the model parameters (plain nested dicts, T5X names).
-    opt_state: Adafactor's state (`tlm.train.optim.Adafactor.init`).
+    opt_state: Adafactor's (optax) state (`tlm.train.optim.Adafactor.init`).
   """
 
   step: jax.Array
@@ -116,7 +116,10 @@ def state_layout(model: Transformer, optimizer: Adafactor, mesh: Mesh) -> StateL
   is_box = lambda x: isinstance(x, nn.meta.AxisMetadata)
   params_shape = jax.tree.map(lambda x: x.value if is_box(x) else x, boxed, is_leaf=is_box)
   opt_shape = jax.eval_shape(optimizer.init, params_shape)
-  opt_specs = optimizer.state_partition_specs(param_specs, params_shape)
+  # The optimizer's slots take the logical axis names of the parameter dims they keep, mapped
+  # by the same rules as the parameters.
+  opt_logical = optimizer.state_partition_specs(logical_specs, params_shape)
+  opt_specs = partitioning.logical_to_mesh(opt_logical)
   specs = TrainState(step=PartitionSpec(), params=param_specs, opt_state=opt_specs)
   shapes = TrainState(step=jax.ShapeDtypeStruct((), jnp.int32), params=params_shape,
                       opt_state=opt_shape)  # fmt: skip

@@ -127,6 +127,15 @@ class TrainConfig:
     log_every: steps between progress lines and `metrics.jsonl` records.
     eval_every: steps between held-out loss evaluations (0 disables them).
     eval_batches: batches of the validation split per evaluation.
+    eval_examples: with `eval_every`, also decode (greedily, as `--mode=eval` does) at most
+      this many TempLAMA validation queries and this many news SSM validation examples (spread
+      evenly over the trained years and over each file; the same subset every time) and log
+      templama_f1, templama_em and news_f1; 0 logs only the held-out loss.
+    keep_best: a logged metric (e.g. "templama_f1", "eval_loss"); the checkpoint where it was
+      best (highest; lowest for losses) is kept in WORKDIR/best/, a workdir of its own, beside
+      the newest `keep_checkpoints`, with its step in WORKDIR/best/best.json. "" keeps none.
+    profile_steps: (START, END): a jax.profiler trace of steps START..END-1 is written to
+      WORKDIR/profile/ (TensorBoard's profile plugin or Perfetto read it); () traces nothing.
   """
 
   steps: int = 300_000
@@ -143,6 +152,9 @@ class TrainConfig:
   log_every: int = 100
   eval_every: int = 5000
   eval_batches: int = 8
+  eval_examples: int = 0
+  keep_best: str = ""
+  profile_steps: tuple[int, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)

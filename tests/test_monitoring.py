@@ -305,3 +305,35 @@ def test_profile_window_without_steps_traces_nothing(tmp_path):
     pass
   window.after(0, jnp.zeros(()))
   assert not window.active and not os.path.exists(tmp_path / "profile")
+
+
+def test_mfu_counts_every_microbatch(tmp_path):
+  flops = {}
+  for m in (1, 2):
+    config = tiny_config("train.steps=1", "train.eval_every=0", f"train.microbatches={m}")
+    trainer = loop.Trainer(config, str(tmp_path / str(m)), log=lambda _: None)
+    trainer.manager.close()
+    flops[m] = trainer.step_flops
+  # The compiled microbatch loop alone would count half the step.
+  assert flops[2] == pytest.approx(flops[1], rel=0.02)
+
+
+def test_yearly_run_writes_one_tensorboard_run_per_expert(tmp_path):
+  config = configs.override(
+    configs.get("tiny_yearly"),
+    [
+      *FIXTURE_DATA_SETS,
+      "data.train_years=2010,2011",
+      "train.batch_size=8",
+      "train.steps=2",
+      "train.eval_every=0",
+      "train.log_every=1",
+      "model.num_layers=1",
+    ],
+  )
+  loop.run(config, str(tmp_path), log=lambda _: None)
+  for year in (2010, 2011):
+    events = EventAccumulator(str(tmp_path / f"year={year}" / "tensorboard"))
+    events.Reload()
+    assert [e.step for e in events.Scalars("train/loss")] == [1, 2]
+  assert not os.path.exists(tmp_path / "tensorboard")

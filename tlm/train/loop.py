@@ -399,7 +399,7 @@ class Trainer:
           )
           step_fn = configured_train_step(model, optimizer, tc)
           self.train_step = compile_train_step(step_fn, self.layout, batch, self.mesh)
-          self.step_flops = mfu.compiled_flops(self.train_step)
+          self.step_flops = self._step_flops(model, optimizer, batch)
           if tc.eval_every > 0:
             eval_fn = jax.jit(make_eval_step(model, tc.z_loss))
             self.eval_step = eval_fn.lower(self.layout.abstract.params, batch).compile()
@@ -429,6 +429,18 @@ class Trainer:
       )
       if getattr(self.data, "eval_note", ""):
         log(self.data.eval_note)
+
+  def _step_flops(self, model, optimizer, abstract_batch) -> float | None:
+    """FLOPs per device of one train step (XLA's cost analysis), for MFU."""
+    tc = self.config.train
+    if tc.microbatches == 1:
+      return mfu.compiled_flops(self.train_step)
+    # XLA counts a loop's body once, so the compiled microbatch scan would count 1/M of the
+    # step: count the same step without microbatches, lowered (before SPMD partitioning, so
+    # for the whole mesh) but not compiled.
+    whole = configured_train_step(model, optimizer, dataclasses.replace(tc, microbatches=1))
+    flops = mfu.compiled_flops(lower_train_step(whole, self.layout, abstract_batch, self.mesh))
+    return flops / self.mesh.devices.size if flops else None
 
   def _restore_or_init(self, model, optimizer):
     latest = self.manager.latest_step()

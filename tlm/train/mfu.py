@@ -1,11 +1,12 @@
 """Model FLOP utilisation: the compiled step's FLOPs over the step time and the device's peak.
 
 The FLOPs are XLA's cost analysis of the compiled, SPMD-partitioned train step, i.e. per
-device; with `model.remat` they include the recomputed forward pass, so the figure is closer
-to PaLM's "hardware FLOP utilisation" than to 6 * N * D. The peaks are the vendors' dense
-bfloat16 figures per JAX device (a TPU v3 device is one of the chip's two cores; v4 and v5p
-devices are whole megacore chips). A device not in the table has no MFU: the progress line
-leaves it out and `metrics.jsonl` has no `mfu` field.
+device (with `train.microbatches` > 1, of the lowered step without the microbatch loop, divided
+by the devices: XLA counts a loop's body once); with `model.remat` they include the recomputed
+forward pass, so the figure is closer to PaLM's "hardware FLOP utilisation" than to 6 * N * D.
+The peaks are the vendors' dense bfloat16 figures per JAX device (a TPU v3 device is one of
+the chip's two cores; v4 and v5p devices are whole megacore chips). A device not in the table
+has no MFU: the progress line leaves it out and `metrics.jsonl` has no `mfu` field.
 """
 
 from typing import Any
@@ -37,7 +38,9 @@ def peak_flops(device_kind: str) -> float | None:
 
 
 def compiled_flops(compiled: Any) -> float | None:
-  """FLOPs per device of a compiled computation (XLA's cost analysis), or None if unknown."""
+  """FLOPs of a compiled computation (per device) or of a lowered one (the whole program), by
+  XLA's cost analysis; None if unknown. XLA counts a loop's body once, whatever its trip count.
+  """
   try:
     cost = compiled.cost_analysis()
   except Exception:  # some backends do not implement it; MFU is then unknown

@@ -337,3 +337,14 @@ def test_yearly_run_writes_one_tensorboard_run_per_expert(tmp_path):
     events.Reload()
     assert [e.step for e in events.Scalars("train/loss")] == [1, 2]
   assert not os.path.exists(tmp_path / "tensorboard")
+
+
+def test_config_json_of_a_workdir_older_than_these_keys_is_read():
+  config = configs.get("tiny_temporal")
+  saved = configs.to_dict(config)
+  for key in ("eval_examples", "keep_best", "profile_steps"):
+    del saved["train"][key]
+  assert configs.from_dict(saved) == config
+  saved["train"]["keep_bestt"] = "loss"
+  with pytest.raises(ConfigError, match="keep_bestt"):
+    configs.from_dict(saved)

@@ -820,13 +820,16 @@ def from_dict(data: dict[str, Any]) -> Config:
     value = data[name]
     if dataclasses.is_dataclass(hint):
       sub = _fields(hint)
-      if not isinstance(value, dict) or set(value) != set(sub):
+      if not isinstance(value, dict) or set(value) - set(sub):
         have = set(value) if isinstance(value, dict) else set()
         raise ConfigError(
           f"config.json: section {name!r} has unknown keys {sorted(have - set(sub))}, "
           f"missing keys {sorted(set(sub) - have)}"
         )
-      kwargs[name] = hint(**{k: _typed(f"{name}.{k}", value[k], h) for k, h in sub.items()})
+      # A key added since the workdir was trained (absent from its config.json) takes its
+      # default, so that older workdirs stay readable.
+      typed = {k: _typed(f"{name}.{k}", value[k], h) for k, h in sub.items() if k in value}
+      kwargs[name] = hint(**typed)
     else:
       kwargs[name] = _typed(name, value, hint)
   return Config(**kwargs)

@@ -198,8 +198,9 @@ class Trainer:
 
   Args:
     config: the resolved experiment config.
-    workdir: where config.json, model_config.json, spiece.model, metrics.jsonl and
-      checkpoints/ go (shared by all processes).
+    workdir: where config.json, model_config.json, spiece.model, metrics.jsonl,
+      checkpoints/ and, as configured, tensorboard/, best/ and profile/ go (shared by all
+      processes).
     data: a batch source with `vocab`, `train_batch(step, start, stop)` and
       `eval_batches(start, stop)` (`tlm.train.data.TrainingData`, built from the config when
       None).

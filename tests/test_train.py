@@ -146,6 +146,21 @@ def test_non_finite_loss_stops_with_the_last_good_checkpoint(nan_run):
     assert os.path.isfile(os.path.join(workdir, name))
 
 
+def test_non_finite_loss_between_log_steps_is_caught_at_the_next_boundary(tmp_path):
+  # Metrics are fetched at log and save boundaries only: the NaN of step 6 is found at step 8,
+  # before step 8 is saved.
+  config = tiny_config(
+    "train.steps=12", "train.checkpoint_every=4", "train.log_every=100", "model.num_layers=1"
+  )
+  lines = []
+  with pytest.raises(loop.NonFiniteLossError, match="at step 6;.*last good checkpoint: step 4"):
+    loop.train(config, str(tmp_path), data=_Poisoned(TrainingData(config), 5), log=lines.append)
+  manager = CheckpointManager(str(tmp_path))
+  assert manager.all_steps() == [4]
+  manager.close()
+  assert not [line for line in lines if line.startswith("step ")]
+
+
 def test_init_from_a_training_workdir(nan_run):
   config = nan_run["config"]
   vocab = TrainingData(config).vocab

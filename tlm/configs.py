@@ -129,6 +129,15 @@ class TrainConfig:
     log_every: steps between progress lines and `metrics.jsonl` records.
     eval_every: steps between held-out loss evaluations (0 disables them).
     eval_batches: batches of the validation split per evaluation.
+    eval_examples: with `eval_every`, also decode (greedily, as `--mode=eval` does) at most
+      this many TempLAMA validation queries and this many news SSM validation examples (spread
+      evenly over the trained years and over each file; the same subset every time) and log
+      templama_f1, templama_em and news_f1; 0 logs only the held-out loss.
+    keep_best: a logged metric (e.g. "templama_f1", "eval_loss"); the checkpoint where it was
+      best (highest; lowest for losses) is kept in WORKDIR/best/, a workdir of its own, beside
+      the newest `keep_checkpoints`, with its step in WORKDIR/best/best.json. "" keeps none.
+    profile_steps: (START, END): a jax.profiler trace of steps START..END-1 is written to
+      WORKDIR/profile/ (TensorBoard's profile plugin or Perfetto read it); () traces nothing.
   """
 
   steps: int = 300_000
@@ -145,6 +154,9 @@ class TrainConfig:
   log_every: int = 100
   eval_every: int = 5000
   eval_batches: int = 8
+  eval_examples: int = 0
+  keep_best: str = ""
+  profile_steps: tuple[int, ...] = ()
 
 
 @dataclasses.dataclass(frozen=True)
@@ -892,13 +904,16 @@ def from_dict(data: dict[str, Any]) -> Config:
     value = data[name]
     if dataclasses.is_dataclass(hint):
       sub = _fields(hint)
-      if not isinstance(value, dict) or set(value) != set(sub):
+      if not isinstance(value, dict) or set(value) - set(sub):
         have = set(value) if isinstance(value, dict) else set()
         raise ConfigError(
           f"config.json: section {name!r} has unknown keys {sorted(have - set(sub))}, "
           f"missing keys {sorted(set(sub) - have)}"
         )
-      kwargs[name] = hint(**{k: _typed(f"{name}.{k}", value[k], h) for k, h in sub.items()})
+      # A key added since the workdir was trained (absent from its config.json) takes its
+      # default, so that older workdirs stay readable.
+      typed = {k: _typed(f"{name}.{k}", value[k], h) for k, h in sub.items() if k in value}
+      kwargs[name] = hint(**typed)
     else:
       kwargs[name] = _typed(name, value, hint)
   return validate(Config(**kwargs))

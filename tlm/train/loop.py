@@ -1,25 +1,21 @@
-"""The training loop: loss, the sharded jit step, logging, checkpoints, preemption, Yearly runs.
+"""The training loop: logging, evaluation, checkpoints, preemption, Yearly runs.
 
-Mirrors T5X's `trainer.py` / `models.py` and big_vision's `train.py`, cut into sections (mesh,
-data, state/restore, compile, loop):
+Mirrors T5X's `trainer.py` and big_vision's `train.py`, cut into sections (mesh, data,
+state/restore, compile, loop); the step itself (loss, microbatches, dropout keys, sharded jit)
+is `tlm.train.step`, whose names this module re-exports.
 
-- Loss (T5X `losses.compute_weighted_cross_entropy`): token cross-entropy weighted by
-  `decoder_loss_weights`, plus T5X's auxiliary z-loss `z_loss * log(Z)^2` (1e-4), summed over
-  tokens and divided by `train.loss_normalizing_factor`: T5X's "NUM_REAL_TARGET_TOKENS" (0, the
-  global batch's real target tokens) or a constant (233472 = 2048 * 114, T5X's advice when
-  finetuning checkpoints pre-trained in Mesh TensorFlow, as the paper's are). Adafactor is
-  nearly invariant to this scale; the logged `loss` is always per real target token.
-- Microbatching: the global batch is split into `train.microbatches` interleaved parts (rows m,
-  m + M, ..., so every device keeps its own rows) whose summed gradients are accumulated in a
-  `lax.scan` before one normalisation and one update: batch 2048 fits any memory, and the
-  result does not depend on M beyond float rounding (and the dropout masks).
-- Dropout keys: `fold_in(key(train.seed), step)` (and the microbatch index), so a resumed run
-  draws the same masks as an uninterrupted one.
-- One jit-compiled step (ahead of time, on the mesh) with input/output shardings and the state
-  donated; a non-finite loss stops the run (UserError, non-zero exit) before anything is saved
-  after it, so the last checkpoint is the last good one; SIGTERM saves the current step.
-- Only process 0 prints (step, loss, tokens/s, ETA) and writes WORKDIR files; all processes
-  take part in checkpointing.
+- The loop only dispatches steps; their metrics stay on the device until a log, eval or save
+  boundary fetches them all at once (no host sync per step). A non-finite loss found
+  there stops the run (UserError, non-zero exit) before anything is saved after it, so the last
+  checkpoint is the last good one; SIGTERM saves the current step.
+- The loop's sections: `_step` (dispatch), `_fetch` (metrics to the host, NaN check), `_log`
+  (the record: loss, z-loss, accuracy, learning rate, tokens/s, MFU), `_evaluate` (held-out
+  loss; TempLAMA / news F1 with `train.eval_examples`, `tlm.train.task_eval`), `_save`
+  (checkpoint, and the best one with `train.keep_best`, `tlm.train.best`) and `_write`.
+- Only process 0 prints (step, loss, tokens/s, MFU, ETA) and writes WORKDIR files:
+  metrics.jsonl, TensorBoard scalars in tensorboard/ (`tlm.train.tensorboard_writer`) and a
+  `train.profile_steps` trace in profile/ (`tlm.train.profiling`); all processes take part in
+  checkpointing and evaluation.
 """
 
 import dataclasses
@@ -28,22 +24,22 @@ import signal
 import threading
 import time
 from collections.abc import Callable
-from typing import Any
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 from flax import linen as nn
-from jax.sharding import NamedSharding, PartitionSpec
 
 from tlm import configs
 from tlm.configs import Config
 from tlm.errors import ConfigError, UserError
 from tlm.files import atomic_output_file, read_jsonl, write_json, write_jsonl
 from tlm.models.t5 import Transformer
-from tlm.train import partitioning
+from tlm.train import mfu, partitioning, task_eval
+from tlm.train.best import BestKeeper, check_metric
 from tlm.train.checkpointing import CheckpointManager, load_init_params
-from tlm.train.optim import Adafactor, make_optimizer
+from tlm.train.optim import make_optimizer
+from tlm.train.profiling import ProfileWindow, check_window
 from tlm.train.state import (
   TrainState,
   init_state,
@@ -52,8 +48,27 @@ from tlm.train.state import (
   state_from_params,
   state_layout,
 )
+from tlm.train.step import SUMS, compile_train_step, configured_train_step, lower_train_step
 
-_SUMS = ("loss", "z_loss", "weight", "correct")
+# Re-exported: the step's names were this module's before `tlm.train.step`.
+from tlm.train.step import loss_sums as loss_sums
+from tlm.train.step import make_eval_step as make_eval_step
+from tlm.train.step import make_train_step as make_train_step
+from tlm.train.tensorboard_writer import ScalarWriter
+
+# Steps whose metrics may wait on the device for the next log or save boundary.
+_MAX_PENDING = 256
+# The fields of a metrics.jsonl record (`Trainer._log`; "mfu" only on a device of known peak).
+TRAIN_FIELDS = (
+  "loss",
+  "z_loss",
+  "accuracy",
+  "learning_rate",
+  "tokens_per_second",
+  "seconds_per_step",
+  "grad_norm",
+  "mfu",
+)
 
 
 class NonFiniteLossError(UserError):
@@ -69,150 +84,6 @@ def log_line(text: str) -> None:
   print(text, flush=True)
 
 
-def loss_sums(logits: jax.Array, targets: jax.Array, weights: jax.Array, z_loss: float) -> dict:
-  """Weighted sums of T5X's loss terms over all tokens.
-
-  Args:
-    logits: `[batch, length, vocab]` float32.
-    targets: `[batch, length]` token ids.
-    weights: `[batch, length]` loss weights (0 on padding).
-    z_loss: coefficient of log(Z)^2.
-
-  Returns:
-    {"loss": sum(w * (xent + z)), "z_loss": sum(w * z), "weight": sum(w),
-     "correct": sum(w * [argmax == target])}.
-  """
-  logits = logits.astype(jnp.float32)
-  log_z = jax.nn.logsumexp(logits, axis=-1)
-  target_logit = jnp.take_along_axis(logits, targets[..., None].astype(jnp.int32), -1)[..., 0]
-  z_term = z_loss * jnp.square(log_z)
-  weights = weights.astype(jnp.float32)
-  correct = (jnp.argmax(logits, axis=-1) == targets).astype(jnp.float32)
-  return {
-    "loss": jnp.sum((log_z - target_logit + z_term) * weights),
-    "z_loss": jnp.sum(z_term * weights),
-    "weight": jnp.sum(weights),
-    "correct": jnp.sum(correct * weights),
-  }
-
-
-def _logits(model: Transformer, params, batch, enable_dropout: bool, rng=None):
-  return model.apply(
-    {"params": params},
-    batch["encoder_input_tokens"],
-    batch["decoder_input_tokens"],
-    batch["encoder_segment_ids"],
-    batch["decoder_segment_ids"],
-    batch["encoder_positions"],
-    batch["decoder_positions"],
-    enable_dropout=enable_dropout,
-    rngs={"dropout": rng} if enable_dropout else None,
-  )
-
-
-def make_train_step(
-  model: Transformer,
-  optimizer: Adafactor,
-  *,
-  microbatches: int = 1,
-  z_loss: float = 1e-4,
-  loss_normalizing_factor: float = 0.0,
-  seed: int = 0,
-) -> Callable[[TrainState, dict], tuple[TrainState, dict]]:
-  """The (unjitted) train step: (state, global batch) -> (new state, metric sums)."""
-  dropout = model.config.dropout_rate > 0
-
-  def loss_fn(params, batch, rng):
-    sums = loss_sums(
-      _logits(model, params, batch, dropout, rng),
-      batch["decoder_target_tokens"],
-      batch["decoder_loss_weights"],
-      z_loss,
-    )
-    return sums["loss"], sums
-
-  grad_fn = jax.grad(loss_fn, has_aux=True)
-
-  def step(state: TrainState, batch: dict) -> tuple[TrainState, dict]:
-    rng = jax.random.fold_in(jax.random.key(seed), state.step)
-    if microbatches == 1:
-      grads, sums = grad_fn(state.params, batch, rng)
-    else:
-
-      def split(x):
-        # [B, L] -> [M, B / M, L] with microbatch m = rows m, m + M, ...: each device's rows
-        # stay on it ("batch", i.e. the data axis, shards the second dim).
-        x = x.reshape((x.shape[0] // microbatches, microbatches) + x.shape[1:]).swapaxes(0, 1)
-        return nn.with_logical_constraint(x, (None, "batch") + (None,) * (x.ndim - 2))
-
-      def body(acc, xs):
-        index, micro = xs
-        g, s = grad_fn(state.params, micro, jax.random.fold_in(rng, index))
-        return jax.tree.map(jnp.add, acc, (g, s)), None
-
-      zeros = (
-        jax.tree.map(jnp.zeros_like, state.params),
-        {k: jnp.zeros((), jnp.float32) for k in _SUMS},
-      )
-      parts = (jnp.arange(microbatches), jax.tree.map(split, batch))
-      (grads, sums), _ = jax.lax.scan(body, zeros, parts)
-    if loss_normalizing_factor > 0:
-      denominator = jnp.float32(loss_normalizing_factor)
-    else:
-      denominator = jnp.maximum(sums["weight"], 1.0)
-    grads = jax.tree.map(lambda g: g / denominator, grads)
-    params, opt_state = optimizer.update(grads, state.opt_state, state.params)
-    metrics = dict(sums)
-    metrics["grad_norm"] = jnp.sqrt(sum(jnp.sum(jnp.square(g)) for g in jax.tree.leaves(grads)))
-    metrics["learning_rate"] = optimizer.learning_rate(state.step)
-    metrics["tokens"] = jnp.sum(batch["encoder_segment_ids"] > 0) + jnp.sum(
-      batch["decoder_segment_ids"] > 0
-    )
-    return TrainState(state.step + 1, params, opt_state), metrics
-
-  return step
-
-
-def make_eval_step(model: Transformer, z_loss: float = 1e-4) -> Callable[[Any, dict], dict]:
-  """(params, global batch) -> loss sums without dropout."""
-
-  def step(params, batch):
-    logits = _logits(model, params, batch, enable_dropout=False)
-    return loss_sums(logits, batch["decoder_target_tokens"], batch["decoder_loss_weights"], z_loss)
-
-  return step
-
-
-def configured_train_step(model: Transformer, optimizer, tc):
-  """`make_train_step` with a TrainConfig's settings (the trainer and the dry run share it)."""
-  return make_train_step(
-    model,
-    optimizer,
-    microbatches=tc.microbatches,
-    z_loss=tc.z_loss,
-    loss_normalizing_factor=tc.loss_normalizing_factor,
-    seed=tc.seed,
-  )
-
-
-def lower_train_step(step_fn, layout, abstract_batch, mesh):
-  """Lowers the step for the mesh: state and batch shardings in and out, the state donated."""
-  replicated = NamedSharding(mesh, PartitionSpec())
-  batch_sharding = NamedSharding(mesh, partitioning.BATCH_SPEC)
-  jitted = jax.jit(
-    step_fn,
-    in_shardings=(layout.shardings, batch_sharding),
-    out_shardings=(layout.shardings, replicated),
-    donate_argnums=(0,),
-  )
-  return jitted.lower(layout.abstract, abstract_batch)
-
-
-def compile_train_step(step_fn, layout, abstract_batch, mesh):
-  """Lowers and compiles the step ahead of time (see `lower_train_step`)."""
-  return lower_train_step(step_fn, layout, abstract_batch, mesh).compile()
-
-
 def _format_seconds(seconds: float) -> str:
   seconds = int(max(seconds, 0))
   h, rest = divmod(seconds, 3600)
@@ -224,7 +95,7 @@ def _format_seconds(seconds: float) -> str:
 class _Window:
   """Host-side sums of the metrics since the last log line."""
 
-  sums: dict = dataclasses.field(default_factory=lambda: dict.fromkeys(_SUMS, 0.0))
+  sums: dict = dataclasses.field(default_factory=lambda: dict.fromkeys(SUMS, 0.0))
   tokens: float = 0.0
   steps: int = 0
   grad_norm: float = 0.0
@@ -232,12 +103,24 @@ class _Window:
   start: float = dataclasses.field(default_factory=time.perf_counter)
 
   def add(self, m: dict) -> None:
-    for k in _SUMS:
+    for k in SUMS:
       self.sums[k] += float(m[k])
     self.tokens += float(m["tokens"])
     self.grad_norm += float(m["grad_norm"])
     self.learning_rate = float(m["learning_rate"])
     self.steps += 1
+
+
+@dataclasses.dataclass
+class _Run:
+  """What one `fit` carries from step to step."""
+
+  last_saved: int | None
+  # (step, metrics still on the device): dispatched steps not yet checked.
+  pending: list = dataclasses.field(default_factory=list)
+  window: _Window = dataclasses.field(default_factory=_Window)
+  last: dict = dataclasses.field(default_factory=lambda: {"loss": None, "eval_loss": None})
+  eval_batches: list | None = None
 
 
 class _Preemption:
@@ -265,6 +148,16 @@ class _Preemption:
   def close(self) -> None:
     if self._previous is not None:
       signal.signal(signal.SIGTERM, self._previous)
+
+
+def logged_fields(tc: configs.TrainConfig) -> tuple[str, ...]:
+  """The numeric fields of this run's metrics.jsonl records (what `train.keep_best` may name)."""
+  fields = TRAIN_FIELDS
+  if tc.eval_every > 0:
+    fields += ("eval_loss",)
+    if tc.eval_examples > 0:
+      fields += task_eval.FIELDS
+  return fields
 
 
 def _data_state(config: Config, step: int) -> dict:
@@ -305,8 +198,9 @@ class Trainer:
 
   Args:
     config: the resolved experiment config.
-    workdir: where config.json, model_config.json, spiece.model, metrics.jsonl and
-      checkpoints/ go (shared by all processes).
+    workdir: where config.json, model_config.json, spiece.model, metrics.jsonl,
+      checkpoints/ and, as configured, tensorboard/, best/ and profile/ go (shared by all
+      processes).
     data: a batch source with `vocab`, `train_batch(step, start, stop)` and
       `eval_batches(start, stop)` (`tlm.train.data.TrainingData`, built from the config when
       None).
@@ -323,6 +217,10 @@ class Trainer:
     tc = config.train
     if min(tc.steps, tc.log_every, tc.checkpoint_every) < 1:
       raise ConfigError("train.steps, train.log_every and train.checkpoint_every must be >= 1")
+    if tc.eval_examples < 0:
+      raise ConfigError(f"train.eval_examples must be >= 0, got {tc.eval_examples}")
+    check_window(tc.profile_steps)
+    check_metric(tc.keep_best, logged_fields(tc))
     self.config, self.log = config, log
     self.workdir = os.path.abspath(workdir)
     self.main = jax.process_index() == 0
@@ -344,13 +242,14 @@ class Trainer:
         self.state, self.start, origin = self._restore_or_init(model, optimizer)
         # --- Compile (nothing to do for a finished run, e.g. a Yearly expert rerun) ---
         t0 = time.perf_counter()
-        self.train_step = self.eval_step = None
+        self.train_step = self.eval_step = self.step_flops = None
         if self.start < tc.steps:
           batch = partitioning.abstract_batch(
             self.mesh, tc.batch_size, config.data.input_length, config.data.target_length
           )
           step_fn = configured_train_step(model, optimizer, tc)
           self.train_step = compile_train_step(step_fn, self.layout, batch, self.mesh)
+          self.step_flops = self._step_flops(model, optimizer, batch)
           if tc.eval_every > 0:
             eval_fn = jax.jit(make_eval_step(model, tc.z_loss))
             self.eval_step = eval_fn.lower(self.layout.abstract.params, batch).compile()
@@ -358,6 +257,10 @@ class Trainer:
     except BaseException:
       self.manager.close()
       raise
+    self.peak_flops = mfu.peak_flops(jax.local_devices()[0].device_kind)
+    self.task_evaluator = None
+    if self.eval_step is not None and tc.eval_examples > 0:
+      self.task_evaluator = task_eval.TaskEvaluator(config, self.model_config, self.data.vocab)
     self.history = _resume_metrics(self.metrics_path, self.start) if self.main else []
     if self.main:
       write_json(os.path.join(self.workdir, "config.json"), configs.to_dict(config))
@@ -376,6 +279,18 @@ class Trainer:
       )
       if getattr(self.data, "eval_note", ""):
         log(self.data.eval_note)
+
+  def _step_flops(self, model, optimizer, abstract_batch) -> float | None:
+    """FLOPs per device of one train step (XLA's cost analysis), for MFU."""
+    tc = self.config.train
+    if tc.microbatches == 1:
+      return mfu.compiled_flops(self.train_step)
+    # XLA counts a loop's body once, so the compiled microbatch scan would count 1/M of the
+    # step: count the same step without microbatches, lowered (before SPMD partitioning, so
+    # for the whole mesh) but not compiled.
+    whole = configured_train_step(model, optimizer, dataclasses.replace(tc, microbatches=1))
+    flops = mfu.compiled_flops(lower_train_step(whole, self.layout, abstract_batch, self.mesh))
+    return flops / self.mesh.devices.size if flops else None
 
   def _restore_or_init(self, model, optimizer):
     latest = self.manager.latest_step()
@@ -402,11 +317,25 @@ class Trainer:
       NonFiniteLossError: the loss became NaN/inf (nothing saved after the last good step).
       Preempted: SIGTERM; a checkpoint of the current step was saved.
     """
+    tc = self.config.train
     preemption = _Preemption()
+    self.profile = ProfileWindow(check_window(tc.profile_steps), self.workdir, self.main)
+    self.best = None
+    self.scalars = None
     try:
+      if self.train_step is not None:
+        if tc.keep_best:
+          self.best = BestKeeper(self.workdir, tc.keep_best, self.main)
+        if self.main:
+          self.scalars = ScalarWriter(self.workdir, self.start, self.log)
       return self._loop(preemption)
     finally:
       preemption.close()
+      self.profile.stop()
+      if self.scalars is not None:
+        self.scalars.close()
+      if self.best is not None:
+        self.best.close()
       self.manager.close()
 
   def _global(self, local: dict) -> dict:
@@ -414,73 +343,114 @@ class Trainer:
 
   def _loop(self, preemption: "_Preemption") -> dict:
     tc = self.config.train
-    manager = self.manager
-    last_saved = manager.latest_step()
-    pending: list[tuple[int, dict]] = []
-    window = _Window()
-    last = {"loss": None, "eval_loss": None}
-    eval_batches = None
-
-    def consume(item):
-      step, metrics = item
-      m = jax.device_get(metrics)
-      if not np.isfinite(m["loss"]):
-        where = f"step {last_saved} in {manager.directory}" if last_saved is not None else "none"
-        raise NonFiniteLossError(
-          f"non-finite loss ({float(m['loss'])}) at step {step + 1}; stopped with nothing saved "
-          f"after it; last good checkpoint: {where}. Lower train.learning_rate or check the data"
-        )
-      window.add(m)
-
-    def flush():
-      while pending:
-        consume(pending.pop(0))
-
-    def save(step):
-      nonlocal last_saved
-      manager.save(step, self.state.params, self.state.opt_state, _data_state(self.config, step))
-      last_saved = step
-
+    run = _Run(last_saved=self.manager.latest_step())
     for step in range(self.start, tc.steps):
       if preemption.reached(step):
-        flush()
-        if last_saved != step:
-          save(step)
-        manager.wait()
-        raise Preempted(
-          f"SIGTERM: saved a checkpoint at step {step} in {manager.directory}; run the same "
-          "command again to resume"
-        )
-      local, _ = self.data.train_batch(step, *self.rows)
-      self.state, metrics = self.train_step(self.state, self._global(local))
-      pending.append((step, metrics))
-      if len(pending) > 1:
-        consume(pending.pop(0))  # one step behind: the device keeps working meanwhile
+        self._preempt(run, step)
+      self._step(run, step)
       done = step + 1
       is_eval = self.eval_step is not None and (done % tc.eval_every == 0 or done == tc.steps)
       is_log = done % tc.log_every == 0 or done == tc.steps or is_eval
       is_save = done % tc.checkpoint_every == 0 or done == tc.steps
       if not (is_log or is_save):
+        if len(run.pending) >= _MAX_PENDING:
+          self._fetch(run)  # bounded device memory for small scalars whatever log_every is
         continue
-      flush()
-      record = None
-      if is_log:
-        record = self._record(done, window)
-        last["loss"] = record["loss"]
-        if is_eval:
-          if eval_batches is None:
-            eval_batches = [self._global(b) for b in self.data.eval_batches(*self.rows)]
-          if eval_batches:
-            sums = [jax.device_get(self.eval_step(self.state.params, b)) for b in eval_batches]
-            weight = max(sum(float(s["weight"]) for s in sums), 1.0)
-            record["eval_loss"] = last["eval_loss"] = sum(float(s["loss"]) for s in sums) / weight
-        window = _Window()
+      self._fetch(run)
+      record = self._log(run, done) if is_log else None
+      if is_eval:
+        self._evaluate(run, record)
       if is_save:
-        save(done)
-      if record is not None and self.main:
-        self._write(record)
-    manager.wait()
-    return {"step": tc.steps, "parameters": self.parameters, "workdir": self.workdir, **last}
+        self._save(run, done)
+      if record is not None:
+        self._keep_best(record)
+        if self.main:
+          self._write(record)
+    self.manager.wait()
+    if self.best is not None:
+      self.best.wait()
+    return {"step": tc.steps, "parameters": self.parameters, "workdir": self.workdir, **run.last}
+
+  # ---- the loop's sections ---------------------------------------------------------------
+
+  def _step(self, run: _Run, step: int) -> None:
+    """Dispatches one update; its metrics stay on the device until `_fetch`."""
+    local, _ = self.data.train_batch(step, *self.rows)
+    with self.profile.step(step):
+      self.state, metrics = self.train_step(self.state, self._global(local))
+    self.profile.after(step, metrics)
+    run.pending.append((step, metrics))
+
+  def _fetch(self, run: _Run) -> None:
+    """Brings the pending steps' metrics to the host in one transfer and adds them to the
+    window; a non-finite loss stops the run here, before any later save."""
+    if not run.pending:
+      return
+    steps = [step for step, _ in run.pending]
+    fetched = jax.device_get([metrics for _, metrics in run.pending])
+    run.pending = []
+    for step, m in zip(steps, fetched):
+      if not np.isfinite(m["loss"]):
+        where = (
+          f"step {run.last_saved} in {self.manager.directory}"
+          if run.last_saved is not None
+          else "none"
+        )
+        raise NonFiniteLossError(
+          f"non-finite loss ({float(m['loss'])}) at step {step + 1}; stopped with nothing saved "
+          f"after it; last good checkpoint: {where}. Lower train.learning_rate or check the data"
+        )
+      run.window.add(m)
+
+  def _log(self, run: _Run, done: int) -> dict:
+    """The window's record (see `_record`), MFU added where the device's peak is known."""
+    record = self._record(done, run.window)
+    utilisation = mfu.utilisation(self.step_flops, record["seconds_per_step"], self.peak_flops)
+    if utilisation is not None:
+      record["mfu"] = utilisation
+    run.last["loss"] = record["loss"]
+    run.window = _Window()
+    return record
+
+  def _evaluate(self, run: _Run, record: dict) -> None:
+    """Held-out loss, and the task metrics with `train.eval_examples`, into `record`."""
+    t0 = time.perf_counter()
+    if run.eval_batches is None:
+      run.eval_batches = [self._global(b) for b in self.data.eval_batches(*self.rows)]
+    if run.eval_batches:
+      sums = [jax.device_get(self.eval_step(self.state.params, b)) for b in run.eval_batches]
+      weight = max(sum(float(s["weight"]) for s in sums), 1.0)
+      record["eval_loss"] = run.last["eval_loss"] = sum(float(s["loss"]) for s in sums) / weight
+    if self.task_evaluator is not None:
+      with jax.set_mesh(self.mesh):
+        record.update(self.task_evaluator(self.state.params))
+    # Evaluation time is not training time: the next window starts after it.
+    run.window.start += time.perf_counter() - t0
+
+  def _save(self, run: _Run, done: int) -> None:
+    """Starts the (asynchronous) checkpoint of step `done`."""
+    data_state = _data_state(self.config, done)
+    self.manager.save(done, self.state.params, self.state.opt_state, data_state)
+    run.last_saved = done
+
+  def _keep_best(self, record: dict) -> None:
+    if self.best is not None and self.best.update(
+      record,
+      self.state.params,
+      self.state.opt_state,
+      _data_state(self.config, record["step"]),
+    ):
+      record["best_step"] = record["step"]
+
+  def _preempt(self, run: _Run, step: int) -> None:
+    self._fetch(run)
+    if run.last_saved != step:
+      self._save(run, step)
+    self.manager.wait()
+    raise Preempted(
+      f"SIGTERM: saved a checkpoint at step {step} in {self.manager.directory}; run the same "
+      "command again to resume"
+    )
 
   @staticmethod
   def _record(done: int, window: "_Window") -> dict:
@@ -501,12 +471,17 @@ class Trainer:
     steps = self.config.train.steps
     self.history.append(record)
     write_jsonl(self.metrics_path, self.history)
+    if self.scalars is not None:
+      self.scalars.write(record)
     eta = (steps - record["step"]) * record["seconds_per_step"]
     extra = f" eval_loss {record['eval_loss']:.4f}" if "eval_loss" in record else ""
+    extra += "".join(f" {k} {100 * record[k]:.1f}" for k in task_eval.FIELDS if k in record)
+    utilisation = f" MFU {100 * record['mfu']:.1f}%" if "mfu" in record else ""
+    best = f" (best {self.best.metric})" if "best_step" in record else ""
     self.log(
-      f"step {record['step']}/{steps} loss {record['loss']:.4f}{extra} "
-      f"lr {record['learning_rate']:.3g} {record['tokens_per_second']:,.0f} tokens/s "
-      f"ETA {_format_seconds(eta)}"
+      f"step {record['step']}/{steps} loss {record['loss']:.4f}{extra}{best} "
+      f"lr {record['learning_rate']:.3g} {record['tokens_per_second']:,.0f} tokens/s"
+      f"{utilisation} ETA {_format_seconds(eta)}"
     )
 
 

@@ -1,0 +1,106 @@
+"""`train.keep_best=<metric>`: the checkpoint where a logged metric was best, kept in WORKDIR/best/.
+
+WORKDIR/checkpoints/ keeps the newest `train.keep_checkpoints` steps and deletes older ones,
+the best among them. The best is therefore saved a second time, when a record improves on it,
+into WORKDIR/best/: a training workdir of its own (checkpoints/<step>/ with params, opt_state
+and data_state, model_config.json, spiece.model, config.json) whose one checkpoint orbax
+replaces atomically, and `best.json` = {"metric", "mode", "value", "step"}. So the best model
+is evaluated or exported like any other (`--workdir=WORKDIR/best`), and resumed like any
+other from a copy of the directory (training in WORKDIR/best itself would replace the best),
+or used as `model.init_checkpoint=WORKDIR/best`. Losses and times (names with "loss" or
+"seconds") are best when lowest, everything else when highest. A resumed run continues from
+`best.json`.
+
+All processes take part in the save (the decision is made from values every process computed
+alike); process 0 writes the files.
+"""
+
+import json
+import os
+
+from tlm.errors import ConfigError
+from tlm.files import atomic_output_file, write_json
+from tlm.train.checkpointing import CheckpointManager
+
+COPIED = ("model_config.json", "spiece.model", "config.json")
+
+
+def best_dir(workdir: str) -> str:
+  """WORKDIR/best."""
+  return os.path.join(os.path.abspath(workdir), "best")
+
+
+def mode_of(metric: str) -> str:
+  """ "min" for losses and times, else "max"."""
+  return "min" if ("loss" in metric or "seconds" in metric) else "max"
+
+
+def check_metric(metric: str, logged: tuple[str, ...]) -> None:
+  """Raises ConfigError unless `metric` is one of the metrics this run logs."""
+  if metric and metric not in logged:
+    raise ConfigError(
+      f"train.keep_best={metric!r} is not a metric this run logs; one of: {', '.join(logged)}"
+    )
+
+
+class BestKeeper:
+  """Keeps the best checkpoint of one run.
+
+  Args:
+    workdir: the training workdir (the best goes to WORKDIR/best/).
+    metric: the record field to compare.
+    main: whether this is process 0 (writes best.json and the copied files).
+  """
+
+  def __init__(self, workdir: str, metric: str, main: bool):
+    self.workdir = os.path.abspath(workdir)
+    self.metric, self.mode, self.main = metric, mode_of(metric), main
+    self.directory = best_dir(workdir)
+    self.manager = CheckpointManager(self.directory, keep=1)
+    self.value, self.step = self._load()
+
+  def _load(self) -> tuple[float | None, int | None]:
+    path = os.path.join(self.directory, "best.json")
+    if not os.path.isfile(path):
+      return None, None
+    with open(path, encoding="utf-8") as f:
+      saved = json.load(f)
+    # A crash between best.json and the end of its (asynchronous) save leaves an older step:
+    # then the value is not backed by a checkpoint and the next record replaces it.
+    if saved.get("metric") != self.metric or saved.get("step") != self.manager.latest_step():
+      return None, None
+    return float(saved["value"]), int(saved["step"])
+
+  def improves(self, value: float) -> bool:
+    if self.value is None:
+      return True
+    return value < self.value if self.mode == "min" else value > self.value
+
+  def update(self, record: dict, params, opt_state, data_state: dict) -> bool:
+    """Saves the state as the new best if `record[metric]` improves on it; returns whether."""
+    value = record.get(self.metric)
+    if value is None or not self.improves(float(value)):
+      return False
+    step = int(record["step"])
+    self.manager.save(step, params, opt_state, data_state)
+    self.value, self.step = float(value), step
+    if self.main:
+      for name in COPIED:
+        source = os.path.join(self.workdir, name)
+        if os.path.isfile(source):
+          with (
+            open(source, "rb") as f,
+            atomic_output_file(os.path.join(self.directory, name), "wb") as out,
+          ):
+            out.write(f.read())
+      write_json(
+        os.path.join(self.directory, "best.json"),
+        {"metric": self.metric, "mode": self.mode, "value": self.value, "step": step},
+      )
+    return True
+
+  def wait(self) -> None:
+    self.manager.wait()
+
+  def close(self) -> None:
+    self.manager.close()

@@ -1,0 +1,119 @@
+"""Task metrics during training: TempLAMA F1/EM and news SSM F1 on a fixed validation subset.
+
+Every `train.eval_every` steps with `train.eval_examples` > 0, the current parameters are
+queried exactly as `--mode=eval` queries a trained model (`tlm.eval.experiments`): the same
+`Predictor` (greedy decoding, `eval.batch_size`, `eval.max_decode_length`, inputs truncated to
+`data.input_length`), the same time conditioning of the variant and the same scoring
+(`evaluate_templama`, `evaluate_news`). Only the data differ: the validation split of the
+trained years (a Yearly expert: its year), at most `eval_examples` TempLAMA queries and about
+as many news examples (an equal share per year), evenly spaced over each file so that the
+subset covers the whole year and is the same at every evaluation and after a resume.
+
+Logged fields: templama_f1, templama_em (over the subset's queries) and news_f1 (over its
+news examples), as fractions like `results/eval.json`.
+"""
+
+import dataclasses
+
+from tlm import configs
+from tlm.configs import Config
+
+FIELDS = ("templama_f1", "templama_em", "news_f1")
+
+
+def evaluated_years(config: Config) -> tuple[int, ...]:
+  """The trained years: a Yearly expert's own year, else `data.train_years`."""
+  if config.variant == "yearly" and config.data.year:
+    return (int(config.data.year),)
+  return tuple(int(y) for y in config.data.train_years)
+
+
+def spread(rows: list, k: int) -> list:
+  """At most k rows evenly spaced over `rows` (all of them if k is 0 or enough)."""
+  if not k or len(rows) <= k:
+    return list(rows)
+  return [rows[i * len(rows) // k] for i in range(k)]
+
+
+def task_eval_data(config: Config):
+  """The fixed subset (`tlm.eval.experiments.EvalData`) evaluated during training.
+
+  Raises:
+    ConfigError: no TempLAMA directory (data.templama_dir / data.synthetic).
+    DataError: a missing or malformed validation file.
+  """
+  from tlm.eval import experiments
+
+  k = config.train.eval_examples
+  years = evaluated_years(config)
+  sub = configs.replace_many(
+    config,
+    {"eval.split": "val", "eval.years": years, "eval.max_examples": max(1, k // len(years))},
+  )
+  data = experiments.eval_data(sub)
+  return dataclasses.replace(data, templama=spread(data.templama, k))
+
+
+def conditioning(config: Config) -> str:
+  """How `--mode=eval` presents the year to this variant (`experiments.load_model`)."""
+  return "temporal" if config.data.conditioning == "temporal" else "none"
+
+
+def task_results(model, data) -> dict:
+  """{"templama": evaluate_templama(...), "news": evaluate_news(...) (if the subset has news)}:
+  what `--mode=eval` computes for `model` on `data`."""
+  from tlm.eval.templama_eval import evaluate_news, evaluate_templama
+
+  results = {"templama": evaluate_templama(model, data.templama)}
+  if data.news:
+    results["news"] = evaluate_news(model, data.news)
+  return results
+
+
+def task_metrics(results: dict) -> dict:
+  """{templama_f1, templama_em, news_f1 (if there is news)} of `task_results`."""
+  overall = results["templama"]["metrics"]["all"]["overall"]
+  out = {"templama_f1": overall["f1"], "templama_em": overall["em"]}
+  by_year = results.get("news", {}).get("by_year", {})
+  count = sum(v["count"] for v in by_year.values())
+  if count:
+    out["news_f1"] = sum(v["f1"] * v["count"] for v in by_year.values()) / count
+  return out
+
+
+class TaskEvaluator:
+  """Decodes the subset with the parameters of the moment.
+
+  Args:
+    config: the run's config.
+    model_config: the T5Config of the trained model.
+    vocab: its vocabulary.
+  """
+
+  def __init__(self, config: Config, model_config, vocab):
+    self.config, self.model_config, self.vocab = config, model_config, vocab
+    self._data = None
+    self.results: dict = {}  # the last evaluation's `task_results` (predictions and scores)
+
+  @property
+  def data(self):
+    if self._data is None:  # loaded at the first evaluation: a run that never gets there
+      self._data = task_eval_data(self.config)  # pays nothing
+    return self._data
+
+  def __call__(self, params) -> dict:
+    from tlm.eval.predictor import Predictor, TimeConditioned
+
+    ec = self.config.eval
+    predictor = Predictor(
+      self.model_config,
+      params,
+      self.vocab,
+      batch_size=ec.batch_size,
+      max_decode_length=ec.max_decode_length,
+      beam_size=1,
+      max_input_length=self.config.data.input_length,
+    )
+    model = TimeConditioned(predictor, conditioning(self.config))
+    self.results = task_results(model, self.data)
+    return task_metrics(self.results)

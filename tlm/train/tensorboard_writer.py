@@ -1,0 +1,73 @@
+"""TensorBoard scalars of a training run in WORKDIR/tensorboard/, written without TensorFlow.
+
+The writer is tensorboardX (numpy and protobuf only), an optional dependency like matplotlib:
+it is imported when a run starts, and without it one line says so and the run goes on with
+`metrics.jsonl` alone (whose content does not depend on it). Each `metrics.jsonl` record
+becomes one scalar per numeric field at the record's step: `eval_loss` and the task metrics
+under `eval/`, the rest under `train/`. A Yearly expert trains in WORKDIR/year=YYYY/, so
+`tensorboard --logdir=WORKDIR` shows one run per expert. A resumed run purges the events at and
+after its first step (written by the interrupted run past its last checkpoint), as TensorBoard
+expects of a restart.
+"""
+
+import os
+from collections.abc import Callable
+
+INSTALL = "pip install tensorboardX==2.6.5"
+# Record fields logged under eval/ (the rest go under train/).
+EVAL_FIELDS = ("eval_loss", "templama_f1", "templama_em", "news_f1")
+
+
+def tensorboard_dir(workdir: str) -> str:
+  """WORKDIR/tensorboard."""
+  return os.path.join(os.path.abspath(workdir), "tensorboard")
+
+
+def tag(field: str) -> str:
+  """The TensorBoard tag of a `metrics.jsonl` field."""
+  if field == "eval_loss":
+    return "eval/loss"
+  return f"eval/{field}" if field in EVAL_FIELDS else f"train/{field}"
+
+
+class ScalarWriter:
+  """Writes metric records as scalars; a no-op without tensorboardX.
+
+  Args:
+    workdir: the training workdir (events go to WORKDIR/tensorboard/).
+    start_step: the step the run starts from; > 0 purges earlier events at or after it.
+    log: where the one line about a missing tensorboardX goes.
+  """
+
+  def __init__(self, workdir: str, start_step: int, log: Callable[[str], None]):
+    self.directory = tensorboard_dir(workdir)
+    try:
+      from tensorboardX import SummaryWriter
+    except ImportError:
+      self._writer = None
+      log(f"tensorboardX is not installed: no TensorBoard events ({INSTALL}); metrics.jsonl only")
+      return
+    # The file name has the time in seconds and the host: the suffix keeps a run resumed
+    # within the same second from overwriting the events of the one before.
+    self._writer = SummaryWriter(
+      self.directory, purge_step=start_step or None, filename_suffix=f".from_step_{start_step}"
+    )
+
+  @property
+  def enabled(self) -> bool:
+    return self._writer is not None
+
+  def write(self, record: dict) -> None:
+    """One scalar per numeric field of `record` at `record["step"]`, flushed at once."""
+    if self._writer is None:
+      return
+    step = int(record["step"])
+    for field, value in record.items():
+      if field != "step" and isinstance(value, int | float):
+        self._writer.add_scalar(tag(field), float(value), step)
+    self._writer.flush()
+
+  def close(self) -> None:
+    if self._writer is not None:
+      self._writer.close()
+      self._writer = None

@@ -317,7 +317,7 @@ class Trainer:
   """
 
   def __init__(self, config: Config, workdir: str, *, data=None, log: Callable = log_line):
-    from tlm.train.data import TrainingData
+    from tlm.train.data import training_data
 
     configs.check_required(config)
     tc = config.train
@@ -331,7 +331,7 @@ class Trainer:
     self.mesh = partitioning.make_mesh(config.mesh.data, config.mesh.model)
     partitioning.check_batch(self.mesh, tc.batch_size, tc.microbatches)
     self.rows = partitioning.process_rows(self.mesh, tc.batch_size)
-    self.data = data if data is not None else TrainingData(config)
+    self.data = data if data is not None else training_data(config)
     # --- Model, optimizer, state ---
     self.model_config = model_config(config.model, self.data.vocab.vocab_size)
     model = Transformer(self.model_config)

@@ -308,7 +308,7 @@ def test_every_model_starts_from_the_same_pretrained_t5_and_trains_the_same_step
 
   def saved(path):
     config = json.loads((path / "config.json").read_text())
-    steps = [json.loads(line)["step"] for line in (path / "metrics.jsonl").read_text().split()]
+    steps = [json.loads(line)["step"] for line in (path / "metrics.jsonl").read_text().splitlines()]
     return config, steps[-1]
 
   t5, _ = saved(run / "t5")

@@ -560,12 +560,13 @@ def _news_sentences(path):
 def test_verbatim_template_sentences_are_rare(full):
   """Measured on the built files: about 2% of the TempLAMA relations' fact sentences (about
   0.7% of all sentences) are worded exactly as a TempLAMA cloze with its answer."""
-  path, _ = full
+  path, counts = full
   templated = _templama_sentences(path)
   sentences = _news_sentences(path)
   verbatim = sum(s in templated for s in sentences)
   share = verbatim / len(sentences)
   assert 0.003 < share < 0.012, share
+  assert counts["templama_template_sentence_share"] == pytest.approx(share, abs=0.001)
 
 
 def test_many_answers_change_inside_the_training_years(full):

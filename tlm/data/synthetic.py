@@ -342,12 +342,13 @@ def _counts(world: World, docs: list[Document], queries: list[dict]) -> dict:
   years = range(NEWS.first_year, NEWS.last_year + 1)
   doc_years = Counter(year_of(d.date) for d in docs)
   sent_years = Counter()
-  n_sent = n_year = n_same = 0
+  n_sent = n_year = n_same = n_templated = 0
   for d in docs:
     y = year_of(d.date)
     sent_years[y] += len(d.sentences)
     for s in d.sentences:
       n_sent += 1
+      n_templated += s.template.endswith(":templama")
       if s.kind == "explicit_year":
         n_year += 1
         n_same += s.year == y
@@ -368,5 +369,6 @@ def _counts(world: World, docs: list[Document], queries: list[dict]) -> dict:
     "sentences_per_year": {str(y): sent_years[y] for y in years},
     "explicit_year_sentence_share": round(n_year / max(1, n_sent), 4),
     "publication_year_sentence_share": round(n_same / max(1, n_sent), 4),
+    "templama_template_sentence_share": round(n_templated / max(1, n_sent), 4),
     "future_relations": dict(Counter(q["set"] for q in queries)),
   }

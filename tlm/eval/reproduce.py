@@ -20,8 +20,10 @@ numbers (`tlm.eval.findings`), with the numbers beside it.
 `--set=data.world_scale=2` scales the world of the whole reproduction.
 Rerunning resumes: trained models are kept and only missing work is done.
 
-Run time (measured, 2 CPU cores, nothing cached): 25.7 minutes: the world in seconds,
-training 11 minutes, evaluation and the future probes 2.4, adaptation and retraining 12.
+Run time (estimate from the measured tiny step, 0.18 s on 2 unshared CPU cores; README,
+"Deviations"): about 12,600 training steps, 38 minutes, plus about 10 of evaluation and
+start-up. (The previous protocol, Yearly experts of 200 steps from random weights, measured
+25.7 minutes.)
 """
 
 import json

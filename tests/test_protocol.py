@@ -103,3 +103,16 @@ def test_pretraining_examples_are_deterministic(tmp_path):
   )
   ssm = pretraining.examples(str(corpus), "ssm", seed=0)
   assert ("<extra_id_0> is a football club in Arden.", "Kelvar FC") in ssm
+
+
+def test_a_checkpoint_of_an_older_world_version_is_not_resumed():
+  from tlm.errors import ConfigError
+  from tlm.train import loop
+
+  config = configs.get("tiny_temporal")
+  state = loop._data_state(config, 10)
+  assert state["world"].startswith("world-v")
+  loop._check_data_state(state, config, "ckpt/10")  # the same world: resumed
+  older = {k: v for k, v in state.items() if k != "world"}  # saved before the version existed
+  with pytest.raises(ConfigError, match="synthetic world"):
+    loop._check_data_state(older, config, "ckpt/10")

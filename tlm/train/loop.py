@@ -268,16 +268,24 @@ class _Preemption:
 
 
 def _data_state(config: Config, step: int) -> dict:
+  from tlm.train.data import synthetic_cache_dir
+
+  # The synthetic world's generator version (in its cache directory's name): a checkpoint of
+  # another world's version is not resumed on this one.
+  world = os.path.basename(synthetic_cache_dir(config.data)) if config.data.synthetic else ""
   return {
     "step": step,
     "batch_size": config.train.batch_size,
     "data": configs.to_dict(config)["data"],
+    "world": world,
   }
 
 
 def _check_data_state(saved: dict, config: Config, path: str) -> None:
   current = _data_state(config, int(saved.get("step", -1)))
   diff = [k for k in ("batch_size",) if saved.get(k) != current[k]]
+  if saved.get("world", "") != current["world"]:
+    diff.append(f"synthetic world ({saved.get('world') or 'an older version'})")
   saved_data = saved.get("data", {})
   # Where the synthetic world is cached does not change it (world_seed / world_scale do).
   diff += [

@@ -14,7 +14,7 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def test_every_size_and_variant_is_named():
-  want = {f"{s}_{v}" for s in configs.SIZES for v in configs.VARIANTS}
+  want = {f"{s}_{v}" for s in configs.SIZES for v in configs.VARIANTS} | {"tiny_t5", "tiny_cbqa"}
   assert set(configs.names()) == want
   for name in want:
     config = configs.get(name)
@@ -45,7 +45,9 @@ def test_paper_settings():
   cbqa = configs.get("large_cbqa_ft")  # T5-CBQA-ft: 5K steps on TempLAMA alone
   assert cbqa.train.steps == 5000 and cbqa.data.news_to_templama == 0.0
   assert cbqa.data.conditioning == "none"
-  assert "google/t5-large-ssm" in configs.describe("large_temporal")
+  assert "google/t5-v1_1-large" in configs.describe("large_temporal")  # public T5.1.1
+  assert "-ssm" not in configs.describe("large_temporal")
+  assert "google/t5-large-ssm" in configs.describe("large_cbqa_ft")  # T5-CBQA's checkpoint
   assert configs.get("large_temporal").adapt.steps == 50_000
   assert configs.get("large_temporal").adapt.new_year == 2019
 

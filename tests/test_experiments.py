@@ -71,7 +71,7 @@ def test_reproduce_writes_every_result(reproduced):
   for i in range(2, 6):
     assert _is_png(results / f"figure{i}.png")
   out = reproduced["stdout"]
-  assert "=== [1/8]" in out and "=== [8/8]" in out  # progress through every stage
+  assert "=== [1/10]" in out and "=== [10/10]" in out  # progress through every stage
   assert "| tiny_temporal |" in out and "TempLAMA F1 2010-18" in out  # Table 2 printed
   table2 = (results / "table2.md").read_text()
   assert table2.splitlines()[0].startswith("| Model |") and "| tiny_yearly |" in table2
@@ -288,3 +288,49 @@ def test_experiment_modes_start_from_the_workdirs_saved_config(tmp_path):
   flags = SimpleNamespace(config="tiny_yearly", workdir=str(tmp_path / "y"), set=[])
   config, _ = _config_and_workdir(flags)
   assert config.data.year == 0 and config.train.steps == 7
+
+
+def test_every_model_starts_from_the_same_pretrained_t5_and_trains_the_same_steps(reproduced):
+  """The paper's protocol, read back from the workdirs: Uniform, Temporal and every Yearly
+  expert are initialised from WORKDIR/t5 (span corruption on the world's generic text) and
+  train the same number of steps; T5-CBQA-ft starts from T5-CBQA, which starts from t5."""
+  run = reproduced["workdir"]
+
+  def saved(path):
+    config = json.loads((path / "config.json").read_text())
+    steps = [json.loads(line)["step"] for line in (path / "metrics.jsonl").read_text().splitlines()]
+    return config, steps[-1]
+
+  t5, _ = saved(run / "t5")
+  assert t5["variant"] == "t5" and t5["model"]["init_checkpoint"] == ""
+  runs = [run / "uniform", run / "temporal"] + sorted((run / "yearly").glob("year=*"))
+  assert len(runs) == 4  # the test's two train years: two experts
+  trained = [saved(path) for path in runs]
+  assert {c["model"]["init_checkpoint"] for c, _ in trained} == {str(run / "t5")}
+  assert {step for _, step in trained} == {c["train"]["steps"] for c, _ in trained} == {4}
+  assert {c["data"]["year"] for c, _ in trained[2:]} == {2017, 2018}
+  cbqa, _ = saved(run / "cbqa")
+  assert cbqa["variant"] == "cbqa" and cbqa["model"]["init_checkpoint"] == str(run / "t5")
+  ft, _ = saved(run / "cbqa_ft")
+  assert ft["model"]["init_checkpoint"] == str(run / "cbqa")
+  assert ft["data"]["news_to_templama"] == 0.0  # TempLAMA-train alone, never the news
+  retrained, _ = saved(run / "temporal" / "retrained")
+  assert retrained["model"]["init_checkpoint"] == str(run / "t5")
+  assert retrained["data"]["train_years"] == [2017, 2018, 2019]
+
+
+def test_cbqa_rows_and_the_retrained_comparison_are_reported(reproduced):
+  results = reproduced["workdir"] / "results"
+  evals = json.loads((results / "eval.json").read_text())
+  assert {"tiny_cbqa", "tiny_cbqa_ft"} <= set(evals)
+  assert evals["tiny_cbqa"].keys() == evals["tiny_uniform"].keys()
+  assert "| tiny_cbqa |" in (results / "table2.md").read_text()
+  assert "tiny_cbqa_ft" in json.loads((results / "future.json").read_text())
+  adapt = json.loads((results / "adapt.json").read_text())["tiny_temporal"]
+  retrained = adapt["retrained"]
+  assert {"2010-18", "2019", "2019-20"} <= set(retrained)
+  assert {"2010-18", "2019-20"} <= set(retrained["news"])
+  assert set(adapt["matched_by_slice"]) == {
+    "templama 2019-20", "templama 2010-18", "news 2019-20", "news 2010-18", "all"
+  }  # fmt: skip
+  assert adapt["matched_at_step"] == adapt["matched_by_slice"]["all"]

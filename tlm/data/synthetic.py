@@ -7,12 +7,15 @@ and its "Future Relations" section. `build_world(output_dir, seed, scale)` write
 - `facts.tsv`: `relation<TAB>subject<TAB>object[<TAB>P580=YYYY[MM[DD]]][<TAB>P582=...]`;
 - `entities.tsv`: `qid<TAB>name<TAB>popularity`;
 - `future_relations/queries.jsonl` + `future_relations/candidates/{cities,countries}.txt`;
+- `pretrain/generic.jsonl`, `pretrain/encyclopedia.jsonl`: `{"text": ...}` documents of the two
+  pre-training corpora (the "public T5" and the "Wikipedia" ones, `synthetic_pretrain.py`);
 - `spiece.model`: a SentencePiece model trained on the news, the TempLAMA templates and the
   queries; `stats.json`: the counts that `build_world` returns.
 so that the TempLAMA builder, the SSM builder and the samplers run on it unchanged. Everything is
 a pure function of (seed, scale): same seed, byte-identical files. The parts: entities and facts
 (`synthetic_facts.py`), their records (`synthetic_types.py`), names (`synthetic_names.py`), news
-(`synthetic_news.py`), sentence templates (`synthetic_templates.py`).
+(`synthetic_news.py`), sentence templates (`synthetic_templates.py`), pre-training corpora
+(`synthetic_pretrain.py`).
 
 Settings, fixed for realism before any model was trained on the world (never tune them to make
 a model look good):
@@ -44,8 +47,10 @@ Dates: month precision for 75% of recorded dates, day 15%, year 10%. Facts span 
 start before 2004 is recorded half of the time (from 1995), else missing; the current object
 has no end.
 
-Sizes at scale 1 (scale multiplies every count): 16 subjects per TempLAMA relation (about 115
-subjects whose object changes in 2010-2020, about 1200 TempLAMA queries), 12 countries (3 with
+Sizes at scale 1 (scale multiplies every count): 20 subjects per TempLAMA relation (about 145
+subjects whose object changes in 2010-2020, about 1500 TempLAMA queries; about 130 (subject,
+relation) pairs whose answer changes inside 2010-18, so that the questions of the paper's
+mechanism, answers that change within the training years, have enough cases), 12 countries (3 with
 national politics: 3 parties, 6 ministries, a speaker and an assembly each), 40 cities, 20
 teams, 24 companies, 12 universities, 16 organisations, 20 annual events, 16 landmarks, and the
 people the relations need. These sizes follow DESIGN.md's sizing data point: a 2+2-layer
@@ -55,13 +60,15 @@ The news: 1500 fact sentences in 2010 growing 10% a year (x2.6 by 2020), about 2
 sentences a year in all; each fact of a year is stated at least 3 times in that year's news,
 popular subjects more often (weight = latent popularity x days valid). A document (about 3
 sentences) holds 1-3 fact sentences about its subject, a linked subject (a player's team, a
-city's country) or, in round-ups, a subject of the same kind, 15% of them in the TempLAMA
-template's words and the others in 3-5 present-tense paraphrases per relation; distractors
-(about a third of all sentences: scores, quotes, visits that mention entities without stating a
-relation); sentences about the past or the future without a year (3%: "X previously played for
-Y", "X will join Z next season"); and sentences with an explicit year (4%, 54% of those the
-publication year, as the paper counts 3.9% and 2.1% in CustomNews: "In 2012, X played for Y.",
-"X joined Y in March 2014.", "X has coached Y since 2013."). Vocabulary: 800 SentencePiece
+city's country) or, in round-ups, a subject of the same kind, 2% of them in the TempLAMA
+template's words (real news seldom words a fact as plainly as a cloze template: "X plays for
+Y." is a caption, not a news sentence), the others in 3-5 present-tense paraphrases per
+relation; distractors (about a third of all sentences: scores, quotes, visits that mention
+entities without stating a relation); sentences about the past or the future without a year
+(3%: "X previously played for Y", "X will join Z next season"); and sentences with an explicit
+year (4%, 54% of those the publication year, as the paper counts 3.9% and 2.1% in CustomNews:
+"In 2012, X played for Y.", "X joined Y in March 2014.", "X has coached Y since 2013.").
+Vocabulary: 800 SentencePiece
 pieces at scale 1 (unigram, x sqrt(scale)): frequent words are single pieces, most names span
 several (about 5 per name, 19 per sentence), and tiny models stay fast.
 """
@@ -74,6 +81,7 @@ from collections import Counter
 from tlm.data import synthetic_templates as T
 from tlm.data.synthetic_facts import generate_world
 from tlm.data.synthetic_news import Document, NewsSettings, generate_news
+from tlm.data.synthetic_pretrain import encyclopedia_texts, generic_texts
 from tlm.data.synthetic_types import Fact, RelationSpec, World, WorldSettings, stream, year_of
 from tlm.data.vocab import train_sentencepiece
 from tlm.errors import ConfigError, UserError
@@ -111,7 +119,9 @@ WORLD = WorldSettings(
     "universities": 4, "organisations": 4, "city_events": 7, "country_events": 3,
     "landmarks": 7,
   },
-  subjects_per_relation=16,
+  # TempLAMA keeps its 1000 most frequent subjects per relation; the miniature keeps 20, so
+  # that ~130 (subject, relation) pairs change their answer inside 2010-18.
+  subjects_per_relation=20,
   min_subjects_per_relation=4,
 )  # fmt: skip
 NEWS = NewsSettings(
@@ -122,7 +132,8 @@ NEWS = NewsSettings(
   min_mentions=3,
   facts_per_document=(0.25, 0.45, 0.30),
   distractor_prob=0.45,
-  templama_phrasing_share=0.15,
+  # Real news rarely words a fact exactly as a TempLAMA cloze ("X plays for Y."): 2%.
+  templama_phrasing_share=0.02,
   recent_phrasing_share=0.5,
   past_future_share=0.03,
   explicit_year_share=0.04,
@@ -169,12 +180,16 @@ def build_world(output_dir: str, seed: int = 0, scale: float = 1.0) -> dict:
       f.writelines(format_fact(fact) + "\n" for fact in world.facts)
     with atomic_output_file(os.path.join(tmp, "entities.tsv")) as f:
       f.writelines(f"{e.qid}\t{e.name}\t{e.popularity}\n" for e in world.entities.values())
+    pretrain = pretraining_texts(world)
+    for name, texts in pretrain.items():
+      write_jsonl(os.path.join(tmp, "pretrain", f"{name}.jsonl"), ({"text": t} for t in texts))
     fr = os.path.join(tmp, "future_relations")
     write_jsonl(os.path.join(fr, "queries.jsonl"), queries)
     for name, kind in (("cities", "city"), ("countries", "country")):
       with atomic_output_file(os.path.join(fr, "candidates", f"{name}.txt")) as f:
         f.writelines(e.name + "\n" for e in world.by_kind(kind))
-    model = train_sentencepiece(_vocab_texts(world, docs, queries), vocab_pieces(scale))
+    texts = _vocab_texts(world, docs, queries, pretrain)
+    model = train_sentencepiece(texts, vocab_pieces(scale))
     with atomic_output_file(os.path.join(tmp, "spiece.model"), "wb") as f:
       f.write(model)
     counts["vocab_pieces"] = vocab_pieces(scale)
@@ -262,11 +277,19 @@ def future_queries(world: World) -> list[dict]:
   return queries
 
 
-def _vocab_texts(world: World, docs: list[Document], queries: list[dict]):
-  """News sentences, then the TempLAMA templates, time prefixes, queries and entity names."""
+def pretraining_texts(world: World) -> dict[str, list[str]]:
+  """The two pre-training corpora (`synthetic_pretrain.py`): "generic" and "encyclopedia"."""
+  return {"generic": generic_texts(world, world.seed), "encyclopedia": encyclopedia_texts(world)}
+
+
+def _vocab_texts(world: World, docs: list[Document], queries: list[dict], pretrain: dict):
+  """News sentences, the pre-training corpora, the TempLAMA templates, time prefixes, queries
+  and entity names."""
   for doc in docs:
     for s in doc.sentences:
       yield s.text
+  for texts in pretrain.values():
+    yield from texts
   for template in T.TEMPLAMA.values():
     yield template.replace("{S}", "").replace("{O}", "").strip()
   for year in range(2000, 2036):
@@ -319,12 +342,13 @@ def _counts(world: World, docs: list[Document], queries: list[dict]) -> dict:
   years = range(NEWS.first_year, NEWS.last_year + 1)
   doc_years = Counter(year_of(d.date) for d in docs)
   sent_years = Counter()
-  n_sent = n_year = n_same = 0
+  n_sent = n_year = n_same = n_templated = 0
   for d in docs:
     y = year_of(d.date)
     sent_years[y] += len(d.sentences)
     for s in d.sentences:
       n_sent += 1
+      n_templated += s.template.endswith(":templama")
       if s.kind == "explicit_year":
         n_year += 1
         n_same += s.year == y
@@ -345,5 +369,6 @@ def _counts(world: World, docs: list[Document], queries: list[dict]) -> dict:
     "sentences_per_year": {str(y): sent_years[y] for y in years},
     "explicit_year_sentence_share": round(n_year / max(1, n_sent), 4),
     "publication_year_sentence_share": round(n_same / max(1, n_sent), 4),
+    "templama_template_sentence_share": round(n_templated / max(1, n_sent), 4),
     "future_relations": dict(Counter(q["set"] for q in queries)),
   }

@@ -1,26 +1,32 @@
 """`--mode=reproduce`: the paper's experiments in miniature, end to end, on a laptop CPU.
 
 On the embedded synthetic world (built on first use) with the tiny configs:
-  1. train Uniform, Temporal and the nine Yearly experts (2010-18);
-  2. evaluate them on TempLAMA and the held-out news (Table 2, Table 7, Figure 2);
-  3. probe the future with Uniform and Temporal (Figures 3 and 4);
-  4. adapt Uniform and Temporal to 2019 for each alpha and retrain both on 2010-19 (Figure 5);
-  5. write the seed's results to WORKDIR/seed=S/results/ (eval.json, per_query.json, ...);
+  1. pre-train the two starting points (`tlm.eval.pretraining`): WORKDIR/t5, the public T5
+     analogue (span corruption on the world's undated generic text), and WORKDIR/cbqa, the
+     T5-CBQA analogue (WORKDIR/t5 + salient span masking on the world's encyclopedia);
+  2. train Uniform, Temporal and the nine Yearly experts (2010-18), all from WORKDIR/t5 and
+     for the same `train.steps` (each expert on its own year's slice), as in the paper;
+     and T5-CBQA-ft (WORKDIR/cbqa + TempLAMA-train alone);
+  3. evaluate them and T5-CBQA on TempLAMA and the held-out news (Table 2, Table 7, Figure 2);
+  4. probe the future with Uniform, Temporal and T5-CBQA-ft (Figures 3 and 4);
+  5. adapt Uniform and Temporal to 2019 for each alpha and retrain both on 2010-19 from
+     WORKDIR/t5 (Figure 5);
+  6. write the seed's results to WORKDIR/seed=S/results/ (eval.json, per_query.json, ...);
 and, over the seeds of `reproduce.seeds` (default: one, 0; `--set=reproduce.seeds=0,1,2`),
 each run in its own WORKDIR/seed=S/ with the world, sampling and initialisation seeds all S:
-  6. write WORKDIR/results/{summary.json, claims.md, table2.md, table7.md, figure2.png ..
+  7. write WORKDIR/results/{summary.json, claims.md, table2.md, table7.md, figure2.png ..
      figure5.png} (`tlm.eval.over_seeds`) and print Table 2 and the claims.
 `summary.json` judges every claim of the paper (`tlm.eval.claims`) on each seed, with its
 hold-rate and a 95% interval of its margin (`tlm.eval.claim_summary`).
 
-Compute: as in the paper, each Yearly expert trains for `train.steps` steps on its own year's
-slice (tiny_yearly: 200 steps, a quarter of tiny_temporal's 800 on a ninth of the data: about
-twice as many passes over its slice). `--set=key=value` overrides apply to all
-three configs, so e.g. `--set=data.world_scale=2` scales the world of the whole reproduction.
+`--set=key=value` overrides apply to every model of the run, so e.g.
+`--set=data.world_scale=2` scales the world of the whole reproduction.
 Rerunning resumes: trained models are kept and only missing work is done.
 
-Run time (measured, 2 CPU cores, nothing cached): 25.7 minutes: the world in seconds,
-training 11 minutes, evaluation and the future probes 2.4, adaptation and retraining 12.
+Run time of one seed (estimate from the measured tiny step, 0.18 s on 2 unshared CPU cores;
+README, "Deviations"): about 12,600 training steps, 38 minutes, plus about 10 of evaluation and
+start-up. (The previous protocol, Yearly experts of 200 steps from random weights, measured
+25.7 minutes.)
 """
 
 import json
@@ -38,6 +44,7 @@ from tlm.eval import (
   figures,
   measurements,
   over_seeds,
+  pretraining,
   tables,
 )
 from tlm.eval.templama_eval import SLICES
@@ -109,8 +116,13 @@ def _reproduce_seed(seed: int, overrides: list[str], workdir: str, log) -> dict:
   """One seed of the reproduction in `workdir`; returns what `over_seeds.write` combines."""
   from tlm.train.data import resolve_sources
 
-  cfgs = reproduction_configs(overrides)
-  stage = _Stages(4 + len(VARIANTS) + 1, log)
+  starts = pretraining.starting_configs(overrides, workdir)
+  start_dirs = pretraining.start_dirs(workdir)
+  cfgs = {
+    v: pretraining.from_start(c, start_dirs["t5"])
+    for v, c in reproduction_configs(overrides).items()
+  }
+  stage = _Stages(7 + len(VARIANTS), log)
   _enable_compilation_cache(cfgs["temporal"])
 
   stage("building the synthetic world (once; cached)")
@@ -119,21 +131,32 @@ def _reproduce_seed(seed: int, overrides: list[str], workdir: str, log) -> dict:
   log(f"{len(data.templama)} TempLAMA test queries, "
       f"{sum(len(v) for v in data.news.values())} held-out news examples")  # fmt: skip
 
+  stage("pre-training the starting points: public T5 and T5-CBQA analogues (once; kept)")
+  pretraining.train_starts(starts, workdir, log)
+
   dirs = {v: os.path.join(workdir, v) for v in VARIANTS}
   for v in VARIANTS:
-    stage(f"training {cfgs[v].name} ({cfgs[v].train.steps} steps"
+    stage(f"training {cfgs[v].name} from {start_dirs['t5']} ({cfgs[v].train.steps} steps"
           + (" per expert)" if v == "yearly" else ")"))  # fmt: skip
     _train(cfgs[v], dirs[v], log)
+  stage(f"training {starts['cbqa_ft'].name} (T5-CBQA + TempLAMA-train alone)")
+  pretraining.train_cbqa_ft(starts, workdir, log)
 
   stage("evaluating on TempLAMA and the held-out news (Table 2, Table 7, Figure 2)")
-  evals = {v: experiments.evaluate(cfgs[v], dirs[v], log, data) for v in VARIANTS}
+  # T5-CBQA (as is) and T5-CBQA-ft first, as in the paper's Table 2.
+  evals = {
+    v: experiments.evaluate(starts[v], start_dirs[v], log, data) for v in pretraining.CBQA_ROWS
+  }
+  evals.update({v: experiments.evaluate(cfgs[v], dirs[v], log, data) for v in VARIANTS})
+  cfgs.update({v: starts[v] for v in pretraining.CBQA_ROWS})
+  dirs.update({v: start_dirs[v] for v in pretraining.CBQA_ROWS})
   expert_f1: dict = {}
   gap = experiments.yearly_gap_curves(cfgs["yearly"], dirs["yearly"], data, log, expert_f1)
   by_duration = {v: experiments.f1_by_duration(evals[v]) for v in VARIANTS}
 
-  stage("probing the future (Figures 3 and 4)")
+  stage("probing the future with Uniform, Temporal and T5-CBQA-ft (Figures 3 and 4)")
   future = {}
-  for v in ("uniform", "temporal"):
+  for v in ("uniform", "temporal", "cbqa_ft"):
     preds = experiments.predictions_by_id(evals[v])
     future[v] = experiments.future_results(cfgs[v], dirs[v], data, preds, log)
 
@@ -149,7 +172,7 @@ def _reproduce_seed(seed: int, overrides: list[str], workdir: str, log) -> dict:
   summary = _summarize(cfgs, evals, adapted)
   _write_outputs(results, cfgs, evals, gap, by_duration, future, adapted, summary, log)
   log(f"seed {seed}: results in {results} ({(time.time() - stage.start) / 60:.1f} min)")
-  names = {v: cfgs[v].name for v in VARIANTS}
+  names = {v: cfgs[v].name for v in evals}
   return {"seed": seed, "names": names, "evals": evals, "gap": gap, "by_duration": by_duration,
           "future": future, "adapted": adapted, "measurements": meas,
           "baselines": evals["temporal"]["answer_baselines"]}  # fmt: skip
@@ -168,7 +191,7 @@ def _enable_compilation_cache(config: Config) -> None:
 
 def _summarize(cfgs, evals, adapted) -> dict:
   """This seed's numbers at a glance (the claims are judged over the seeds, in results/)."""
-  names = {v: cfgs[v].name for v in VARIANTS}
+  names = {v: cfgs[v].name for v in evals}
   baselines = evals["temporal"]["answer_baselines"]
   return {
     "templama_f1": {
@@ -180,18 +203,18 @@ def _summarize(cfgs, evals, adapted) -> dict:
       for v in adapted
     },
     "configs": {v: configs.to_dict(c) for v, c in cfgs.items()},
-    "table2": tables.table2({names[v]: evals[v] for v in VARIANTS}, baselines),
+    "table2": tables.table2({names[v]: r for v, r in evals.items()}, baselines),
   }
 
 
 def _write_outputs(results, cfgs, evals, gap, by_duration, future, adapted, summary, log):
-  names = {v: cfgs[v].name for v in VARIANTS}
+  names = {v: cfgs[v].name for v in evals}
   write_json(os.path.join(results, "seed_summary.json"), summary)
   write_json(
     os.path.join(results, "eval.json"),
     {
       names[v]: {k: evals[v][k] for k in ("templama", "news", "answer_baselines") if k in evals[v]}
-      for v in VARIANTS
+      for v in evals
     },
   )
   write_json(os.path.join(results, "future.json"), {names[v]: r for v, r in future.items()})
@@ -200,7 +223,7 @@ def _write_outputs(results, cfgs, evals, gap, by_duration, future, adapted, summ
   with atomic_output_file(os.path.join(results, "table2.md")) as f:
     f.write(summary["table2"])
   with atomic_output_file(os.path.join(results, "table7.md")) as f:
-    f.write(tables.table7({names[v]: evals[v] for v in VARIANTS}))
+    f.write(tables.table7({names[v]: evals[v] for v in evals}))
   draws = [
     (figures.figure2, gap, {names[v]: d for v, d in by_duration.items()}, "figure2.png"),
     (figures.figure3, {names[v]: r["loglik_change"] for v, r in future.items()}, "figure3.png"),

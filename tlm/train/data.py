@@ -39,10 +39,16 @@ class Sources:
   vocab_path: str
 
 
+# The synthetic world generator's version: part of the cache directory's name, so that a
+# world built by an older generator is never reused. v2: 2% template-worded fact sentences,
+# 20 subjects per relation, the pre-training corpora.
+WORLD_VERSION = 2
+
+
 def synthetic_cache_dir(data: DataConfig) -> str:
   """Where the synthetic world of (world_seed, world_scale) is built."""
   root = os.path.expanduser(data.cache_dir or _DEFAULT_CACHE)
-  return os.path.join(root, f"world-s{data.world_seed}-x{data.world_scale:g}")
+  return os.path.join(root, f"world-v{WORLD_VERSION}-s{data.world_seed}-x{data.world_scale:g}")
 
 
 def resolve_sources(data: DataConfig) -> Sources:
@@ -150,6 +156,77 @@ def _checkpoint_vocab(path: str) -> str:
   if path and os.path.isdir(path) and os.path.isfile(os.path.join(path, "spiece.model")):
     return os.path.join(path, "spiece.model")
   return ""
+
+
+# Pre-training variants -> (the world's corpus, the objective): the "public T5" analogue
+# (span corruption on the generic corpus) and the T5-CBQA analogue (salient span masking on
+# the encyclopedia snapshot). See tlm/data/synthetic_pretrain.py and tlm/data/pretraining.py.
+PRETRAINING = {"t5": ("generic", "span_corruption"), "cbqa": ("encyclopedia", "ssm")}
+SPAN_CORRUPTION_COPIES = 16  # corruptions per document: the stream rarely repeats one
+
+
+def training_data(config: Config):
+  """The batch source of a config: `PretrainingData` for the pre-training variants, else
+  `TrainingData`."""
+  if config.variant in PRETRAINING:
+    return PretrainingData(config)
+  return TrainingData(config)
+
+
+class PretrainingData:
+  """The batches of a pre-training variant ("t5", "cbqa") on the synthetic world's corpora.
+
+  Same interface as `TrainingData`; the examples are drawn uniformly (one "year" slice, no
+  time conditioning) and packed like the news. No held-out set: the run logs no eval loss.
+
+  Raises:
+    ConfigError: for a config that does not use the synthetic world.
+  """
+
+  def __init__(self, config: Config):
+    from tlm.data import pretraining
+
+    data = config.data
+    if not data.synthetic:
+      raise ConfigError(
+        f"config {config.name!r} (variant {config.variant!r}) pre-trains on the synthetic "
+        "world's corpora: set data.synthetic=true"
+      )
+    paths = datasets.ensure_synthetic_data(
+      synthetic_cache_dir(data), seed=data.world_seed, scale=data.world_scale
+    )
+    self.vocab = Vocabulary(data.vocab or paths.vocab_path)
+    corpus, objective = PRETRAINING[config.variant]
+    pairs = pretraining.examples(
+      os.path.join(paths.world_dir, "pretrain", f"{corpus}.jsonl"),
+      objective,
+      seed=data.seed,
+      copies=SPAN_CORRUPTION_COPIES,
+      gazetteer=os.path.join(paths.world_dir, "entities.tsv"),
+    )
+    sampler = MixtureSampler(
+      {"pretrain": {0: pairs}},
+      seed=data.seed,
+      years=(0,),
+      source_weights={"pretrain": 1.0},
+      conditioning="none",
+    )
+    self._train = Batcher(
+      sampler,
+      self.vocab,
+      rows=config.train.batch_size,
+      input_length=data.input_length,
+      target_length=data.target_length,
+      packed=True,
+    )
+    self.eval_note = ""
+
+  def train_batch(self, step: int, start: int, stop: int):
+    """Rows [start, stop) of the training batch at `step`, and their BatchStats."""
+    return local_batch(self._train, step, start, stop)
+
+  def eval_batches(self, start: int, stop: int) -> list[dict[str, np.ndarray]]:
+    return []
 
 
 class TrainingData:

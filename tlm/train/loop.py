@@ -161,16 +161,24 @@ def logged_fields(tc: configs.TrainConfig) -> tuple[str, ...]:
 
 
 def _data_state(config: Config, step: int) -> dict:
+  from tlm.train.data import synthetic_cache_dir
+
+  # The synthetic world's generator version (in its cache directory's name): a checkpoint of
+  # another world's version is not resumed on this one.
+  world = os.path.basename(synthetic_cache_dir(config.data)) if config.data.synthetic else ""
   return {
     "step": step,
     "batch_size": config.train.batch_size,
     "data": configs.to_dict(config)["data"],
+    "world": world,
   }
 
 
 def _check_data_state(saved: dict, config: Config, path: str) -> None:
   current = _data_state(config, int(saved.get("step", -1)))
   diff = [k for k in ("batch_size",) if saved.get(k) != current[k]]
+  if saved.get("world", "") != current["world"]:
+    diff.append(f"synthetic world ({saved.get('world') or 'an older version'})")
   saved_data = saved.get("data", {})
   # Where the synthetic world is cached does not change it (world_seed / world_scale do).
   diff += [
@@ -211,7 +219,7 @@ class Trainer:
   """
 
   def __init__(self, config: Config, workdir: str, *, data=None, log: Callable = log_line):
-    from tlm.train.data import TrainingData
+    from tlm.train.data import training_data
 
     configs.check_required(config)
     tc = config.train
@@ -229,7 +237,7 @@ class Trainer:
     self.mesh = partitioning.make_mesh(config.mesh.data, config.mesh.model)
     partitioning.check_batch(self.mesh, tc.batch_size, tc.microbatches)
     self.rows = partitioning.process_rows(self.mesh, tc.batch_size)
-    self.data = data if data is not None else TrainingData(config)
+    self.data = data if data is not None else training_data(config)
     # --- Model, optimizer, state ---
     self.model_config = model_config(config.model, self.data.vocab.vocab_size)
     model = Transformer(self.model_config)

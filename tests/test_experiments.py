@@ -294,7 +294,7 @@ def test_every_model_starts_from_the_same_pretrained_t5_and_trains_the_same_step
   """The paper's protocol, read back from the workdirs: Uniform, Temporal and every Yearly
   expert are initialised from WORKDIR/t5 (span corruption on the world's generic text) and
   train the same number of steps; T5-CBQA-ft starts from T5-CBQA, which starts from t5."""
-  run = reproduced["workdir"]
+  run = reproduced["seed0"]
 
   def saved(path):
     config = json.loads((path / "config.json").read_text())
@@ -320,7 +320,7 @@ def test_every_model_starts_from_the_same_pretrained_t5_and_trains_the_same_step
 
 
 def test_cbqa_rows_and_the_retrained_comparison_are_reported(reproduced):
-  results = reproduced["workdir"] / "results"
+  results = reproduced["seed0"] / "results"
   evals = json.loads((results / "eval.json").read_text())
   assert {"tiny_cbqa", "tiny_cbqa_ft"} <= set(evals)
   assert evals["tiny_cbqa"].keys() == evals["tiny_uniform"].keys()

@@ -80,8 +80,13 @@ def eval_data(config: Config) -> EvalData:
   if ssm_dir:
     loaded = datasets.load_sources(ssm_dir, None, years=ec.years, split=ec.split)[NEWS_SSM]
     news = {y: _spread(rows, ec.max_examples) for y, rows in loaded.items()}
-  spans = fact_durations.read_fact_spans(facts) if facts else {}
-  return EvalData(templama, news, future_dir, fact_durations.durations_from_facts(spans, templama))
+  # Without a facts file (a released TempLAMA), durations come from the TempLAMA buckets.
+  durations = (
+    fact_durations.durations_from_facts(fact_durations.read_fact_spans(facts), templama)
+    if facts
+    else {}
+  )
+  return EvalData(templama, news, future_dir, durations)
 
 
 def _spread(rows: list, k: int) -> list:

@@ -12,6 +12,10 @@ model of the miniature reproduction (tiny_temporal in runs/reproduce/temporal) a
 run first if it is not there yet. A workdir that holds a trained model also holds its resolved
 config (`config.json`): that is the base, so a model trained with `--set=data...` is evaluated
 on its own data, and `--set` applies on top.
+
+eval, eval_future, adapt and cronquestions run on the config's mesh (`--set=mesh.data=...`,
+`mesh.model`, `mesh.fsdp`, `eval.param_dtype`) and join a multi-host run with the flags of
+`--mode=train`; `--dry_run` reports their memory per device without loading any weights.
 """
 
 import glob
@@ -52,7 +56,20 @@ def _config_and_workdir(flags):
       raise ConfigError(f"{workdir} holds a {saved.name} model, not {flags.config}")
     # A Yearly expert's config names its year; the experiment covers them all.
     config = configs.replace(saved, "data.year", 0) if saved.variant == "yearly" else saved
-  return configs.override(config, flags.set), workdir
+  config = configs.override(config, flags.set)
+  from tlm.cli.train import initialize_distributed
+
+  initialize_distributed(flags.coordinator_address, flags.num_processes, flags.process_id)
+  return config, workdir
+
+
+def _dry_run(config, trains: bool) -> None:
+  """`--dry_run`: the evaluation's (and, for modes that train, the train step's) memory."""
+  from tlm.train import dry_run
+
+  if trains:
+    dry_run.dry_run(config)
+  dry_run.config_eval_dry_run(config)
 
 
 def _progress(message: str) -> None:
@@ -63,6 +80,8 @@ def evaluate(flags) -> None:
   from tlm.eval import experiments
 
   config, workdir = _config_and_workdir(flags)
+  if flags.dry_run:
+    return _dry_run(config, trains=False)
   result = experiments.evaluate(config, workdir, _progress)
   from tlm.eval import tables
 
@@ -74,6 +93,8 @@ def eval_future(flags) -> None:
   from tlm.eval import experiments
 
   config, workdir = _config_and_workdir(flags)
+  if flags.dry_run:
+    return _dry_run(config, trains=False)
   experiments.eval_future(config, workdir, _progress)
   _progress(f"results in {os.path.join(workdir, 'results')}")
 
@@ -82,6 +103,8 @@ def adapt(flags) -> None:
   from tlm.eval import adaptation
 
   config, workdir = _config_and_workdir(flags)
+  if flags.dry_run:
+    return _dry_run(config, trains=True)
   out = adaptation.adapt(config, workdir, _progress)
   _progress(f"adapted model matches the retrained one at step: {out['matched_at_step']}")
   _progress(f"results in {os.path.join(workdir, 'results')}")
@@ -91,6 +114,8 @@ def cronquestions(flags) -> None:
   from tlm.eval.cronquestions_eval import cronquestions as run
 
   config, workdir = _config_and_workdir(flags)
+  if flags.dry_run:
+    return _dry_run(config, trains=True)
   run(config, workdir, flags.data, _progress)
 
 

@@ -140,3 +140,25 @@ def test_predict_and_score_reject_unused_set_keys(tmp_path, model_dir):
     cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
   )  # fmt: skip
   assert proc.returncode == 1 and "mesh.data=2" in proc.stderr, proc.stderr[-2000:]
+
+
+@pytest.mark.slow
+def test_predict_dry_run_reads_no_weights(tmp_path, model_dir):
+  inputs = str(tmp_path / "in.jsonl")
+  _inputs(inputs, 3)
+  out = str(tmp_path / "out.jsonl")
+  # The weights are gone: only model_config.json is read.
+  weightless = str(tmp_path / "weightless")
+  os.makedirs(weightless)
+  os.symlink(
+    os.path.join(model_dir, "model_config.json"), os.path.join(weightless, "model_config.json")
+  )
+  proc = subprocess.run(
+    _cli("predict", weightless, inputs, out, "--dry_run", f"--vocab={VOCAB}",
+         "--set=mesh.data=2", "--set=mesh.fsdp=true", "--set=eval.param_dtype=bfloat16"),
+    cwd=ROOT, env=subprocess_env(2), capture_output=True, text=True, timeout=300,
+  )  # fmt: skip
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  assert "mesh {'data': 2, 'model': 1}, FSDP" in proc.stdout and "(bfloat16)" in proc.stdout
+  assert "per device: parameters" in proc.stdout and "decode: " in proc.stdout
+  assert not os.path.exists(out)

@@ -125,7 +125,9 @@ class Predictor:
     if param_dtype not in dtypes:
       raise ConfigError(f"eval.param_dtype must be one of {sorted(dtypes)}, got {param_dtype!r}")
     self.config = config
-    self.mesh = mesh if mesh is not None else partitioning.make_mesh(1, 1, jax.devices()[:1])
+    if mesh is None:  # this process's first device alone
+      mesh = partitioning.make_mesh(1, 1, jax.local_devices()[:1])
+    self.mesh = mesh
     self.rules = partitioning.axis_rules(fsdp)
     with jax.set_mesh(self.mesh), nn.logical_axis_rules(self.rules):
       abstract = partitioning.abstract_params(config, self.mesh, self.rules, dtypes[param_dtype])

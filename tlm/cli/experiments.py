@@ -56,9 +56,14 @@ def _config_and_workdir(flags):
       raise ConfigError(f"{workdir} holds a {saved.name} model, not {flags.config}")
     # A Yearly expert's config names its year; the experiment covers them all.
     config = configs.replace(saved, "data.year", 0) if saved.variant == "yearly" else saved
-  config = configs.override(config, flags.set)
+  return configs.override(config, flags.set), workdir
+
+
+def _start(flags):
+  """(config, workdir) of an experiment mode, after joining a multi-host run if there is one."""
   from tlm.cli.train import initialize_distributed
 
+  config, workdir = _config_and_workdir(flags)
   initialize_distributed(flags.coordinator_address, flags.num_processes, flags.process_id)
   return config, workdir
 
@@ -79,7 +84,7 @@ def _progress(message: str) -> None:
 def evaluate(flags) -> None:
   from tlm.eval import experiments
 
-  config, workdir = _config_and_workdir(flags)
+  config, workdir = _start(flags)
   if flags.dry_run:
     return _dry_run(config, trains=False)
   result = experiments.evaluate(config, workdir, _progress)
@@ -92,7 +97,7 @@ def evaluate(flags) -> None:
 def eval_future(flags) -> None:
   from tlm.eval import experiments
 
-  config, workdir = _config_and_workdir(flags)
+  config, workdir = _start(flags)
   if flags.dry_run:
     return _dry_run(config, trains=False)
   experiments.eval_future(config, workdir, _progress)
@@ -102,7 +107,7 @@ def eval_future(flags) -> None:
 def adapt(flags) -> None:
   from tlm.eval import adaptation
 
-  config, workdir = _config_and_workdir(flags)
+  config, workdir = _start(flags)
   if flags.dry_run:
     return _dry_run(config, trains=True)
   out = adaptation.adapt(config, workdir, _progress)
@@ -113,7 +118,7 @@ def adapt(flags) -> None:
 def cronquestions(flags) -> None:
   from tlm.eval.cronquestions_eval import cronquestions as run
 
-  config, workdir = _config_and_workdir(flags)
+  config, workdir = _start(flags)
   if flags.dry_run:
     return _dry_run(config, trains=True)
   run(config, workdir, flags.data, _progress)

@@ -40,7 +40,9 @@ flags.DEFINE_string("config", None, "Named config from tlm/configs.py, e.g. tiny
 flags.DEFINE_multi_string("set", [], "Config override dotted.key=value; repeatable.")
 flags.DEFINE_string("workdir", None, "Directory for checkpoints, metrics and results.")
 flags.DEFINE_bool("verbose", False, "Show the libraries' INFO logs (jax, orbax).")
-flags.DEFINE_bool("dry_run", False, "train: compile the step on the mesh and report its cost.")
+flags.DEFINE_bool(
+  "dry_run", False, "train and the modes that load a model: memory per device, no weights read."
+)
 # Checkpoints and files.
 flags.DEFINE_string("checkpoint", None, "HF dir, Mesh-TF prefix, or tlm checkpoint/workdir.")
 flags.DEFINE_string("input_file", None, "JSON lines input (predict, score).")

@@ -83,7 +83,7 @@ def test_override_types():
   )
   assert c.train.steps == 13 and isinstance(c.train.steps, int)
   assert c.train.learning_rate == 3e-4
-  assert c.model.remat is True
+  assert c.model.remat == "full"  # the old boolean maps to a remat policy
   assert c.adapt.alphas == (0.3, 0.5, 0.7) and all(isinstance(a, float) for a in c.adapt.alphas)
   assert c.data.train_years == (2012, 2013)
   assert c.model.init_checkpoint == "/x/y=z"
@@ -101,7 +101,8 @@ def test_override_errors_list_valid_keys():
   for bad, what in (
     ("train.steps=3.5", "expects int"),
     ("train.learning_rate=fast", "expects float"),
-    ("model.remat=maybe", "expects bool"),
+    ("data.synthetic=maybe", "expects bool"),
+    ("model.remat=maybe", "model.remat must be one of none, full, dots"),
     ("adapt.alphas=0.3,x", "comma-separated floats"),
     ("nosuchsection.x=1", "unknown config key"),
     ("train=3", "unknown config key"),

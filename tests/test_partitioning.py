@@ -6,8 +6,11 @@ import subprocess
 import sys
 
 import jax
+import jax.numpy as jnp
 import numpy as np
 import pytest
+from flax import linen as nn
+from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from tlm.errors import ConfigError
@@ -59,6 +62,40 @@ def test_axis_rules_map_t5_axes():
   }
   names = [name for name, _ in partitioning.AXIS_RULES]
   assert len(names) == len(set(names))  # one rule per logical axis
+
+
+def test_fsdp_rules_split_parameters_not_activations_over_data():
+  logical = {
+    "wi": P("embed", "mlp"),
+    "embedding": P("vocab", "embed"),
+    "scale": P("embed"),
+    "rel": P("heads", "relpos_buckets"),
+    "hidden": P("batch", "length", "embed"),
+    "logits": P("batch", "length", "vocab"),
+  }
+  assert partitioning.axis_rules(False) == partitioning.AXIS_RULES
+  mesh = partitioning.logical_to_mesh(logical, partitioning.axis_rules(True))
+  assert mesh == {
+    "wi": P("data", "model"),
+    "embedding": P("model", "data"),
+    "scale": P("data"),
+    "rel": P("model", None),
+    "hidden": P("data", None, None),  # "batch" took "data" first
+    "logits": P("data", None, "model"),
+  }
+  # Without explicit rules, those of the enclosing context apply.
+  with nn.logical_axis_rules(partitioning.axis_rules(True)):
+    assert partitioning.logical_to_mesh(logical)["wi"] == P("data", "model")
+  assert partitioning.logical_to_mesh(logical)["wi"] == P(None, "model")
+
+
+def test_bytes_per_device_counts_each_devices_shards():
+  one = partitioning.make_mesh(1, 1, jax.devices()[:1])
+  tree = {
+    "a": jax.ShapeDtypeStruct((6, 4), np.float32, sharding=NamedSharding(one, P())),
+    "b": jax.ShapeDtypeStruct((3,), jnp.bfloat16, sharding=NamedSharding(one, P())),
+  }
+  assert partitioning.bytes_per_device(tree) == 6 * 4 * 4 + 3 * 2
 
 
 def test_mesh_sizes_are_checked():

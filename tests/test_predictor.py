@@ -6,6 +6,7 @@ import pytest
 
 from tests.test_decoding import random_params
 from tlm.data.vocab import Vocabulary, train_sentencepiece
+from tlm.errors import ConfigError
 from tlm.eval.predictor import Predictor, TimeConditioned, YearlyEnsemble
 from tlm.models import decoding, t5
 
@@ -78,3 +79,17 @@ def test_time_conditioning_and_yearly_routing(vocab):
     np.testing.assert_allclose(g, expert.log_likelihood([q], ["FC"])[0][0], rtol=1e-6)
   ranked = ensemble.rank(queries, years, ["FC", "the"])
   np.testing.assert_allclose(ranked[1], b.rank(["a"], ["FC", "the"])[0], rtol=1e-6)
+
+
+def test_bfloat16_parameters(vocab):
+  f32 = _predictor(vocab, 4, batch_size=4)
+  bf16 = _predictor(vocab, 4, batch_size=4, param_dtype="bfloat16")
+  kernel = bf16.params["encoder"]["layers_0"]["mlp"]["wi"]["kernel"]
+  assert kernel.dtype == np.dtype("bfloat16")
+  # The same model with its weights rounded to 8 bits of mantissa: close, not equal.
+  ll32, _ = f32.log_likelihood(QUERIES, ["FC"] * 4)
+  ll16, _ = bf16.log_likelihood(QUERIES, ["FC"] * 4)
+  assert not np.array_equal(ll16, ll32)
+  np.testing.assert_allclose(ll16, ll32, rtol=2e-2)
+  with pytest.raises(ConfigError, match="param_dtype"):
+    _predictor(vocab, 4, param_dtype="float16")

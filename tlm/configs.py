@@ -39,7 +39,10 @@ class ModelConfig:
     preset: a `tlm.models.t5.get_preset` name (architecture only).
     dropout_rate: dropout in every layer (paper: 0.1).
     dtype: activation dtype, "float32" or "bfloat16"; parameters, RMSNorm and logits stay f32.
-    remat: rematerialise each layer in the backward pass (gradient checkpointing).
+    remat: what each layer keeps for the backward pass (T5X / MaxText remat policies):
+      "none" keeps every activation, "full" recomputes the whole layer (gradient
+      checkpointing), "dots" keeps the results of the weight matmuls and recomputes the rest.
+      The booleans of older configs are read as "full" (true) and "none" (false).
     init_checkpoint: weights to start from when the workdir has no checkpoint yet: an HF
       directory, a Mesh-TF checkpoint prefix, a tlm model directory or a tlm training workdir
       (anything `tlm.models.checkpoints.load_checkpoint` reads). "" starts from random weights.
@@ -53,13 +56,31 @@ class ModelConfig:
   preset: str = "tiny"
   dropout_rate: float = 0.1
   dtype: str = "float32"
-  remat: bool = False
+  remat: str = "none"
   init_checkpoint: str = ""
   emb_dim: int = 0
   num_heads: int = 0
   head_dim: int = 0
   mlp_dim: int = 0
   num_layers: int = 0
+
+  def __post_init__(self):
+    object.__setattr__(self, "remat", remat_policy(self.remat, "model.remat"))
+
+
+REMAT_POLICIES = ("none", "full", "dots")
+# The boolean `model.remat` of older configs and `--set=model.remat=true` command lines.
+_REMAT_BOOLEANS = {True: "full", False: "none", "true": "full", "false": "none"}
+
+
+def remat_policy(value: Any, key: str) -> str:
+  """`value` as one of REMAT_POLICIES (booleans mapped); ConfigError naming `key` otherwise."""
+  if isinstance(value, str):
+    value = value.strip().lower()
+  value = _REMAT_BOOLEANS.get(value, value)  # type: ignore[arg-type]
+  if value not in REMAT_POLICIES:
+    raise ConfigError(f"{key} must be one of {', '.join(REMAT_POLICIES)}, got {value!r}")
+  return value
 
 
 @dataclasses.dataclass(frozen=True)
@@ -170,10 +191,13 @@ class MeshConfig:
   Attributes:
     data: data-parallel axis size (the batch is split along it).
     model: model-parallel axis size (heads, mlp, vocab and joined_kv are split along it).
+    fsdp: also split the parameters and the optimizer state along "data" (their "embed"
+      dimension; T5X's parameter_partitioning_dims=2), for training and evaluation.
   """
 
   data: int = -1
   model: int = 1
+  fsdp: bool = False
 
 
 @dataclasses.dataclass(frozen=True)
@@ -212,6 +236,8 @@ class EvalConfig:
     finetune_steps: CronQuestions finetuning steps (Table 4).
     future_relations: directory of the future-relations query sets (Figure 4); "" takes the
       synthetic world's with data.synthetic, else the shipped real-world sets.
+    param_dtype: dtype of the parameters on the devices for inference, "float32" or
+      "bfloat16" (half the memory; activations follow model.dtype either way).
   """
 
   batch_size: int = 64
@@ -222,6 +248,16 @@ class EvalConfig:
   max_examples: int = 0
   finetune_steps: int = 5000
   future_relations: str = ""
+  param_dtype: str = "float32"
+
+  def __post_init__(self):
+    if self.param_dtype not in PARAM_DTYPES:
+      raise ConfigError(
+        f"eval.param_dtype must be one of {', '.join(PARAM_DTYPES)}, got {self.param_dtype!r}"
+      )
+
+
+PARAM_DTYPES = ("float32", "bfloat16")
 
 
 @dataclasses.dataclass(frozen=True)
@@ -941,6 +977,8 @@ def _typed(key: str, value: Any, hint) -> Any:
     return tuple(_typed(key, v, kind) for v in value)
   if hint is float and isinstance(value, int) and not isinstance(value, bool):
     return float(value)
+  if key == "model.remat" and isinstance(value, bool):  # config.json of older workdirs
+    return remat_policy(value, key)
   if type(value) is not hint:
     raise ConfigError(f"config key {key!r} expects {_type_name(hint)}, got {value!r}")
   return value

@@ -12,6 +12,12 @@ model of the miniature reproduction (tiny_temporal in runs/reproduce/seed=0/temp
 what to run first if it is not there yet. A workdir that holds a trained model also holds its
 resolved config (`config.json`): that is the base, so a model trained with `--set=data...` is
 evaluated on its own data, and `--set` applies on top.
+
+eval, eval_future, adapt and cronquestions run on the config's mesh (`--set=mesh.data=...`,
+`mesh.model`, `mesh.fsdp`, `eval.param_dtype`) and join a multi-host run with the flags of
+`--mode=train`; `--dry_run` reports their memory per device without loading any weights.
+Each holds the workdir's lock (`tlm.workdir_lock`; process 0 of a multi-host run) while it
+writes results there.
 """
 
 import glob
@@ -21,7 +27,7 @@ import os
 from tlm import configs
 from tlm.errors import ConfigError, DataError
 from tlm.eval.reproduce import DEFAULT_WORKDIR, seed_dir
-from tlm.workdir_lock import WorkdirLock
+from tlm.workdir_lock import WorkdirLock, acquire_on_main
 
 
 def _saved_config(workdir: str):
@@ -56,6 +62,24 @@ def _config_and_workdir(flags):
   return configs.override(config, flags.set), workdir
 
 
+def _start(flags):
+  """(config, workdir) of an experiment mode, after joining a multi-host run if there is one."""
+  from tlm.cli.train import initialize_distributed
+
+  config, workdir = _config_and_workdir(flags)
+  initialize_distributed(flags.coordinator_address, flags.num_processes, flags.process_id)
+  return config, workdir
+
+
+def _dry_run(config, trains: bool) -> None:
+  """`--dry_run`: the evaluation's (and, for modes that train, the train step's) memory."""
+  from tlm.train import dry_run
+
+  if trains:
+    dry_run.dry_run(config)
+  dry_run.config_eval_dry_run(config)
+
+
 def _progress(message: str) -> None:
   print(message, flush=True)
 
@@ -63,8 +87,10 @@ def _progress(message: str) -> None:
 def evaluate(flags) -> None:
   from tlm.eval import experiments
 
-  config, workdir = _config_and_workdir(flags)
-  with WorkdirLock(workdir, "eval"):
+  config, workdir = _start(flags)
+  if flags.dry_run:
+    return _dry_run(config, trains=False)
+  with acquire_on_main(workdir, "eval"):
     result = experiments.evaluate(config, workdir, _progress)
   from tlm.eval import tables
 
@@ -75,8 +101,10 @@ def evaluate(flags) -> None:
 def eval_future(flags) -> None:
   from tlm.eval import experiments
 
-  config, workdir = _config_and_workdir(flags)
-  with WorkdirLock(workdir, "eval_future"):
+  config, workdir = _start(flags)
+  if flags.dry_run:
+    return _dry_run(config, trains=False)
+  with acquire_on_main(workdir, "eval_future"):
     experiments.eval_future(config, workdir, _progress)
   _progress(f"results in {os.path.join(workdir, 'results')}")
 
@@ -84,8 +112,10 @@ def eval_future(flags) -> None:
 def adapt(flags) -> None:
   from tlm.eval import adaptation
 
-  config, workdir = _config_and_workdir(flags)
-  with WorkdirLock(workdir, "adapt"):
+  config, workdir = _start(flags)
+  if flags.dry_run:
+    return _dry_run(config, trains=True)
+  with acquire_on_main(workdir, "adapt"):
     out = adaptation.adapt(config, workdir, _progress)
   _progress(f"adapted model matches the retrained one at step: {out['matched_at_step']}")
   _progress(f"results in {os.path.join(workdir, 'results')}")
@@ -94,8 +124,10 @@ def adapt(flags) -> None:
 def cronquestions(flags) -> None:
   from tlm.eval.cronquestions_eval import cronquestions as run
 
-  config, workdir = _config_and_workdir(flags)
-  with WorkdirLock(workdir, "cronquestions"):
+  config, workdir = _start(flags)
+  if flags.dry_run:
+    return _dry_run(config, trains=True)
+  with acquire_on_main(workdir, "cronquestions"):
     run(config, workdir, flags.data, _progress)
 
 

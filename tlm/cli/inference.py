@@ -25,6 +25,14 @@ and the inputs longer than the model's training input length are counted: one wa
 file gives their number. They run whole, as the checkpoint allows (relative position buckets
 extend to any length, at quadratic cost); `--truncate_inputs` cuts them to that length instead,
 keeping EOS, as the evaluations do. The output file is written atomically, at the end.
+
+Both modes run on a device mesh as the evaluations do, and join a multi-host run with the
+flags of `--mode=train` (`--coordinator_address --num_processes --process_id`, or a cluster
+environment): every process reads the input, feeds its own rows of each batch, and process 0
+writes the output. They take exactly these `--set` keys (any other is an error):
+`mesh.data`, `mesh.model`, `mesh.fsdp` and `eval.param_dtype` (bfloat16 halves the parameters'
+memory). `--dry_run` reports the memory per device of the largest batch without loading the
+weights (only the checkpoint's config is read).
 """
 
 import json
@@ -135,17 +143,87 @@ def _check_lengths(
   return limit if flags.truncate_inputs else 0
 
 
-def _predictor(flags, vocab: Vocabulary, n: int, **kwargs):
+# The `--set` keys that predict and score use: where the model runs, not what it is.
+INFERENCE_KEYS = ("mesh.data", "mesh.model", "mesh.fsdp", "eval.param_dtype")
+
+
+def inference_settings(flags, mode: str) -> configs.Config:
+  """A default Config with the `--set` values of predict / score applied.
+
+  Raises:
+    ConfigError: naming a key these modes do not use (unknown keys included), or a bad value.
+  """
+  for assignment in flags.set:
+    key = assignment.partition("=")[0].strip()
+    if key not in INFERENCE_KEYS:
+      raise ConfigError(
+        f"--set={assignment}: --mode={mode} does not use {key!r}; it takes only "
+        + ", ".join(INFERENCE_KEYS)
+      )
+  return configs.override(configs.Config(), flags.set)
+
+
+def _predictor(
+  flags, vocab: Vocabulary, n: int, settings: configs.Config, lengths: tuple[int, int], **kwargs
+):
+  """The Predictor on the `--set` mesh; None after a `--dry_run` report (`lengths`: the
+  input and target lengths of the largest batch)."""
   # jax and the model are imported only once the inputs have been checked.
+  from tlm.cli.train import initialize_distributed
   from tlm.eval.predictor import Predictor
   from tlm.models.checkpoints import load_checkpoint
 
   if flags.batch_size < 1:
     raise ConfigError(f"--batch_size must be >= 1, got {flags.batch_size}")
-  config, params = load_checkpoint(flags.checkpoint)
+  initialize_distributed(flags.coordinator_address, flags.num_processes, flags.process_id)
+  from tlm.train import partitioning
+
+  mesh = partitioning.make_mesh(settings.mesh.data, settings.mesh.model)
   # A short file is not padded to a whole --batch_size of rows.
   rows = min(flags.batch_size, 1 << max(n - 1, 0).bit_length())
-  return Predictor(config, params, vocab, batch_size=rows, progress=True, **kwargs)
+  if flags.dry_run:
+    from tlm.train.dry_run import eval_dry_run, saved_model_config
+
+    eval_dry_run(
+      saved_model_config(flags.checkpoint),
+      mesh,
+      fsdp=settings.mesh.fsdp,
+      param_dtype=settings.eval.param_dtype,
+      batch_size=rows,
+      input_length=lengths[0],
+      target_length=lengths[1],
+      beam_size=kwargs.get("beam_size", 1),
+    )
+    return None
+  config, params = load_checkpoint(flags.checkpoint)
+  return Predictor(
+    config,
+    params,
+    vocab,
+    batch_size=rows,
+    progress=True,
+    mesh=mesh,
+    fsdp=settings.mesh.fsdp,
+    param_dtype=settings.eval.param_dtype,
+    **kwargs,
+  )
+
+
+def _longest(vocab: Vocabulary, texts, max_length: int = 0) -> int:
+  """Tokens of the longest text with EOS, as the predictor pads it (a power of two >= 8);
+  `max_length` > 0: at most that many (--truncate_inputs)."""
+  n = max((len(vocab.encode(t)) + 1 for t in texts), default=1)
+  if max_length > 0:
+    n = min(n, max_length)
+  return 1 << (max(n, 8) - 1).bit_length()
+
+
+def _write_results(path: str, rows: list[dict]) -> None:
+  """Process 0 writes (every process holds every result); the others write nothing."""
+  import jax
+
+  if jax.process_index() == 0:
+    write_jsonl(path, rows)
 
 
 def predict(flags) -> None:
@@ -154,6 +232,7 @@ def predict(flags) -> None:
   for name in ("batch_size", "max_decode_length", "beam_size"):
     if getattr(flags, name) < 1:
       raise ConfigError(f"--{name} must be >= 1, got {getattr(flags, name)}")
+  settings = inference_settings(flags, "predict")
   check_output_file(flags.output_file)
   lines, rows = _read_examples(flags.input_file, ("input",))
   vocab = load_vocabulary(flags)
@@ -162,12 +241,19 @@ def predict(flags) -> None:
     flags,
     vocab,
     len(rows),
+    settings,
     max_decode_length=flags.max_decode_length,
     beam_size=flags.beam_size,
     max_input_length=max_input_length,
+    lengths=(
+      _longest(vocab, [row["input"] for row in rows], max_input_length),
+      flags.max_decode_length,
+    ),
   )
+  if predictor is None:  # --dry_run
+    return
   predictions = predictor.predict([row["input"] for row in rows])
-  write_jsonl(
+  _write_results(
     flags.output_file, [dict(row, prediction=p) for row, p in zip(rows, predictions, strict=True)]
   )
 
@@ -175,13 +261,26 @@ def predict(flags) -> None:
 def score(flags) -> None:
   """--mode=score: log p(target | input) of every line of --input_file into --output_file."""
   require_flags(flags, "score", "checkpoint", "input_file", "output_file")
+  settings = inference_settings(flags, "score")
   check_output_file(flags.output_file)
   lines, rows = _read_examples(flags.input_file, ("input", "target"))
   vocab = load_vocabulary(flags)
   max_input_length = _check_lengths(flags, vocab, lines, rows, ("input", "target"))
-  predictor = _predictor(flags, vocab, len(rows), max_input_length=max_input_length)
+  predictor = _predictor(
+    flags,
+    vocab,
+    len(rows),
+    settings,
+    max_input_length=max_input_length,
+    lengths=(
+      _longest(vocab, [r["input"] for r in rows], max_input_length),
+      _longest(vocab, [r["target"] for r in rows]),
+    ),
+  )
+  if predictor is None:  # --dry_run
+    return
   sums, counts = predictor.log_likelihood([r["input"] for r in rows], [r["target"] for r in rows])
-  write_jsonl(
+  _write_results(
     flags.output_file,
     [
       dict(row, log_likelihood=float(s), num_tokens=int(n))

@@ -125,6 +125,9 @@ def _require_trained(path: str, config: Config) -> None:
 
 
 def predictor(path: str, config: Config) -> Predictor:
+  """The model in `path` on the config's mesh (`mesh.*`, `eval.param_dtype`)."""
+  from tlm.train import partitioning
+
   ec = config.eval
   return Predictor.from_checkpoint(
     path,
@@ -133,6 +136,9 @@ def predictor(path: str, config: Config) -> Predictor:
     beam_size=ec.beam_size,
     max_input_length=config.data.input_length,
     progress=True,
+    mesh=partitioning.make_mesh(config.mesh.data, config.mesh.model),
+    fsdp=config.mesh.fsdp,
+    param_dtype=ec.param_dtype,
   )
 
 

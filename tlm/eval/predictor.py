@@ -5,6 +5,12 @@ strings into T5 inputs (SentencePiece ids + EOS), groups examples of similar len
 batches padded to a few bucketed shapes (powers of two, a fixed number of rows) so that jit
 compiles once per bucket rather than once per batch, and restores input order.
 
+It runs on the training mesh (`tlm.train.partitioning`): the parameters are placed by the same
+logical axis rules as in training (FSDP included), optionally cast to bfloat16, and every batch
+is split along "data". In a multi-host run every process computes the same batching of the
+whole input (cheap, host-side), feeds only the rows its devices hold, and receives every
+result (an all-gather), so that process 0 can write the outputs in input order.
+
 On top of it, the time conditioning of the paper (§2.3):
 - `TimeConditioned(predictor, conditioning)` formats each query for its year first
   ("year: 2014 " prefix for Temporal, nothing for Uniform, "In 2014, " in the text for the
@@ -15,6 +21,7 @@ Both expose `predict(queries, years)`, `log_likelihood(queries, years, targets)`
 `rank(queries, years, candidates)`, so the experiments treat every model alike.
 """
 
+import math
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -75,6 +82,11 @@ class Predictor:
     beam_size: 1 decodes greedily (the paper's CBQA decoding), more uses beam search.
     max_input_length: longer inputs are truncated (keeping EOS); 0 keeps them whole.
     progress: print progress lines to stderr for long lists.
+    mesh: the ("data", "model") mesh (`tlm.train.partitioning.make_mesh`); None is the first
+      device alone. `batch_size` is rounded up to a multiple of its data axis.
+    fsdp: place the parameters with the FSDP rules (`partitioning.axis_rules(True)`).
+    param_dtype: "float32" or "bfloat16" (`eval.param_dtype`): the parameters' dtype on the
+      devices.
   """
 
   def __init__(
@@ -88,8 +100,16 @@ class Predictor:
     beam_size: int = 1,
     max_input_length: int = 0,
     progress: bool = False,
+    mesh=None,
+    fsdp: bool = False,
+    param_dtype: str = "float32",
   ):
     import jax
+    import jax.numpy as jnp
+    from flax import linen as nn
+
+    from tlm.train import partitioning
+    from tlm.train.checkpointing import place_params
 
     if vocab.vocab_size > config.vocab_size:
       raise ConfigError(
@@ -101,10 +121,24 @@ class Predictor:
         raise ConfigError(f"{name} must be >= 1, got {value}")
     if beam_size < 1:
       raise ConfigError(f"beam_size must be >= 1, got {beam_size}")
+    dtypes = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
+    if param_dtype not in dtypes:
+      raise ConfigError(f"eval.param_dtype must be one of {sorted(dtypes)}, got {param_dtype!r}")
     self.config = config
-    self.params = jax.device_put(params)
+    if mesh is None:  # this process's first device alone
+      mesh = partitioning.make_mesh(1, 1, jax.local_devices()[:1])
+    self.mesh = mesh
+    self.rules = partitioning.axis_rules(fsdp)
+    with jax.set_mesh(self.mesh), nn.logical_axis_rules(self.rules):
+      abstract = partitioning.abstract_params(config, self.mesh, self.rules, dtypes[param_dtype])
+    params = nn.meta.unbox(params)
+    if set(params) == {"params"}:
+      params = params["params"]
+    # Each process keeps only the shards its devices hold.
+    self.params = place_params(params, abstract, "params")
     self.vocab = vocab
-    self.batch_size = batch_size
+    data = self.mesh.shape[partitioning.DATA_AXIS]
+    self.batch_size = -(-batch_size // data) * data
     self.max_decode_length = max_decode_length
     self.beam_size = beam_size
     self.max_input_length = max_input_length
@@ -124,6 +158,36 @@ class Predictor:
       vocab = Vocabulary(vocab)
     config, params = load_checkpoint(path)
     return cls(config, params, vocab, **kwargs)
+
+  # ---- the mesh --------------------------------------------------------------------------
+
+  def _run(self, fn, *arrays: np.ndarray) -> np.ndarray:
+    """`fn(params, *global arrays)` on the mesh; every process gets the whole result.
+
+    Each `[rows, ...]` host array is split along "data"; this process contributes only the
+    rows its devices hold (all processes hold the same host arrays).
+    """
+    import jax
+    from flax import linen as nn
+    from jax.experimental import multihost_utils
+    from jax.sharding import NamedSharding, PartitionSpec
+
+    from tlm.train import partitioning
+
+    with jax.set_mesh(self.mesh), nn.logical_axis_rules(self.rules):
+      placed = []
+      for array in arrays:
+        start, stop = partitioning.process_rows(self.mesh, array.shape[0])
+        spec = PartitionSpec(partitioning.DATA_AXIS, *([None] * (array.ndim - 1)))
+        placed.append(
+          jax.make_array_from_process_local_data(
+            NamedSharding(self.mesh, spec), array[start:stop], array.shape
+          )
+        )
+      out = fn(self.params, *placed)
+    if jax.process_count() > 1:
+      return np.asarray(multihost_utils.process_allgather(out, tiled=True))
+    return np.asarray(out)
 
   # ---- tokenisation and batching ---------------------------------------------------------
 
@@ -160,16 +224,16 @@ class Predictor:
 
     encoded = [self.tokenize(t) for t in inputs]
 
-    def run(chunk, length):
-      tokens = _pad([encoded[i] for i in chunk], self.batch_size, length)
+    def decode(params, tokens):
       if self.beam_size == 1:
-        out = decoding.greedy_decode(self.config, self.params, tokens, self.max_decode_length)
-      else:
-        out, _ = decoding.beam_search(
-          self.config, self.params, tokens, self.max_decode_length, beam_size=self.beam_size
-        )
-        out = out[:, 0]
-      return np.asarray(out)
+        return decoding.greedy_decode(self.config, params, tokens, self.max_decode_length)
+      out, _ = decoding.beam_search(
+        self.config, params, tokens, self.max_decode_length, beam_size=self.beam_size
+      )
+      return out[:, 0]
+
+    def run(chunk, length):
+      return self._run(decode, _pad([encoded[i] for i in chunk], self.batch_size, length))
 
     tokens = self._batched("predict", [len(e) for e in encoded], run)
     return [self.vocab.decode(t) for t in tokens]
@@ -186,14 +250,16 @@ class Predictor:
     dec = [self.vocab.encode(t) + [EOS_ID] for t in targets]
     target_length = _bucket(max((len(d) for d in dec), default=1))
 
+    def summed(params, inputs, targets):
+      return decoding.score(self.config, params, inputs, targets)[0]
+
     def run(chunk, length):
-      sums, _ = decoding.score(
-        self.config,
-        self.params,
+      out = self._run(
+        summed,
         _pad([enc[i] for i in chunk], self.batch_size, length),
         _pad([dec[i] for i in chunk], self.batch_size, target_length),
       )
-      return np.asarray(sums, np.float64)
+      return out.astype(np.float64)
 
     sums = self._batched("score", [len(e) for e in enc], run)
     return np.asarray(sums, np.float64), np.asarray([len(d) for d in dec], np.int64)
@@ -207,18 +273,18 @@ class Predictor:
     enc = [self.tokenize(t) for t in inputs]
     # A few inputs at a time keeps the [inputs x candidates x length x vocab] logits small.
     per_step = max(1, min(self.batch_size, 4096 // max(len(cand), 1)))
-    rows = -(-min(self.batch_size, len(enc)) // per_step) * per_step
+    # Whole steps of `per_step` inputs, split evenly along the mesh's data axis.
+    multiple = math.lcm(per_step, self.mesh.shape["data"])
+    rows = -(-min(self.batch_size, len(enc)) // multiple) * multiple
+
+    def ranked(params, tokens):
+      return decoding.rank_candidates(self.config, params, tokens, cand_tokens, per_step)
 
     def run(chunk, length):
       out = []
       for s in range(0, len(chunk), rows):
         part = chunk[s : s + rows]
-        tokens = _pad([enc[i] for i in part], rows, length)
-        out.append(
-          np.asarray(
-            decoding.rank_candidates(self.config, self.params, tokens, cand_tokens, per_step)
-          )
-        )
+        out.append(self._run(ranked, _pad([enc[i] for i in part], rows, length)))
       return np.concatenate(out)[: len(chunk)]
 
     scores = self._batched("rank", [len(e) for e in enc], run)

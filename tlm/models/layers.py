@@ -51,18 +51,25 @@ ACTIVATIONS: dict[str, Callable[[Array], Array]] = {
 }
 
 
-@jax.custom_vjp
 def _matmul(x: Array, kernel: Array) -> Array:
-  """`x @ kernel` (`x` `[..., in]`, `kernel` `[in, out]`) whose kernel gradient is computed
-  as `(dy^T x)^T`, the transpose taken of the small `[out, in]` result.
+  """`x @ kernel` (`x` `[..., in]`, `kernel` `[in, out]`), the matmul of every dense layer.
 
-  Plain autodiff asks for `x^T dy`, and XLA's CPU backend then materialises `dy` transposed
-  (a strided `[out, tokens]` copy fused into the activation gradient). On a 2-core CPU that
-  copy cost ~43 ms per encoder MLP matrix of t5-v1_1-small, a third of the MLP's backward
-  pass; the whole train step of benchmarks/train.py went from 6.1 s to 5.0 s. The sums are
-  the same (tests/test_hf_parity.py checks the gradients against torch autograd); the
-  effect on accelerators has not been measured.
+  On the CPU backend its kernel gradient is computed as `(dy^T x)^T` (`_matmul_cpu`): plain
+  autodiff asks for `x^T dy`, and XLA's CPU backend then materialises `dy` transposed (a
+  strided `[out, tokens]` copy fused into the activation gradient), which benchmarks/train.py
+  measured as a sixth of the CPU train step. Elsewhere plain autodiff is used: the custom rule
+  was never measured on an accelerator, and it hides the matmuls from remat policies and
+  from the compilers' own layout choices. The sums are the same either way
+  (tests/test_remat.py, tests/test_hf_parity.py).
   """
+  if jax.default_backend() == "cpu":
+    return _matmul_cpu(x, kernel)
+  return jnp.dot(x, kernel)
+
+
+@jax.custom_vjp
+def _matmul_cpu(x: Array, kernel: Array) -> Array:
+  """`x @ kernel` whose kernel gradient is the transpose of the small `[out, in]` `dy^T x`."""
   return jnp.dot(x, kernel)
 
 
@@ -77,7 +84,7 @@ def _matmul_bwd(residuals: tuple[Array, Array], dy: Array) -> tuple[Array, Array
   return dx, dkernel_t.T
 
 
-_matmul.defvjp(_matmul_fwd, _matmul_bwd)
+_matmul_cpu.defvjp(_matmul_fwd, _matmul_bwd)
 
 
 def _canonicalize(x: int | Sequence[int]) -> tuple[int, ...]:

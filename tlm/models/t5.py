@@ -19,6 +19,7 @@ import dataclasses
 import math
 from typing import Any
 
+import jax
 import jax.numpy as jnp
 from flax import linen as nn
 
@@ -26,6 +27,20 @@ from tlm.errors import ConfigError
 from tlm.models import layers
 
 _DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
+
+# Remat policies (T5X / MaxText): "none" stores every activation; "full" stores only each
+# layer's input and recomputes the layer in the backward pass; "dots" also stores the results
+# of the weight matmuls (dot_generals without batch dimensions, which the attention
+# scores/values einsums have), recomputing only the cheap elementwise work and attention.
+REMAT_POLICIES = ("none", "full", "dots")
+
+
+def _remat(layer_cls: type, policy: str, static_argnums: tuple[int, ...]) -> type:
+  """`layer_cls` wrapped for the remat policy (unchanged for "none")."""
+  if policy == "none":
+    return layer_cls
+  saveable = None if policy == "full" else jax.checkpoint_policies.dots_with_no_batch_dims_saveable
+  return nn.remat(layer_cls, static_argnums=static_argnums, policy=saveable)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -47,7 +62,9 @@ class T5Config:
     relative_attention_max_distance: distance of the last bucket.
     layer_norm_epsilon: RMS norm epsilon.
     dtype: computation dtype, "float32" or "bfloat16" (params, norms, logits stay float32).
-    remat: recompute each layer in the backward pass (saves activation memory).
+    remat: what each layer keeps for the backward pass: "none" (everything), "full"
+      (recompute the layer: gradient checkpointing) or "dots" (keep the weight matmuls'
+      results, recompute the rest). True and False are read as "full" and "none".
   """
 
   vocab_size: int
@@ -64,10 +81,13 @@ class T5Config:
   relative_attention_max_distance: int = 128
   layer_norm_epsilon: float = 1e-6
   dtype: str = "float32"
-  remat: bool = False
+  remat: str = "none"
 
   def __post_init__(self):
     object.__setattr__(self, "mlp_activations", tuple(self.mlp_activations))
+    # model_config.json of older workdirs, and callers, may give the old boolean.
+    if isinstance(self.remat, bool):
+      object.__setattr__(self, "remat", "full" if self.remat else "none")
     for f in dataclasses.fields(self):
       value = getattr(self, f.name)
       if f.type in (int, "int") and (
@@ -84,8 +104,12 @@ class T5Config:
       raise ConfigError(f"T5Config.dtype must be one of {sorted(_DTYPES)}, got {self.dtype!r}")
     if not 0.0 <= self.dropout_rate < 1.0:
       raise ConfigError(f"T5Config.dropout_rate must be in [0, 1), got {self.dropout_rate}")
-    if not isinstance(self.logits_via_embedding, bool) or not isinstance(self.remat, bool):
-      raise ConfigError("T5Config.logits_via_embedding and remat must be booleans")
+    if not isinstance(self.logits_via_embedding, bool):
+      raise ConfigError("T5Config.logits_via_embedding must be a boolean")
+    if self.remat not in REMAT_POLICIES:
+      raise ConfigError(
+        f"T5Config.remat must be one of {', '.join(REMAT_POLICIES)}, got {self.remat!r}"
+      )
 
   @property
   def compute_dtype(self) -> Any:
@@ -423,7 +447,7 @@ class Encoder(nn.Module):
     bias = _relpos(cfg)(length, length, bidirectional=True)
     x = self.shared_embedding(encoder_input_tokens.astype(jnp.int32))
     x = _dropout(cfg, "input_dropout")(x, deterministic=deterministic).astype(cfg.compute_dtype)
-    layer_cls = nn.remat(EncoderLayer, static_argnums=(4,)) if cfg.remat else EncoderLayer
+    layer_cls = _remat(EncoderLayer, cfg.remat, static_argnums=(4,))
     for i in range(cfg.num_encoder_layers):
       x = layer_cls(cfg, name=f"layers_{i}")(x, encoder_mask, bias, deterministic)
     x = layers.RMSNorm(cfg.layer_norm_epsilon, cfg.compute_dtype, name="encoder_norm")(x)
@@ -466,8 +490,8 @@ class Decoder(nn.Module):
 
     y = self.shared_embedding(decoder_input_tokens.astype(jnp.int32))
     y = _dropout(cfg, "input_dropout")(y, deterministic=deterministic).astype(cfg.compute_dtype)
-    remat = cfg.remat and not decode
-    layer_cls = nn.remat(DecoderLayer, static_argnums=(6, 7)) if remat else DecoderLayer
+    # Decoding computes no gradient: nothing to rematerialise.
+    layer_cls = _remat(DecoderLayer, "none" if decode else cfg.remat, static_argnums=(6, 7))
     for i in range(cfg.num_decoder_layers):
       y = layer_cls(cfg, name=f"layers_{i}")(
         y, encoded, self_mask, self_bias, cross_mask, deterministic, decode, decode_index

@@ -235,6 +235,7 @@ class Trainer:
     self.metrics_path = os.path.join(self.workdir, "metrics.jsonl")
     # --- Mesh and data ---
     self.mesh = partitioning.make_mesh(config.mesh.data, config.mesh.model)
+    self.rules = partitioning.axis_rules(config.mesh.fsdp)
     partitioning.check_batch(self.mesh, tc.batch_size, tc.microbatches)
     self.rows = partitioning.process_rows(self.mesh, tc.batch_size)
     self.data = data if data is not None else training_data(config)
@@ -244,7 +245,7 @@ class Trainer:
     optimizer = make_optimizer(tc.schedule, tc.learning_rate, tc.warmup_steps)
     self.manager = CheckpointManager(self.workdir, keep=tc.keep_checkpoints)
     try:
-      with jax.set_mesh(self.mesh), nn.logical_axis_rules(partitioning.AXIS_RULES):
+      with jax.set_mesh(self.mesh), nn.logical_axis_rules(self.rules):
         self.layout = state_layout(model, optimizer, self.mesh)
         self.parameters = param_count(self.layout.abstract.params)
         self.state, self.start, origin = self._restore_or_init(model, optimizer)

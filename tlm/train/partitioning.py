@@ -8,6 +8,13 @@ the joined key/value projections and the vocabulary are split along "model" (Meg
 tensor parallelism); everything else is replicated. With `mesh.model=1` this is plain data
 parallelism.
 
+With `mesh.fsdp=true` (`axis_rules(fsdp=True)`, T5X's `parameter_partitioning_dims=2`) the
+parameters' "embed" dimension is split along "data" as well, and with it the optimizer state
+(its slots take their parameter's sharding): each device then holds 1/(data x model) of the
+model, and XLA gathers each layer's weights over "data" where it needs them (ZeRO-3 / FSDP).
+Activations keep "embed" unsplit, because their "batch" dimension already takes "data" and
+flax assigns each mesh axis once per array, in rule order.
+
 Multi-host (JAX multi-controller): each process materialises only the rows of the global batch
 held by its own devices (`process_rows`) and `global_batch` assembles them into global arrays
 with `jax.make_array_from_process_local_data`.
@@ -44,6 +51,18 @@ AXIS_RULES: tuple[tuple[str, str | None], ...] = (
 BATCH_SPEC = PartitionSpec(DATA_AXIS, None)
 
 
+def axis_rules(fsdp: bool = False) -> tuple[tuple[str, str | None], ...]:
+  """`AXIS_RULES`, or with `fsdp` the parameters' "embed" dimension also split along "data".
+
+  The ("embed", "data") rule comes after ("batch", "data"), so an activation
+  [batch, length, embed] keeps "embed" replicated (one mesh axis per array dimension), while a
+  kernel [embed, mlp] is split over both axes.
+  """
+  if not fsdp:
+    return AXIS_RULES
+  return (AXIS_RULES[0], ("embed", DATA_AXIS)) + AXIS_RULES[1:]
+
+
 def make_mesh(data: int = -1, model: int = 1, devices: Sequence[Any] | None = None) -> Mesh:
   """A ("data", "model") mesh over all devices (of every process).
 
@@ -75,9 +94,62 @@ def make_mesh(data: int = -1, model: int = 1, devices: Sequence[Any] | None = No
   return Mesh(np.asarray(devices).reshape(data, model), (DATA_AXIS, MODEL_AXIS), axis_types=auto)
 
 
-def logical_to_mesh(logical_specs: Any) -> Any:
-  """Maps a tree of logical PartitionSpecs (axis names like "embed") to mesh PartitionSpecs."""
-  return nn.logical_to_mesh(logical_specs, AXIS_RULES)
+def logical_to_mesh(logical_specs: Any, rules: Sequence | None = None) -> Any:
+  """Maps a tree of logical PartitionSpecs (axis names like "embed") to mesh PartitionSpecs.
+
+  Args:
+    logical_specs: the tree.
+    rules: the rules; None takes those of the enclosing `nn.logical_axis_rules` context (the
+      training loop's and the predictor's), else `AXIS_RULES`.
+  """
+  if rules is None:
+    rules = nn.get_logical_axis_rules() or AXIS_RULES
+  return nn.logical_to_mesh(logical_specs, rules)
+
+
+def abstract_params(
+  model_config: Any, mesh: Mesh, rules: Sequence | None = None, dtype: Any = np.float32
+) -> Any:
+  """The "params" tree of `Transformer(model_config)` as ShapeDtypeStructs with shardings.
+
+  Nothing is allocated: the shapes come from `jax.eval_shape` of the initialiser, the
+  shardings from the parameters' logical axis names through `rules` (`logical_to_mesh`).
+
+  Args:
+    model_config: a `tlm.models.t5.T5Config`.
+    mesh: the mesh.
+    rules: the axis rules (default: the enclosing context's, else AXIS_RULES).
+    dtype: the dtype the parameters are placed in (float32, or bfloat16 for inference).
+  """
+  from tlm.models.t5 import Transformer
+
+  tokens = jax.ShapeDtypeStruct((1, 4), np.int32)
+  boxed = jax.eval_shape(
+    lambda t: Transformer(model_config).init(jax.random.key(0), t, t, enable_dropout=False),
+    tokens,
+  )["params"]
+  specs = logical_to_mesh(nn.get_partition_spec(boxed), rules)
+  is_box = lambda x: isinstance(x, nn.meta.AxisMetadata)
+  values = jax.tree.map(lambda x: x.value if is_box(x) else x, boxed, is_leaf=is_box)
+  return jax.tree.map(
+    lambda x, s: jax.ShapeDtypeStruct(x.shape, dtype, sharding=NamedSharding(mesh, s)),
+    values,
+    specs,
+    is_leaf=lambda x: isinstance(x, jax.ShapeDtypeStruct),
+  )
+
+
+def bytes_per_device(tree: Any) -> int:
+  """Bytes of the largest per-device share of a tree of sharded arrays or ShapeDtypeStructs."""
+  per_device: dict[Any, int] = {}
+  for leaf in jax.tree.leaves(tree):
+    itemsize = np.dtype(leaf.dtype).itemsize
+    for device, index in leaf.sharding.devices_indices_map(tuple(leaf.shape)).items():
+      shape = [
+        len(range(*s.indices(n))) if isinstance(s, slice) else 1 for s, n in zip(index, leaf.shape)
+      ]
+      per_device[device] = per_device.get(device, 0) + int(np.prod(shape)) * itemsize
+  return max(per_device.values(), default=0)
 
 
 def shardings(mesh: Mesh, specs: Any) -> Any:

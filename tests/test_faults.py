@@ -319,7 +319,9 @@ def test_writing_modes_take_the_lock_before_any_work(tmp_path):
   from tlm.cli import convert, experiments
 
   work = str(tmp_path / "work")
-  flags = SimpleNamespace(config="tiny_temporal", workdir=work, set=[], data=str(tmp_path))
+  flags = SimpleNamespace(config="tiny_temporal", workdir=work, set=[], data=str(tmp_path),
+                          dry_run=False, coordinator_address=None, num_processes=None,
+                          process_id=None)  # fmt: skip
   with WorkdirLock(work, "train"):
     for mode in ("evaluate", "eval_future", "adapt", "cronquestions", "reproduce"):
       with pytest.raises(LockedError, match=f"{work} is in use by pid {os.getpid()} on host"):

@@ -332,6 +332,14 @@ def test_writing_modes_take_the_lock_before_any_work(tmp_path):
   with WorkdirLock.beside(out, "convert"):
     with pytest.raises(LockedError, match=f"{out} is in use by pid {os.getpid()}"):
       convert.main(flags)
+  from tlm.cli import data, world
+
+  flags = SimpleNamespace(mode="build", output_dir=out, facts="f.tsv", entities="e.tsv",
+                          news="n.jsonl", seed=0, scale=1.0)  # fmt: skip
+  for build in (data.build_templama, data.build_ssm, world.build_world):
+    with WorkdirLock.beside(out, "build"):
+      with pytest.raises(LockedError, match=f"{out} is in use by pid {os.getpid()}"):
+        build(flags)
   assert sorted(os.listdir(tmp_path)) == []
 
 

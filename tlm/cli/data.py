@@ -8,10 +8,13 @@ Both validate every input line before writing anything; a bad line (malformed JS
 UTF-8, a lone surrogate, a bad date) raises `DataError` naming the file and line, which
 `run.py` prints as one line on stderr with exit status 1. `build_ssm` states its cap on the
 context kept around each span (`tlm.data.ssm.MAX_CONTEXT_WORDS`) and how many examples it cut.
+Each holds a lock beside its output directory (`tlm.workdir_lock`), so two builds into one
+directory cannot interleave.
 """
 
 from tlm.data import ssm, templama
 from tlm.errors import ConfigError
+from tlm.workdir_lock import WorkdirLock
 
 
 def _require(flags, *names: str) -> None:
@@ -23,16 +26,17 @@ def _require(flags, *names: str) -> None:
 def build_templama(flags) -> dict:
   """Builds TempLAMA from a facts TSV and an entities TSV and prints the counts."""
   _require(flags, "facts", "entities", "output_dir")
-  counts = templama.build_templama(
-    flags.facts,
-    flags.entities,
-    flags.output_dir,
-    min_year=flags.min_year,
-    max_year=flags.max_year,
-    max_subjects_per_relation=flags.max_subjects_per_relation,
-    granularity=flags.granularity,
-    seed=flags.seed,
-  )
+  with WorkdirLock.beside(flags.output_dir, "build_templama"):
+    counts = templama.build_templama(
+      flags.facts,
+      flags.entities,
+      flags.output_dir,
+      min_year=flags.min_year,
+      max_year=flags.max_year,
+      max_subjects_per_relation=flags.max_subjects_per_relation,
+      granularity=flags.granularity,
+      seed=flags.seed,
+    )
   q, s = counts["queries"], counts["subjects"]
   print(
     f"wrote {flags.output_dir}/{{train,val,test}}.json: {q['total']} queries "
@@ -50,7 +54,8 @@ def build_templama(flags) -> dict:
 def build_ssm(flags) -> dict:
   """Builds salient-span-masked examples from a news JSON-lines file and prints the counts."""
   _require(flags, "news", "output_dir")
-  stats = ssm.build_ssm(flags.news, flags.output_dir, gazetteer=flags.entities, seed=flags.seed)
+  with WorkdirLock.beside(flags.output_dir, "build_ssm"):
+    stats = ssm.build_ssm(flags.news, flags.output_dir, gazetteer=flags.entities, seed=flags.seed)
   t = stats["totals"]
   print(
     f"wrote {flags.output_dir}/{{train,val,test}}/<year>.jsonl: {t['examples']} examples "

@@ -26,9 +26,11 @@ def build_world(flags) -> dict:
   if not math.isfinite(flags.scale) or flags.scale <= 0:
     raise ConfigError(f"--scale must be a positive number, got {flags.scale}")
   from tlm.data import synthetic
+  from tlm.workdir_lock import WorkdirLock
 
   start = time.perf_counter()
-  counts = synthetic.build_world(flags.output_dir, seed=flags.seed, scale=flags.scale)
+  with WorkdirLock.beside(flags.output_dir, "build_world"):
+    counts = synthetic.build_world(flags.output_dir, seed=flags.seed, scale=flags.scale)
   seconds = time.perf_counter() - start
   for line in summary(counts, flags.output_dir, seconds):
     print(line)

@@ -21,6 +21,7 @@ import numpy as np
 import pytest
 import torch
 
+from tests.test_tensorbundle import _varint as _pb_varint
 from tlm.data.vocab import Vocabulary
 from tlm.errors import CheckpointError, DataError, UserError
 from tlm.models import checkpoints, t5
@@ -473,15 +474,6 @@ def test_flax_msgpack_nested_maps(tmp_path, depth):
 
 # ---------------------------------------------------------------------------------------------
 # TensorBundle: index entries checked against the data files before anything is allocated.
-
-
-def _pb_varint(n: int) -> bytes:
-  out = bytearray()
-  while True:
-    out.append((n & 0x7F) | (0x80 if n > 0x7F else 0))
-    n >>= 7
-    if not n:
-      return bytes(out)
 
 
 def _pb(field: int, value) -> bytes:

@@ -449,13 +449,7 @@ def _mesh_tf_prefix(path: str) -> str | None:
   state = os.path.join(path, "checkpoint")
   if os.path.isdir(path) and os.path.isfile(state):
     # TF's `checkpoint` state file: model_checkpoint_path: "model.ckpt-1000000"
-    try:
-      with open(state, "rb") as f:
-        raw = f.read(_MAX_STATE_FILE + 1)
-    except OSError as e:
-      raise CheckpointError(f"{state}: cannot read ({e.strerror or e})") from None
-    if len(raw) > _MAX_STATE_FILE:
-      raise CheckpointError(f"{state}: not a TF checkpoint state file (over 1 MiB)")
+    raw = guards.read_bounded(state, _MAX_STATE_FILE, "a TF checkpoint state file")
     try:
       text = raw.decode("utf-8")
     except UnicodeDecodeError as e:

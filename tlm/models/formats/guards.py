@@ -87,14 +87,24 @@ def load_json(path: str, max_bytes: int = MAX_JSON_BYTES, max_depth: int = MAX_J
   Raises:
     CheckpointError: naming the file, if it cannot be read, is too large or is not JSON.
   """
+  return parse_json(read_bounded(path, max_bytes, "JSON"), path, max_depth)
+
+
+def read_bounded(path: str, max_bytes: int, what: str) -> bytes:
+  """The bytes of a small file, reading at most `max_bytes` + 1 of them.
+
+  Raises:
+    CheckpointError: naming the file and `what` it should be, if it cannot be read or is
+      larger than `max_bytes`.
+  """
   try:
     with open(path, "rb") as f:
       raw = f.read(max_bytes + 1)
   except OSError as e:
-    raise CheckpointError(f"{path}: cannot read JSON ({e.strerror or e})") from None
+    raise CheckpointError(f"{path}: cannot read {what} ({e.strerror or e})") from None
   if len(raw) > max_bytes:
-    raise CheckpointError(f"{path}: cannot read JSON (larger than {max_bytes} bytes)")
-  return parse_json(raw, path, max_depth)
+    raise CheckpointError(f"{path}: cannot read {what} (larger than {max_bytes} bytes)")
+  return raw
 
 
 def _inside(path: str, root: str) -> bool:

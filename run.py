@@ -33,6 +33,7 @@ MODES = {
   "cronquestions": "tlm.cli.experiments:cronquestions",
   "reproduce": "tlm.cli.experiments:reproduce",
   "tables": "tlm.cli.experiments:tables",
+  "combine_seeds": "tlm.cli.experiments:combine_seeds",
 }
 
 flags.DEFINE_enum("mode", "reproduce", sorted(MODES), "What to run.")
@@ -61,7 +62,9 @@ flags.DEFINE_string("facts", None, "build_templama: Wikidata-style facts TSV.")
 flags.DEFINE_string("entities", None, "build_templama, build_ssm (names): entities TSV.")
 flags.DEFINE_string("news", None, "build_ssm: news JSON lines.")
 flags.DEFINE_string("data", None, "cronquestions: directory with the released files.")
-flags.DEFINE_list("workdirs", [], "tables: workdirs whose results/eval.json to tabulate.")
+flags.DEFINE_list(
+  "workdirs", [], "tables: workdirs whose results/eval.json to tabulate; combine_seeds: seed dirs."
+)
 flags.DEFINE_integer("min_year", 2010, "build_templama: first year.")
 flags.DEFINE_integer("max_year", 2020, "build_templama: last year.")
 flags.DEFINE_integer("max_subjects_per_relation", 1000, "build_templama: subjects kept.")

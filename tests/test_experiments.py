@@ -94,6 +94,19 @@ def test_summary_claims_are_computed_from_the_reported_numbers(reproduced):
   assert c1["holds"] == (f1["temporal"] > f1["uniform"])
 
 
+def test_combine_seeds_from_the_saved_files_equals_the_run(reproduced, tmp_path):
+  """Seeds run separately combine, from their files, into the summary the run itself wrote."""
+  out = tmp_path / "combined"
+  _run("--mode=combine_seeds", f"--workdirs={reproduced['seed0']}", f"--output_dir={out}")
+  want = json.loads((reproduced["workdir"] / "results" / "summary.json").read_text())
+  assert json.loads((out / "summary.json").read_text()) == want
+  table2 = (reproduced["workdir"] / "results" / "table2.md").read_text()
+  assert (out / "table2.md").read_text() == table2
+  proc = _run("--mode=combine_seeds", f"--workdirs={reproduced['seed0']},{reproduced['seed0']}",
+              f"--output_dir={tmp_path / 'twice'}", check=False)  # fmt: skip
+  assert proc.returncode == 1 and "repeat a seed" in proc.stderr
+
+
 def test_eval_and_eval_future_modes_on_a_trained_workdir(reproduced):
   workdir = reproduced["seed0"] / "uniform"
   sets = _sets(reproduced["cache"])

@@ -6,6 +6,7 @@
   python run.py --mode=adapt --config=tiny_uniform --workdir=W --set=adapt.alphas=0.3,0.5
   python run.py --mode=cronquestions --config=large_temporal --workdir=W --data=CRONQ_DIR
   python run.py --mode=tables --workdirs=W_SMALL,W_LARGE,... --output_dir=D   # Tables 2, 3, 7
+  python run.py --mode=combine_seeds --workdirs=A/seed=0,B/seed=1 --output_dir=D
 
 Without --config and --workdir, eval / eval_future / adapt / cronquestions use the Temporal
 model of the miniature reproduction (tiny_temporal in runs/reproduce/seed=0/temporal) and say
@@ -138,6 +139,21 @@ def reproduce(flags) -> None:
     _progress("note: --mode=reproduce uses the tiny configs; --config is ignored (use --set)")
   with WorkdirLock(flags.workdir or DEFAULT_WORKDIR, "reproduce"):
     run(flags.set, flags.workdir, _progress)
+
+
+def combine_seeds(flags) -> None:
+  """--mode=combine_seeds: the claims and Table 2 over seeds that ran separately (each a
+  `--mode=reproduce --set=reproduce.seeds=S` run, e.g. in parallel), from their seed=S dirs."""
+  from tlm.eval import claim_summary, over_seeds
+
+  if len(flags.workdirs) < 1 or not flags.output_dir:
+    raise ConfigError(
+      "--workdirs=RUN_A/seed=0,RUN_B/seed=1,... and --output_dir are required for "
+      "--mode=combine_seeds"
+    )
+  with WorkdirLock.beside(flags.output_dir, "combine_seeds"):
+    summary = over_seeds.combine_saved(flags.workdirs, flags.output_dir, _progress)
+  _progress(claim_summary.claims_table(summary))
 
 
 def tables(flags) -> None:

@@ -8,11 +8,13 @@ mean) and `figure2.png` .. `figure5.png` (one line per model, the mean, with a b
 lowest to the highest seed).
 """
 
+import json
 import os
 from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from tlm.errors import DataError
 from tlm.eval import claim_summary, figures, tables
 from tlm.files import atomic_output_file, write_json
 
@@ -75,6 +77,54 @@ def _figure5_inputs(per_seed: Sequence[Mapping]) -> tuple[dict, dict]:
     adapted.append(a)
     retrained.append(r)
   return stack(adapted), stack(retrained)
+
+
+def load_saved_seed(seed_dir: str) -> dict:
+  """The part of one seed's results that `combine_saved` needs, read back from the files
+  `reproduce` wrote in `seed_dir/results/` (`per_query.json`, `eval.json`, `seed_summary.json`).
+
+  Raises:
+    DataError: naming a missing or unreadable file.
+  """
+  results = os.path.join(seed_dir, "results")
+  loaded = {}
+  for name in ("per_query.json", "eval.json", "seed_summary.json"):
+    path = os.path.join(results, name)
+    try:
+      with open(path, encoding="utf-8") as f:
+        loaded[name] = json.load(f)
+    except (OSError, ValueError) as e:
+      raise DataError(f"cannot read a seed's results ({e})", path) from None
+  names = {v: c["name"] for v, c in loaded["seed_summary.json"]["configs"].items()}
+  variant = {n: v for v, n in names.items()}
+  unknown = sorted(set(loaded["eval.json"]) - set(variant))
+  if unknown:
+    raise DataError(f"models {unknown} are not in seed_summary.json", results)
+  evals = {variant[n]: r for n, r in loaded["eval.json"].items()}  # in Table 2's row order
+  return {"seed": loaded["per_query.json"]["seed"], "names": names, "evals": evals,
+          "measurements": loaded["per_query.json"],
+          "baselines": evals["temporal"]["answer_baselines"]}  # fmt: skip
+
+
+def combine_saved(seed_dirs: Sequence[str], results: str, log=print) -> dict:
+  """Combines seeds that were run separately (e.g. in parallel, one `reproduce.seeds=S` run
+  each): `summary.json`, `claims.md` and `table2.md` over them, written to `results`, as
+  `write` does for the seeds of one run (the figures with bands need the in-memory results;
+  each seed's own figures are in its results/). Returns the summary."""
+  per_seed = [load_saved_seed(d) for d in seed_dirs]
+  seeds = [s["seed"] for s in per_seed]
+  if len(set(seeds)) != len(seeds):
+    raise DataError(f"the seed directories repeat a seed: {seeds}", ",".join(seed_dirs))
+  summary = claim_summary.summarize([s["measurements"] for s in per_seed])
+  write_json(os.path.join(results, "summary.json"), summary)
+  for name, text in (
+    ("claims.md", claim_summary.claims_table(summary)),
+    ("table2.md", table2(per_seed)),
+  ):
+    with atomic_output_file(os.path.join(results, name)) as f:
+      f.write(text)
+  log(f"combined seeds {seeds} into {results}")
+  return summary
 
 
 def write(results: str, per_seed: Sequence[Mapping], log=print) -> dict:

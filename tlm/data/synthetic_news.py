@@ -306,30 +306,37 @@ class _Writer:
       peers = same_kind[self.category(subject)]
       while queue:
         d, i = queue.pop(0)
-        r, p1, p2 = self.u(), s.facts_per_document[0], s.facts_per_document[1]
-        n_facts = 1 if r < p1 else (2 if r < p1 + p2 else 3)
-        chosen = [i]
-        _take(queue, chosen, n_facts, d, valid, lookahead=6)
-        for k in self.sample(len(related), 4):
-          if len(chosen) >= n_facts:
-            break
-          _take(pending[related[k]], chosen, len(chosen) + 1, d, valid, lookahead=12)
-        for k in self.sample(len(peers), 2):
-          if len(chosen) >= n_facts:
-            break
-          if peers[k] != subject:
-            _take(pending[peers[k]], chosen, len(chosen) + 1, d, valid, lookahead=12)
-        sentences = [self.fact_sentence(valid[j][0], d) for j in chosen]
-        n_distract = (self.u() < s.distractor_prob) + (self.u() < s.distractor_prob)
-        if len(sentences) == 1:
-          n_distract = max(1, n_distract)
-        for _ in range(n_distract):
-          pos = 1 + self.randint(len(sentences))
-          sentences.insert(pos, self.distractor(subject, d))
-        docs.append(Document(d, subject, sentences))
+        docs.append(self.document(subject, d, i, queue, pending, related, peers, valid))
     self.add_extras(docs, year)
     docs.sort(key=lambda doc: doc.date)
     return docs
+
+  def document(self, subject, d, i, queue, pending, related, peers, valid) -> Document:
+    """One article about `subject` on day `d`: the fact `valid[i]`, up to two more facts due
+    around that day (its own, then linked subjects', then same-kind peers'; taken out of their
+    queues), and distractor sentences between them."""
+    s = self.s
+    r, p1, p2 = self.u(), s.facts_per_document[0], s.facts_per_document[1]
+    n_facts = 1 if r < p1 else (2 if r < p1 + p2 else 3)
+    chosen = [i]
+    _take(queue, chosen, n_facts, d, valid, lookahead=6)
+    for k in self.sample(len(related), 4):
+      if len(chosen) >= n_facts:
+        break
+      _take(pending[related[k]], chosen, len(chosen) + 1, d, valid, lookahead=12)
+    for k in self.sample(len(peers), 2):
+      if len(chosen) >= n_facts:
+        break
+      if peers[k] != subject:
+        _take(pending[peers[k]], chosen, len(chosen) + 1, d, valid, lookahead=12)
+    sentences = [self.fact_sentence(valid[j][0], d) for j in chosen]
+    n_distract = (self.u() < s.distractor_prob) + (self.u() < s.distractor_prob)
+    if len(sentences) == 1:
+      n_distract = max(1, n_distract)
+    for _ in range(n_distract):
+      pos = 1 + self.randint(len(sentences))
+      sentences.insert(pos, self.distractor(subject, d))
+    return Document(d, subject, sentences)
 
   def add_extras(self, docs: list[Document], year: int) -> None:
     """Adds the past/future and explicit-year sentences at their configured shares."""

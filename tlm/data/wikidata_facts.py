@@ -105,22 +105,7 @@ def read_facts(
       raise DataError(
         f"unknown relation {relation!r} (expected a property id like P54)", path, line_no
       )
-    start = end = None
-    for qual in cols[3:]:
-      if not qual:
-        continue
-      key, sep, value = qual.partition("=")
-      if not sep:
-        raise DataError(f"malformed qualifier {qual!r} (expected P580=YYYYMMDD)", path, line_no)
-      if key.endswith("*"):  # inherited from the entity, skipped as in the public script
-        continue
-      if key in ("P580", "P582"):
-        date = _parse_wikidata_date(value, path, line_no)
-        # Several values: keep the widest validity.
-        if key == "P580":
-          start = date if start is None else min(start, date, key=_month_key_start)
-        else:
-          end = date if end is None else max(end, date, key=_month_key_end)
+    start, end = _validity(cols[3:], path, line_no)
     counts["read"] += 1
     if relation not in templates:
       counts["skipped_no_template"] += 1
@@ -141,6 +126,29 @@ def read_facts(
         facts.append((relation, subject, Span(obj, s, e)))
         counts["kept"] += 1
   return facts, dict(counts)
+
+
+def _validity(qualifiers: list[str], path: str, line_no: int) -> tuple:
+  """(start, end) dates of a fact from its P580 / P582 qualifiers (None where absent).
+
+  Several values of one qualifier: the widest validity is kept. Qualifiers inherited from the
+  entity (`P580*=`) are skipped, as in the public script.
+  """
+  start = end = None
+  for qual in qualifiers:
+    if not qual:
+      continue
+    key, sep, value = qual.partition("=")
+    if not sep:
+      raise DataError(f"malformed qualifier {qual!r} (expected P580=YYYYMMDD)", path, line_no)
+    if key.endswith("*") or key not in ("P580", "P582"):
+      continue
+    date = _parse_wikidata_date(value, path, line_no)
+    if key == "P580":
+      start = date if start is None else min(start, date, key=_month_key_start)
+    else:
+      end = date if end is None else max(end, date, key=_month_key_end)
+  return start, end
 
 
 def _month_key_start(date: tuple[int, int | None]) -> int:

@@ -421,8 +421,15 @@ def _read_legacy(f, path: str) -> dict:
   keys = plain()
   if not isinstance(keys, list) or set(keys) != set(storages):
     raise CheckpointError(f"{path}: corrupt legacy checkpoint (storage key list)")
-  for key in keys:
-    storage = storages[key]
+  _read_legacy_storages(f, path, [storages[key] for key in keys], views, swap, file_size)
+  return obj
+
+
+def _read_legacy_storages(f, path: str, storages: list, views: dict, swap: bool, file_size: int):
+  """The legacy format's storages, in the order of its key list, each after its element
+  count; then the views of them (checked to lie inside their root storage)."""
+  for storage in storages:
+    key = storage.key
     header = f.read(8)
     if len(header) != 8:
       raise CheckpointError(f"{path}: truncated file (storage {shown(key)})")
@@ -440,7 +447,6 @@ def _read_legacy(f, path: str) -> dict:
       raise CheckpointError(f"{path}: storage view {shown(view.key)} out of bounds")
     view.data = view.root.data[view.offset : view.offset + view.numel]
     view.handed_out = True  # always a view of a view: it shares memory with its root
-  return obj
 
 
 def read(path: str) -> dict[str, np.ndarray]:

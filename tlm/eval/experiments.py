@@ -15,7 +15,7 @@ each query to its year's expert (`WORKDIR/year=YYYY`), the 2018 expert for later
 
 import dataclasses
 import os
-from collections.abc import Callable, Sequence
+from collections.abc import Callable
 
 import numpy as np
 
@@ -25,7 +25,7 @@ from tlm.data import datasets, fact_durations, metrics
 from tlm.data.formatting import templama_query_input
 from tlm.data.future_relations import RESOURCES, FutureRelations, load_future_relations
 from tlm.data.sampling import NEWS_SSM
-from tlm.data.templama import TempLamaExample, load_templama
+from tlm.data.templama import load_templama
 from tlm.errors import ConfigError
 from tlm.eval import figures, future, tables
 from tlm.eval.predictor import Predictor, TimeConditioned, YearlyEnsemble
@@ -309,7 +309,3 @@ def f1_by_duration(result: dict) -> dict[int, float]:
   records = [r for r in result["templama"]["records"] if 2010 <= r["year"] <= 2018]
   groups = metrics.group_mean([r["f1"] for r in records], [r["duration"] for r in records])
   return {int(k): v["mean"] for k, v in sorted(groups.items())}
-
-
-def templama_subset(examples: Sequence[TempLamaExample], years: Sequence[int]) -> list:
-  return [ex for ex in examples if ex.year in set(years)]

@@ -29,7 +29,6 @@ start-up. (The previous protocol, Yearly experts of 200 steps from random weight
 25.7 minutes.)
 """
 
-import json
 import os
 import time
 
@@ -238,8 +237,3 @@ def _write_outputs(results, cfgs, evals, gap, by_duration, future, adapted, summ
   adaptation.draw_figure5(
     {names[v]: r for v, r in adapted.items()}, os.path.join(results, "figure5.png"), log
   )
-
-
-def load_summary(workdir: str) -> dict:
-  with open(os.path.join(workdir, "results", "summary.json")) as f:
-    return json.load(f)

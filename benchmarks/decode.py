@@ -27,6 +27,7 @@ import transformers
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from tlm.models import checkpoints, decoding, t5  # noqa: E402
+from tlm.models.formats.hf_config import to_hf_config  # noqa: E402
 
 
 def random_params(cfg, seed=0):
@@ -76,7 +77,7 @@ def main():
   cfg = t5.get_preset(args.preset)
   params = jax.device_put(random_params(cfg))
   hf_device = "cuda" if torch.cuda.is_available() else "cpu"
-  hf = transformers.T5ForConditionalGeneration(transformers.T5Config(**t5.to_hf_config(cfg)))
+  hf = transformers.T5ForConditionalGeneration(transformers.T5Config(**to_hf_config(cfg)))
   state = {k: torch.tensor(v) for k, v in checkpoints.params_to_hf(params, cfg).items()}
   for name in ("encoder.embed_tokens.weight", "decoder.embed_tokens.weight", "lm_head.weight"):
     state.setdefault(name, state["shared.weight"])

@@ -45,6 +45,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from tlm.data.packing import pack, with_eos  # noqa: E402
 from tlm.models import checkpoints, t5  # noqa: E402
+from tlm.models.formats.hf_config import to_hf_config  # noqa: E402
 from tlm.train import partitioning  # noqa: E402
 from tlm.train.loop import compile_train_step, make_train_step  # noqa: E402
 from tlm.train.optim import make_optimizer  # noqa: E402
@@ -227,7 +228,7 @@ def main():
 def hf_side(cfg, params0, steps, useful: int, tlm_tps: float) -> dict:
   """The transformers step on the same examples (padded), and how tlm compares."""
   device = "cuda" if torch.cuda.is_available() else "cpu"
-  hf = transformers.T5ForConditionalGeneration(transformers.T5Config(**t5.to_hf_config(cfg)))
+  hf = transformers.T5ForConditionalGeneration(transformers.T5Config(**to_hf_config(cfg)))
   if not cfg.logits_via_embedding:
     # transformers 5 always ties lm_head to the embedding; T5.1.1 has its own output layer.
     hf.lm_head.weight = torch.nn.Parameter(hf.lm_head.weight.detach().clone())

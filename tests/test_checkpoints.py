@@ -11,6 +11,7 @@ import pytest
 from tlm.data.vocab import find_spiece_model
 from tlm.errors import CheckpointError
 from tlm.models import checkpoints, t5
+from tlm.models.formats.hf_config import to_hf_config
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures", "meshtf")
 NAMES = {"query": "q", "key": "k", "value": "v", "out": "o"}
@@ -245,7 +246,7 @@ def test_load_tensorflow_written_mesh_tf_fixture(name):
 def _write_hf_dir(directory, cfg, tensors, filename):
   os.makedirs(directory, exist_ok=True)
   with open(os.path.join(directory, "config.json"), "w") as f:
-    json.dump(t5.to_hf_config(cfg), f)
+    json.dump(to_hf_config(cfg), f)
   path = os.path.join(directory, filename)
   if filename.endswith(".bin"):
     torch = pytest.importorskip("torch")
@@ -326,7 +327,7 @@ def test_user_errors_and_atomic_export(model, tmp_path):
   (hf / "config.json").write_text("{not json")
   with pytest.raises(CheckpointError, match="config.json: cannot read JSON"):
     checkpoints.load_checkpoint(str(hf))
-  (hf / "config.json").write_text(json.dumps(t5.to_hf_config(cfg)))
+  (hf / "config.json").write_text(json.dumps(to_hf_config(cfg)))
   with pytest.raises(CheckpointError, match="no model.safetensors"):
     checkpoints.load_checkpoint(str(hf))
   # A params tree not matching its config is refused before anything is written.

@@ -16,6 +16,7 @@ transformers = pytest.importorskip("transformers")
 from tests.test_decoding import BATCH, MAX_DECODE, VOCAB, inputs, random_params  # noqa: E402
 from tlm.models import checkpoints, decoding, layers, t5  # noqa: E402
 from tlm.models.formats import safetensors  # noqa: E402
+from tlm.models.formats.hf_config import from_hf_config, to_hf_config  # noqa: E402
 from tlm.train import loop  # noqa: E402
 
 
@@ -39,7 +40,7 @@ def family(request, tmp_path_factory):
   """(config, tlm params, HF model, HF directory) of a random tiny model."""
   cfg = t5.get_preset(request.param, vocab_size=VOCAB)
   params = random_params(cfg)
-  hf_config = t5.to_hf_config(cfg)
+  hf_config = to_hf_config(cfg)
   model = _hf_model(hf_config, checkpoints.params_to_hf(params, cfg))
   directory = str(tmp_path_factory.mktemp(request.param))
   model.save_pretrained(directory)
@@ -185,7 +186,7 @@ def test_hf_to_tlm_to_hf_round_trip_is_bit_exact(family, tmp_path):
   x, y = inputs(seed=11, batch=2), np.zeros((2, 3), np.int64)
   np.testing.assert_array_equal(_hf_logits(reloaded, x, y), _hf_logits(model, x, y))
   with open(os.path.join(out, "config.json")) as f:
-    assert t5.from_hf_config(json.load(f)) == cfg
+    assert from_hf_config(json.load(f)) == cfg
 
 
 def test_transformers_5_tied_unscaled_v1_1_imports_with_the_embedding_as_output(tmp_path):
@@ -196,7 +197,7 @@ def test_transformers_5_tied_unscaled_v1_1_imports_with_the_embedding_as_output(
   params["decoder"]["logits_dense"]["kernel"] = params["token_embedder"]["embedding"].T.copy()
   tensors = checkpoints.params_to_hf(params, cfg)
   del tensors["lm_head.weight"]
-  model = _hf_model({**t5.to_hf_config(cfg), "tie_word_embeddings": True}, tensors)
+  model = _hf_model({**to_hf_config(cfg), "tie_word_embeddings": True}, tensors)
   model.save_pretrained(str(tmp_path))
   assert "lm_head.weight" not in safetensors.read(str(tmp_path / "model.safetensors"))
   loaded_cfg, loaded = checkpoints.load_checkpoint(str(tmp_path))
@@ -218,7 +219,7 @@ def test_parameter_counts_equal_transformers_on_abstract_shapes():
     cfg = t5.get_preset(name)
     ours = sum(int(np.prod(s)) for s in checkpoints.param_shapes(cfg).values())
     with torch.device("meta"):
-      model = transformers.T5ForConditionalGeneration(transformers.T5Config(**t5.to_hf_config(cfg)))
+      model = transformers.T5ForConditionalGeneration(transformers.T5Config(**to_hf_config(cfg)))
       if not cfg.logits_via_embedding:  # the published 1.1 checkpoints have their own lm_head
         model.lm_head.weight = torch.nn.Parameter(torch.empty(model.lm_head.weight.shape))
     theirs = sum(p.numel() for p in model.parameters())

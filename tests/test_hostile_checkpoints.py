@@ -26,6 +26,7 @@ from tlm.data.vocab import Vocabulary
 from tlm.errors import CheckpointError, DataError, UserError
 from tlm.models import checkpoints, t5
 from tlm.models.formats import flax_msgpack, safetensors, tensorbundle, torch_pickle
+from tlm.models.formats.hf_config import check_checkpoint_limits, to_hf_config
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures", "meshtf")
 
@@ -43,7 +44,7 @@ def _one_line_error(exc_info, path) -> str:
 
 
 def _tiny_hf_config() -> dict:
-  return t5.to_hf_config(t5.get_preset("tiny", vocab_size=32))
+  return to_hf_config(t5.get_preset("tiny", vocab_size=32))
 
 
 def _sharded_dir(tmp_path, weight_map: dict) -> str:
@@ -230,9 +231,9 @@ def test_model_config_json_dimensions(tmp_path):
 
 def test_limits_admit_every_published_t5():
   for name in t5.PRESETS:
-    t5.check_checkpoint_limits(t5.get_preset(name))
+    check_checkpoint_limits(t5.get_preset(name))
   mt5_xxl = dict(vocab_size=250112, emb_dim=4096, num_heads=64, head_dim=64, mlp_dim=10240)
-  t5.check_checkpoint_limits(t5.T5Config(**mt5_xxl))
+  check_checkpoint_limits(t5.T5Config(**mt5_xxl))
 
 
 # ---------------------------------------------------------------------------------------------

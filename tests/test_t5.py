@@ -13,6 +13,7 @@ from jax.sharding import PartitionSpec as P
 
 from tlm.errors import ConfigError
 from tlm.models import decoding, t5
+from tlm.models.formats.hf_config import from_hf_config, to_hf_config
 
 
 def _layer_params(stack, i, mlp):
@@ -148,19 +149,19 @@ def test_published_presets():
 def test_hf_config_round_trip_and_tying_rules():
   for name in ("t5-large", "t5-v1_1-small", "tiny"):
     cfg = t5.get_preset(name)
-    assert t5.from_hf_config(t5.to_hf_config(cfg)) == cfg
-  hf = t5.to_hf_config(t5.get_preset("t5-v1_1-small"))
+    assert from_hf_config(to_hf_config(cfg)) == cfg
+  hf = to_hf_config(t5.get_preset("t5-v1_1-small"))
   # Published 1.1 configs say tie_word_embeddings false and have no scale key.
   legacy = {k: v for k, v in hf.items() if k != "scale_decoder_outputs"}
-  assert not t5.from_hf_config(legacy).logits_via_embedding
+  assert not from_hf_config(legacy).logits_via_embedding
   # transformers >= 5 writes tie true + scale false for 1.1: unscaled logits.
-  assert not t5.from_hf_config({**hf, "tie_word_embeddings": True}).logits_via_embedding
-  v10 = {k: v for k, v in t5.to_hf_config(t5.get_preset("t5-base")).items() if "tie" not in k}
-  assert t5.from_hf_config({k: v for k, v in v10.items() if "scale" not in k}).logits_via_embedding
+  assert not from_hf_config({**hf, "tie_word_embeddings": True}).logits_via_embedding
+  v10 = {k: v for k, v in to_hf_config(t5.get_preset("t5-base")).items() if "tie" not in k}
+  assert from_hf_config({k: v for k, v in v10.items() if "scale" not in k}).logits_via_embedding
   with pytest.raises(ConfigError, match="feed_forward_proj"):
-    t5.from_hf_config({**hf, "feed_forward_proj": "gated-mish"})
+    from_hf_config({**hf, "feed_forward_proj": "gated-mish"})
   with pytest.raises(ConfigError, match="d_model"):
-    t5.from_hf_config({k: v for k, v in hf.items() if k != "d_model"})
+    from_hf_config({k: v for k, v in hf.items() if k != "d_model"})
 
 
 def _batch(rs, batch, length, vocab, lengths):

@@ -18,6 +18,7 @@ from tests.fixtures.train.fixture_sets import FIXTURE_DATA_SETS
 from tlm import configs
 from tlm.errors import CheckpointError, ConfigError
 from tlm.models import t5
+from tlm.models.formats.hf_config import to_hf_config
 from tlm.models.t5 import Transformer
 from tlm.train import loop, partitioning
 from tlm.train.checkpointing import CheckpointManager, load_init_params
@@ -230,7 +231,7 @@ def test_dry_run_reports_the_published_parameter_count(tmp_path):
   large = report["large"]
   # T5.1.1-Large as transformers builds it (meta device: nothing allocated), and the paper's
   # "770M parameters" (§2.3) to within 2%.
-  hf_config = transformers.T5Config(**t5.to_hf_config(t5.get_preset("t5-v1_1-large")))
+  hf_config = transformers.T5Config(**to_hf_config(t5.get_preset("t5-v1_1-large")))
   with torch.device("meta"):
     hf_model = transformers.T5ForConditionalGeneration(hf_config)
     # transformers 5 always ties lm_head to the embedding; T5.1.1 has its own (logits_dense).

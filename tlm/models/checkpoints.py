@@ -20,7 +20,7 @@ forms), a Mesh-TF checkpoint prefix (`model.ckpt-1000000`, or a directory with a
 workdir (`model_config.json` + `checkpoints/<step>/params`, newest step). Every file is read
 as possibly hostile: file names taken from an index (`weight_map`) or a TF `checkpoint` state
 file must stay inside the checkpoint directory (formats/guards.py), JSON is size- and
-depth-limited, and configs must be within `t5.CHECKPOINT_LIMITS`.
+depth-limited, and configs must be within `CHECKPOINT_LIMITS`.
 """
 
 import functools
@@ -38,6 +38,11 @@ from tlm.errors import CheckpointError, ConfigError
 from tlm.files import atomic_output_dir, write_json
 from tlm.models import t5
 from tlm.models.formats import guards
+from tlm.models.formats.hf_config import (
+  check_checkpoint_limits,
+  from_hf_config,
+  to_hf_config,
+)
 
 # name: (import transform, export transform). Both directions of every rule use these.
 HOOKS: dict[str, tuple[Callable, Callable]] = {
@@ -272,7 +277,7 @@ def params_from_hf(
 
   Args:
     tensors: `{HF name: array}` (PyTorch names, or HF Flax names joined with ".").
-    cfg: the config (`t5.from_hf_config` of the checkpoint's config.json).
+    cfg: the config (`from_hf_config` of the checkpoint's config.json).
     tie_word_embeddings: config.json's flag. When the output layer is untied in `cfg`
       (unscaled logits) but tied in HF (transformers >= 5 ties T5 1.1 unless the checkpoint
       has its own `lm_head`), `logits_dense` is the transposed embedding.
@@ -373,7 +378,7 @@ def infer_mesh_tf_config(shapes: dict[str, tuple[int, ...]], source: str = "chec
       logits_via_embedding="decoder/logits/kernel" not in shapes,
       relative_attention_num_buckets=buckets,
     )
-    return t5.check_checkpoint_limits(cfg)
+    return check_checkpoint_limits(cfg)
   except ConfigError as e:
     raise CheckpointError(f"{source}: cannot infer the model config ({e})") from None
 
@@ -488,7 +493,7 @@ def _tlm_config(config_path: str) -> t5.T5Config:
   if not os.path.isfile(config_path):
     raise CheckpointError(f"{config_path}: no such file (the model config of a tlm workdir)")
   try:
-    return t5.check_checkpoint_limits(t5.T5Config.from_dict(_read_json(config_path)))
+    return check_checkpoint_limits(t5.T5Config.from_dict(_read_json(config_path)))
   except ConfigError as e:
     raise CheckpointError(f"{config_path}: {e}") from None
 
@@ -535,7 +540,7 @@ def load_checkpoint(path: str) -> tuple[t5.T5Config, dict]:
   if os.path.isfile(os.path.join(path, "config.json")):
     hf_config = _read_json(os.path.join(path, "config.json"))
     try:
-      cfg = t5.from_hf_config(hf_config)
+      cfg = from_hf_config(hf_config)
     except ConfigError as e:
       raise CheckpointError(f"{os.path.join(path, 'config.json')}: {e}") from None
     tensors, source, is_flax = _read_hf_tensors(path)
@@ -578,7 +583,7 @@ def save_hf(
 
   tensors = params_to_hf(params, cfg)
   with atomic_output_dir(directory) as tmp:
-    write_json(os.path.join(tmp, "config.json"), t5.to_hf_config(cfg))
+    write_json(os.path.join(tmp, "config.json"), to_hf_config(cfg))
     safetensors.write(os.path.join(tmp, "model.safetensors"), tensors, {"format": "pt"})
     _write_spiece(tmp, spiece_model)
 

@@ -34,7 +34,8 @@ from jax.sharding import Mesh, NamedSharding
 from tlm.configs import Config
 from tlm.errors import CheckpointError, ConfigError
 from tlm.models import decoding
-from tlm.models.t5 import T5Config, Transformer, from_hf_config, get_preset
+from tlm.models.formats.hf_config import from_hf_config
+from tlm.models.t5 import T5Config, Transformer, get_preset
 from tlm.train import partitioning
 from tlm.train.loop import configured_train_step, log_line, lower_train_step
 from tlm.train.optim import make_optimizer

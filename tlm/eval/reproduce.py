@@ -23,10 +23,8 @@ hold-rate and a 95% interval of its margin (`tlm.eval.claim_summary`).
 `--set=data.world_scale=2` scales the world of the whole reproduction.
 Rerunning resumes: trained models are kept and only missing work is done.
 
-Run time of one seed (estimate from the measured tiny step, 0.18 s on 2 unshared CPU cores;
-README, "Deviations"): about 12,600 training steps, 38 minutes, plus about 10 of evaluation and
-start-up. (The previous protocol, Yearly experts of 200 steps from random weights, measured
-25.7 minutes.)
+Run time: about 12,600 training steps of the tiny model per seed, plus evaluation; the README's
+"Results" has the measured wall-clock time.
 """
 
 import os

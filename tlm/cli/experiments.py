@@ -26,7 +26,7 @@ import json
 import os
 
 from tlm import configs
-from tlm.errors import ConfigError, DataError
+from tlm.errors import ConfigError
 from tlm.eval.reproduce import DEFAULT_WORKDIR, seed_dir
 from tlm.workdir_lock import WorkdirLock, acquire_on_main
 
@@ -163,31 +163,7 @@ def tables(flags) -> None:
 
   if not flags.workdirs or not flags.output_dir:
     raise ConfigError("--workdirs=W1,W2,... and --output_dir are required for --mode=tables")
-  results = {}
-  for workdir in flags.workdirs:
-    path = os.path.join(workdir, "results", "eval.json")
-    if not os.path.isfile(path):
-      raise ConfigError(f"{path}: no such file; run --mode=eval --workdir={workdir} first")
-    try:
-      with open(path, encoding="utf-8") as f:
-        result = json.load(f)
-      name = result["config"]["name"]
-    except (OSError, ValueError, KeyError, TypeError) as e:
-      message = f"not an eval.json written by --mode=eval ({type(e).__name__}: {e})"
-      raise DataError(message, path) from None
-    if name in results:
-      name = f"{name} ({workdir})"
-    results[name] = result
-  # Named configs are SIZE_VARIANT (tiny_temporal, large_uniform, ...).
-  by_size: dict[str, dict] = {}
-  for name, result in results.items():
-    by_size.setdefault(name.split("_")[0], {})[name] = result
-  baselines = next(iter(results.values())).get("answer_baselines")
-  outputs = {
-    "table2.md": render.table2(results, baselines),
-    "table3.md": render.table3(by_size),
-    "table7.md": render.table7(results),
-  }
+  outputs = render.tables_from_workdirs(flags.workdirs)
   check_replaceable(flags.output_dir, set(outputs))
   with WorkdirLock.beside(flags.output_dir, "tables"), atomic_output_dir(flags.output_dir) as out:
     for filename, text in outputs.items():

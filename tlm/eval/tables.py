@@ -5,7 +5,11 @@ model. Table 3 is Table 2 over model sizes. Table 7: news MLM perplexity per yea
 closed-book CronQuestions EM / F1. Numbers are percentages with one decimal, as in the paper.
 """
 
+import json
+import os
 from collections.abc import Mapping, Sequence
+
+from tlm.errors import ConfigError, DataError
 
 SLICES = ("2010-18", "2019-20")
 
@@ -77,3 +81,44 @@ def answer_baseline_rows(baselines: Mapping[str, Mapping]) -> list[list]:
     rows.append([name.replace("_", " ") + " (oracle)", None, None]
                 + [_pct(agg.get(s, {}).get("overall", {}).get("f1")) for s in SLICES])  # fmt: skip
   return rows
+
+
+def read_eval_results(workdirs: Sequence[str]) -> dict[str, dict]:
+  """{config name: eval.json} of each workdir's `--mode=eval` results (a repeated name gets its
+  workdir in parentheses).
+
+  Raises:
+    ConfigError: a workdir without results/eval.json.
+    DataError: an eval.json that --mode=eval did not write.
+  """
+  results = {}
+  for workdir in workdirs:
+    path = os.path.join(workdir, "results", "eval.json")
+    if not os.path.isfile(path):
+      raise ConfigError(f"{path}: no such file; run --mode=eval --workdir={workdir} first")
+    try:
+      with open(path, encoding="utf-8") as f:
+        result = json.load(f)
+      name = result["config"]["name"]
+    except (OSError, ValueError, KeyError, TypeError) as e:
+      message = f"not an eval.json written by --mode=eval ({type(e).__name__}: {e})"
+      raise DataError(message, path) from None
+    if name in results:
+      name = f"{name} ({workdir})"
+    results[name] = result
+  return results
+
+
+def tables_from_workdirs(workdirs: Sequence[str]) -> dict[str, str]:
+  """{file name: Markdown} of Tables 2, 3 (over model sizes) and 7 from several workdirs."""
+  results = read_eval_results(workdirs)
+  # Named configs are SIZE_VARIANT (tiny_temporal, large_uniform, ...).
+  by_size: dict[str, dict] = {}
+  for name, result in results.items():
+    by_size.setdefault(name.split("_")[0], {})[name] = result
+  baselines = next(iter(results.values())).get("answer_baselines")
+  return {
+    "table2.md": table2(results, baselines),
+    "table3.md": table3(by_size),
+    "table7.md": table7(results),
+  }

@@ -444,7 +444,7 @@ def tiny_temporal() -> Config:
   Command: python run.py --mode=train --config=tiny_temporal --workdir=W
     [--set=model.init_checkpoint=W_T5] (a tiny_t5 workdir: the start --mode=reproduce uses)
   Run time: a few minutes on 2 CPU cores (800 steps of 64 packed rows).
-  Expected (the paper's Table 2): above tiny_uniform on TempLAMA, most on 2019-20. Whether the
+  Expected: above tiny_uniform on TempLAMA, most on 2019-20 (the paper's Table 2). Whether the
   miniature shows it is measured by `--mode=reproduce` (claims C1, C5); the README's "Results"
   has the measured numbers.
   """

@@ -2,14 +2,11 @@
 simulated 32-device mesh, without weights; FSDP and bfloat16 parameters divide it."""
 
 import json
-import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
-from tests.test_partitioning import FIXTURES, ROOT, subprocess_env
+from tests.test_partitioning import run_fixture
 from tlm.models import checkpoints, t5
 
 pytestmark = pytest.mark.slow
@@ -18,10 +15,7 @@ pytestmark = pytest.mark.slow
 @pytest.fixture(scope="module")
 def reports(tmp_path_factory):
   out = tmp_path_factory.mktemp("eval_dry_run") / "out.json"
-  subprocess.run(
-    [sys.executable, os.path.join(FIXTURES, "eval_dry_runs.py"), str(out)],
-    cwd=ROOT, env=subprocess_env(32), check=True, timeout=900,
-  )  # fmt: skip
+  run_fixture("eval_dry_runs.py", 32, str(out))
   return json.loads(out.read_text())
 
 

@@ -3,13 +3,11 @@ the optimizer state split over "data" give the losses and the checkpoint of 20 s
 
 import json
 import os
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
-from tests.test_partitioning import FIXTURES, ROOT, subprocess_env
+from tests.test_partitioning import run_fixture
 from tlm.models.checkpoints import flatten, load_checkpoint
 
 pytestmark = pytest.mark.slow
@@ -19,10 +17,7 @@ pytestmark = pytest.mark.slow
 def runs(tmp_path_factory):
   root = tmp_path_factory.mktemp("fsdp")
   out = root / "out.json"
-  subprocess.run(
-    [sys.executable, os.path.join(FIXTURES, "fsdp_train.py"), str(root), str(out)],
-    cwd=ROOT, env=subprocess_env(8), check=True, timeout=900,
-  )  # fmt: skip
+  run_fixture("fsdp_train.py", 8, str(root), str(out))
   return root, json.loads(out.read_text())
 
 

@@ -12,7 +12,7 @@ import pytest
 
 from tests.test_decoding import random_params
 from tests.test_multihost import environment, free_port
-from tests.test_partitioning import FIXTURES, ROOT, subprocess_env
+from tests.test_partitioning import FIXTURES, ROOT, run_fixture, subprocess_env
 from tlm.models import checkpoints, t5
 
 VOCAB = os.path.join(FIXTURES, "tiny_data", "spiece.model")
@@ -21,10 +21,7 @@ VOCAB = os.path.join(FIXTURES, "tiny_data", "spiece.model")
 @pytest.fixture(scope="module")
 def meshes(tmp_path_factory):
   out = tmp_path_factory.mktemp("mesh_inference") / "out.json"
-  subprocess.run(
-    [sys.executable, os.path.join(FIXTURES, "mesh_inference.py"), str(out)],
-    cwd=ROOT, env=subprocess_env(8), check=True, timeout=900,
-  )  # fmt: skip
+  run_fixture("mesh_inference.py", 8, str(out))
   return json.loads(out.read_text())
 
 

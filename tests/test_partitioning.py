@@ -36,6 +36,15 @@ def subprocess_env(devices: int, cache_dir: str | None = None) -> dict:
   return env
 
 
+def run_fixture(script: str, devices: int, *args) -> None:
+  """Runs tests/fixtures/train/`script` with `args` in a child python on `devices` simulated
+  CPU devices (`subprocess_env`); a non-zero exit fails the test."""
+  subprocess.run(
+    [sys.executable, os.path.join(FIXTURES, script), *map(str, args)],
+    cwd=ROOT, env=subprocess_env(devices), check=True, timeout=900,
+  )  # fmt: skip
+
+
 def test_axis_rules_map_t5_axes():
   logical = {
     "embedding": P("vocab", "embed"),
@@ -128,10 +137,7 @@ def test_global_batch_from_local_rows():
 @pytest.fixture(scope="module")
 def parity(tmp_path_factory):
   out = tmp_path_factory.mktemp("parity") / "parity.json"
-  subprocess.run(
-    [sys.executable, os.path.join(FIXTURES, "mesh_parity.py"), str(out)],
-    cwd=ROOT, env=subprocess_env(8), check=True, timeout=900,
-  )  # fmt: skip
+  run_fixture("mesh_parity.py", 8, str(out))
   return json.loads(out.read_text())
 
 

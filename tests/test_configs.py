@@ -1,5 +1,6 @@
 """Named configs carry the paper's settings; --set overrides parse by type; errors list keys."""
 
+import dataclasses
 import json
 import os
 import subprocess
@@ -50,6 +51,63 @@ def test_paper_settings():
   assert "google/t5-large-ssm" in configs.describe("large_cbqa_ft")  # T5-CBQA's checkpoint
   assert configs.get("large_temporal").adapt.steps == 50_000
   assert configs.get("large_temporal").adapt.new_year == 2019
+
+
+# Key values of some generated paper configs, written out by hand (§2.3 and the public
+# checkpoints), against which the table in tlm/configs/paper.py is checked.
+_PAPER_VALUES = {
+  "large_temporal": {
+    "start": "google/t5-v1_1-large", "model.init_checkpoint": "", "model.preset": "t5-v1_1-large",
+    "model.dtype": "bfloat16", "model.remat": "full", "train.steps": 300_000,
+    "train.batch_size": 2048, "train.checkpoint_every": 5000, "mesh.model": 1,
+    "data.conditioning": "temporal", "data.news_to_templama": 1000.0,
+    "required": ("model.init_checkpoint", "data.templama_dir", "data.ssm_dir"),
+  },
+  "small_uniform": {
+    "start": "google/t5-v1_1-small", "model.remat": "none", "data.conditioning": "none",
+    "train.steps": 300_000, "mesh.model": 1,
+  },
+  "xl_yearly": {
+    "start": "google/t5-v1_1-xl", "variant": "yearly", "data.year": 0, "mesh.model": 4,
+    "model.remat": "full",
+  },
+  "xxl_cbqa_ft": {
+    "start": "google/t5-xxl-ssm", "model.preset": "t5-v1_1-xxl", "train.steps": 5000,
+    "train.checkpoint_every": 500, "data.news_to_templama": 0.0, "data.conditioning": "none",
+    "mesh.model": 8, "required": ("model.init_checkpoint", "data.templama_dir"),
+  },
+  "base_cbqa_ft": {"start": "google/t5-v1_1-base (no public Base SSM)", "train.steps": 5000},
+}  # fmt: skip
+
+
+@pytest.mark.parametrize("name", sorted(_PAPER_VALUES))
+def test_generated_paper_configs_have_the_expected_values(name):
+  config = configs.get(name)
+  size, variant = name.split("_", 1)
+  for key, want in _PAPER_VALUES[name].items():
+    got = configs.paper_checkpoint(size, variant) if key == "start" else configs.lookup(config, key)
+    assert got == want, (name, key)
+  # Every paper config shares the defaults of the schema outside the keys the table varies.
+  assert config.train == dataclasses.replace(
+    configs.TrainConfig(), steps=config.train.steps, checkpoint_every=config.train.checkpoint_every
+  )
+  assert config.adapt == configs.AdaptConfig() and config.eval == configs.EvalConfig()
+
+
+def test_paper_descriptions_come_from_the_table():
+  doc = configs.describe("large_temporal")
+  assert doc.startswith("Large Temporal") and "(Table 2)" in doc
+  assert "Run time: about 4 days on 32 TPU v3 cores" in doc
+  # The row's expected result spans three lines of the table: joined into one.
+  assert (
+    "on 2010-18 and on 2019-20, above Uniform; the lowest CustomNews perplexity (Table 7)." in doc
+  )
+  assert "--set=model.init_checkpoint=CKPT --set=data.ssm_dir=SSM --set=data.templama_dir=TL" in doc
+  yearly = configs.describe("xxl_yearly")
+  assert "(not in the paper)" in yearly and "about 2 months per expert" in yearly
+  assert "[--set=data.year=2014]" in yearly
+  cbqa = configs.describe("small_cbqa_ft")
+  assert "data.ssm_dir" not in cbqa and "google/t5-small-ssm" in cbqa
 
 
 def test_tiny_configs_need_nothing():

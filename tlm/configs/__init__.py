@@ -1,0 +1,87 @@
+"""Experiment configs: the schema, the named configs and `--set` overrides.
+
+- `schema`: the frozen dataclasses (`Config` and one per section) and the valid ranges.
+- `overrides`: dotted keys: `override` (`--set`), `replace`, `validate`, `to_dict` /
+  `from_dict` (a workdir's config.json).
+- `paper`: the paper's configs (`{small,base,large,xl,xxl}_{temporal,uniform,yearly,cbqa_ft}`),
+  generated from one table of runs; the paper's settings and their sources.
+- `tiny`: the CPU miniature's configs (`tiny_t5`, `tiny_cbqa`, `tiny_{variant}`).
+- `registry`: `names()`, `get(name)`, `describe(name)`, `check_required(config)`.
+
+Usage: `configs.override(configs.get("tiny_temporal"), ["train.steps=10"])`.
+"""
+
+from tlm.configs.overrides import (
+  from_dict,
+  lookup,
+  override,
+  parse_value,
+  replace,
+  replace_many,
+  to_dict,
+  valid_keys,
+  validate,
+)
+from tlm.configs.paper import paper_checkpoint
+from tlm.configs.registry import check_required, describe, get, names
+from tlm.configs.schema import (
+  PAPER_YEARS,
+  PARAM_DTYPES,
+  REMAT_POLICIES,
+  SIZES,
+  VARIANTS,
+  AdaptConfig,
+  Config,
+  DataConfig,
+  EvalConfig,
+  MeshConfig,
+  ModelConfig,
+  ReproduceConfig,
+  TrainConfig,
+  remat_policy,
+)
+from tlm.configs.tiny import (
+  tiny_cbqa,
+  tiny_cbqa_ft,
+  tiny_t5,
+  tiny_temporal,
+  tiny_uniform,
+  tiny_yearly,
+)
+
+__all__ = [
+  "PAPER_YEARS",
+  "PARAM_DTYPES",
+  "REMAT_POLICIES",
+  "SIZES",
+  "VARIANTS",
+  "AdaptConfig",
+  "Config",
+  "DataConfig",
+  "EvalConfig",
+  "MeshConfig",
+  "ModelConfig",
+  "ReproduceConfig",
+  "TrainConfig",
+  "check_required",
+  "describe",
+  "from_dict",
+  "get",
+  "lookup",
+  "names",
+  "override",
+  "paper_checkpoint",
+  "parse_value",
+  "remat_policy",
+  "replace",
+  "replace_many",
+  "tiny_cbqa",
+  "tiny_cbqa_ft",
+  "tiny_t5",
+  "tiny_temporal",
+  "tiny_uniform",
+  "tiny_yearly",
+  "to_dict",
+  "valid_keys",
+  "validate",
+]

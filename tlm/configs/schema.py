@@ -1,0 +1,326 @@
+"""The config schema: one frozen dataclass per section, and the valid range of each number.
+
+Defaults are the paper's settings (§2.3) where the paper gives one; `tlm.configs.paper` says
+where each comes from, `tlm.configs.tiny` how the CPU miniature departs from them.
+"""
+
+import dataclasses
+from collections.abc import Callable
+from typing import Any
+
+from tlm.errors import ConfigError
+
+PAPER_YEARS = tuple(range(2010, 2019))  # the train slices (§2.1); 2019-2020 are held out
+VARIANTS = ("temporal", "uniform", "yearly", "cbqa_ft")
+SIZES = ("tiny", "small", "base", "large", "xl", "xxl")
+REMAT_POLICIES = ("none", "full", "dots")
+# The boolean `model.remat` of older configs and `--set=model.remat=true` command lines.
+_REMAT_BOOLEANS = {True: "full", False: "none", "true": "full", "false": "none"}
+
+
+def remat_policy(value: Any, key: str) -> str:
+  """`value` as one of REMAT_POLICIES (booleans mapped); ConfigError naming `key` otherwise."""
+  if isinstance(value, str):
+    value = value.strip().lower()
+  value = _REMAT_BOOLEANS.get(value, value)  # type: ignore[arg-type]
+  if value not in REMAT_POLICIES:
+    raise ConfigError(f"{key} must be one of {', '.join(REMAT_POLICIES)}, got {value!r}")
+  return value
+
+
+@dataclasses.dataclass(frozen=True)
+class ModelConfig:
+  """The network and where its weights start.
+
+  Attributes:
+    preset: a `tlm.models.t5.get_preset` name (architecture only).
+    dropout_rate: dropout in every layer.
+    dtype: activation dtype, "float32" or "bfloat16"; parameters, RMSNorm and logits stay f32.
+    remat: what each layer keeps for the backward pass (T5X / MaxText remat policies):
+      "none" keeps every activation, "full" recomputes the whole layer (gradient
+      checkpointing), "dots" keeps the results of the weight matmuls and recomputes the rest.
+      The booleans of older configs are read as "full" (true) and "none" (false).
+    init_checkpoint: weights to start from when the workdir has no checkpoint yet: an HF
+      directory, a Mesh-TF checkpoint prefix, a tlm model directory or a tlm training workdir
+      (anything `tlm.models.checkpoints.load_checkpoint` reads). "" starts from random weights.
+    emb_dim: model width; 0 keeps the preset's (the miniature sizes its model with these).
+    num_heads: attention heads; 0 keeps the preset's.
+    head_dim: width of each head; 0 keeps the preset's.
+    mlp_dim: MLP hidden width; 0 keeps the preset's.
+    num_layers: encoder and decoder layers (each); 0 keeps the preset's.
+  """
+
+  preset: str = "tiny"
+  dropout_rate: float = 0.1
+  dtype: str = "float32"
+  remat: str = "none"
+  init_checkpoint: str = ""
+  emb_dim: int = 0
+  num_heads: int = 0
+  head_dim: int = 0
+  mlp_dim: int = 0
+  num_layers: int = 0
+
+  def __post_init__(self):
+    object.__setattr__(self, "remat", remat_policy(self.remat, "model.remat"))
+
+
+@dataclasses.dataclass(frozen=True)
+class DataConfig:
+  """Training examples: the sources, the year-uniform mixture and the row shapes.
+
+  Attributes:
+    synthetic: use the embedded synthetic world (built under `cache_dir` on first use)
+      instead of `ssm_dir` / `templama_dir`.
+    world_seed: seed of the synthetic world.
+    world_scale: size of the synthetic world (1.0 = the default miniature).
+    cache_dir: where the synthetic world and the data derived from it are built; "" means
+      `~/.cache/tlm`.
+    ssm_dir: salient-span-masking examples built from the news (`--mode=build_ssm`):
+      `{train,val,test}/<year>.jsonl`.
+    templama_dir: TempLAMA `train.json`, `val.json`, `test.json` (`--mode=build_templama`, or
+      the released files).
+    vocab: SentencePiece model; "" takes the init checkpoint's, else the synthetic world's.
+    conditioning: "temporal" (`year: 2014 ` prefix) or "none" (Uniform, Yearly, CBQA).
+    train_years: the year slices sampled uniformly.
+    year: Yearly experts only: train the expert of this year alone; 0 trains one expert per
+      year of `train_years`, in turn.
+    new_years: adaptation (§3.3): new slices (the paper's 2019) drawn with probability
+      `new_year_prob`, the `train_years` with 1 - new_year_prob.
+    new_year_prob: the paper's alpha; 0 draws `train_years` only.
+    news_to_templama: news SSM examples drawn per TempLAMA-train example; 0 trains on
+      TempLAMA alone (T5-CBQA-ft).
+    input_length: encoder tokens per packed row.
+    target_length: decoder tokens per packed row.
+    seed: the sampling seed; a step's batch is a pure function of (seed, step).
+  """
+
+  synthetic: bool = True
+  world_seed: int = 0
+  world_scale: float = 1.0
+  cache_dir: str = ""
+  ssm_dir: str = ""
+  templama_dir: str = ""
+  vocab: str = ""
+  conditioning: str = "temporal"
+  train_years: tuple[int, ...] = PAPER_YEARS
+  year: int = 0
+  new_years: tuple[int, ...] = ()
+  new_year_prob: float = 0.0
+  news_to_templama: float = 1000.0
+  input_length: int = 128
+  target_length: int = 32
+  seed: int = 0
+
+
+@dataclasses.dataclass(frozen=True)
+class TrainConfig:
+  """Optimisation, logging and checkpointing.
+
+  Attributes:
+    steps: optimizer steps.
+    batch_size: packed rows per global batch.
+    learning_rate: Adafactor's learning rate.
+    schedule: "constant" (the paper) or "rsqrt" (T5 pre-training: constant for
+      `warmup_steps`, then decaying as 1/sqrt(step)).
+    warmup_steps: length of the constant phase of "rsqrt"; unused by "constant".
+    microbatches: the global batch is split into this many parts whose gradients are summed,
+      so that a batch of 2048 fits any hardware.
+    z_loss: T5X's auxiliary loss on log Z.
+    loss_normalizing_factor: 0 divides the summed token losses by the number of real target
+      tokens in the global batch (T5X "NUM_REAL_TARGET_TOKENS"); a positive value divides by
+      that constant (T5X's advice when finetuning Mesh-TF T5 checkpoints: 2048 * 114 = 233472).
+    seed: seed of the random initialisation and of the per-step dropout keys.
+    checkpoint_every: steps between (asynchronous) checkpoints.
+    keep_checkpoints: how many of the latest checkpoints are kept.
+    log_every: steps between progress lines and `metrics.jsonl` records.
+    eval_every: steps between held-out loss evaluations (0 disables them).
+    eval_batches: batches of the validation split per evaluation.
+    eval_examples: with `eval_every`, also decode (greedily, as `--mode=eval` does) at most
+      this many TempLAMA validation queries and this many news SSM validation examples (spread
+      evenly over the trained years and over each file; the same subset every time) and log
+      templama_f1, templama_em and news_f1; 0 logs only the held-out loss.
+    keep_best: a logged metric (e.g. "templama_f1", "eval_loss"); the checkpoint where it was
+      best (highest; lowest for losses) is kept in WORKDIR/best/, a workdir of its own, beside
+      the newest `keep_checkpoints`, with its step in WORKDIR/best/best.json. "" keeps none.
+    profile_steps: (START, END): a jax.profiler trace of steps START..END-1 is written to
+      WORKDIR/profile/ (TensorBoard's profile plugin or Perfetto read it); () traces nothing.
+  """
+
+  steps: int = 300_000
+  batch_size: int = 2048
+  learning_rate: float = 1e-3
+  schedule: str = "constant"
+  warmup_steps: int = 0
+  microbatches: int = 1
+  z_loss: float = 1e-4
+  loss_normalizing_factor: float = 233_472.0
+  seed: int = 0
+  checkpoint_every: int = 1000
+  keep_checkpoints: int = 3
+  log_every: int = 100
+  eval_every: int = 5000
+  eval_batches: int = 8
+  eval_examples: int = 0
+  keep_best: str = ""
+  profile_steps: tuple[int, ...] = ()
+
+
+@dataclasses.dataclass(frozen=True)
+class MeshConfig:
+  """Device mesh with axes ("data", "model"); -1 takes all remaining devices.
+
+  Attributes:
+    data: data-parallel axis size (the batch is split along it).
+    model: model-parallel axis size (heads, mlp, vocab and joined_kv are split along it).
+    fsdp: also split the parameters and the optimizer state along "data" (their "embed"
+      dimension; T5X's parameter_partitioning_dims=2), for training and evaluation.
+  """
+
+  data: int = -1
+  model: int = 1
+  fsdp: bool = False
+
+
+@dataclasses.dataclass(frozen=True)
+class AdaptConfig:
+  """Adapting a 2010-18 model to a new year (paper §3.3, Figure 5).
+
+  Attributes:
+    alphas: probabilities of sampling the new year's slice, one adapted model each.
+    steps: adaptation steps.
+    new_year: the new slice.
+    match_alpha: the alpha whose adapted run is evaluated `eval_points` times along the way,
+      to find the step at which it matches the retrained model (the paper's Figure 5 run).
+    eval_points: evaluations along the `match_alpha` run (1: only at the end).
+  """
+
+  alphas: tuple[float, ...] = (0.1, 0.3, 0.5, 0.7, 0.9)
+  steps: int = 50_000
+  new_year: int = 2019
+  match_alpha: float = 0.5
+  eval_points: int = 5
+
+
+PARAM_DTYPES = ("float32", "bfloat16")  # eval.param_dtype
+
+
+@dataclasses.dataclass(frozen=True)
+class EvalConfig:
+  """Evaluation of trained models (paper §3).
+
+  Attributes:
+    batch_size: examples per decoding / scoring batch.
+    max_decode_length: greedy decoding length in tokens.
+    beam_size: 1 is greedy decoding (the paper's CBQA decoding).
+    years: the evaluated year slices (2010-2018 seen, 2019-2020 future).
+    split: "val" or "test".
+    max_examples: at most this many held-out news examples per year, evenly spaced over the
+      year's file (0 means all); TempLAMA is always evaluated whole.
+    finetune_steps: CronQuestions finetuning steps (Table 4).
+    future_relations: directory of the future-relations query sets (Figure 4); "" takes the
+      synthetic world's with data.synthetic, else the shipped real-world sets.
+    param_dtype: dtype of the parameters on the devices for inference, one of PARAM_DTYPES
+      (bfloat16 halves the memory; activations follow model.dtype either way).
+  """
+
+  batch_size: int = 64
+  max_decode_length: int = 32
+  beam_size: int = 1
+  years: tuple[int, ...] = tuple(range(2010, 2021))
+  split: str = "test"
+  max_examples: int = 0
+  finetune_steps: int = 5000
+  future_relations: str = ""
+  param_dtype: str = "float32"
+
+  def __post_init__(self):
+    if self.param_dtype not in PARAM_DTYPES:
+      raise ConfigError(
+        f"eval.param_dtype must be one of {', '.join(PARAM_DTYPES)}, got {self.param_dtype!r}"
+      )
+
+
+@dataclasses.dataclass(frozen=True)
+class ReproduceConfig:
+  """`--mode=reproduce` (the miniature reproduction) only.
+
+  Attributes:
+    seeds: independent repetitions; each seed S sets data.world_seed, data.seed and
+      train.seed to S (a new world, sampling and initialisation) and runs in WORKDIR/seed=S/.
+      The summary judges every claim on each seed and over all of them (paper: one run).
+  """
+
+  seeds: tuple[int, ...] = (0,)
+
+
+@dataclasses.dataclass(frozen=True)
+class Config:
+  """A whole experiment.
+
+  Attributes:
+    name: the named config it came from.
+    variant: one of VARIANTS; for the miniature's starting points also "t5" (the public T5
+      analogue) and "cbqa" (the T5-CBQA analogue).
+    required: dotted keys that must be set (non-empty) before training; a paper config names
+      its checkpoint and data here so that a run without them fails at once.
+  """
+
+  name: str = "tiny_temporal"
+  variant: str = "temporal"
+  required: tuple[str, ...] = ()
+  model: ModelConfig = ModelConfig()
+  data: DataConfig = DataConfig()
+  train: TrainConfig = TrainConfig()
+  mesh: MeshConfig = MeshConfig()
+  adapt: AdaptConfig = AdaptConfig()
+  eval: EvalConfig = EvalConfig()
+  reproduce: ReproduceConfig = ReproduceConfig()
+
+
+# The numeric keys' valid ranges: (what the message says, the test). Keys not listed (seeds,
+# years) take any value; every float must also be finite. `validate` checks them all, so that
+# `--set=train.batch_size=0` is reported as that key, not as whatever fails downstream.
+_AT_LEAST_0 = (">= 0", lambda v: v >= 0)
+_AT_LEAST_1 = (">= 1", lambda v: v >= 1)
+_POSITIVE = ("> 0", lambda v: v > 0)
+_PROBABILITY = ("in [0, 1]", lambda v: 0 <= v <= 1)
+_MESH_AXIS = ("-1 (all remaining devices) or >= 1", lambda v: v == -1 or v >= 1)
+_PRESET_SIZE = (">= 0 (0 keeps the preset's)", lambda v: v >= 0)
+RANGES: dict[str, tuple[str, Callable[[Any], bool]]] = {
+  "model.dropout_rate": ("in [0, 1)", lambda v: 0 <= v < 1),
+  "model.emb_dim": _PRESET_SIZE,
+  "model.num_heads": _PRESET_SIZE,
+  "model.head_dim": _PRESET_SIZE,
+  "model.mlp_dim": _PRESET_SIZE,
+  "model.num_layers": _PRESET_SIZE,
+  "data.world_scale": _POSITIVE,
+  "data.year": (">= 0 (0: every year of data.train_years)", lambda v: v >= 0),
+  "data.new_year_prob": _PROBABILITY,
+  "data.news_to_templama": _AT_LEAST_0,
+  "data.input_length": _AT_LEAST_1,
+  "data.target_length": _AT_LEAST_1,
+  "train.steps": _AT_LEAST_1,
+  "train.batch_size": _AT_LEAST_1,
+  "train.learning_rate": _POSITIVE,
+  "train.warmup_steps": _AT_LEAST_0,
+  "train.microbatches": _AT_LEAST_1,
+  "train.z_loss": _AT_LEAST_0,
+  "train.loss_normalizing_factor": (">= 0 (0: the number of target tokens)", lambda v: v >= 0),
+  "train.checkpoint_every": _AT_LEAST_1,
+  "train.keep_checkpoints": _AT_LEAST_1,
+  "train.log_every": _AT_LEAST_1,
+  "train.eval_every": (">= 0 (0 disables evaluation)", lambda v: v >= 0),
+  "train.eval_batches": _AT_LEAST_1,
+  "mesh.data": _MESH_AXIS,
+  "mesh.model": _MESH_AXIS,
+  "adapt.alphas": _PROBABILITY,  # each of them
+  "adapt.steps": _AT_LEAST_1,
+  "adapt.match_alpha": _PROBABILITY,
+  "adapt.eval_points": _AT_LEAST_1,
+  "eval.batch_size": _AT_LEAST_1,
+  "eval.max_decode_length": _AT_LEAST_1,
+  "eval.beam_size": _AT_LEAST_1,
+  "eval.max_examples": (">= 0 (0 keeps all)", lambda v: v >= 0),
+  "eval.finetune_steps": _AT_LEAST_1,
+}

@@ -1,4 +1,4 @@
-"""Tests of the embedded synthetic world (tlm/data/synthetic*.py, tlm/cli/world.py).
+"""Tests of the embedded synthetic world (tlm/data/synthetic/, tlm/cli/world.py).
 
 The world's files are read back with small parsers written here, independently of the writer,
 and checked against the documented formats and against the properties DESIGN.md asks for:
@@ -18,8 +18,8 @@ import numpy as np
 import pytest
 
 from tlm.data import synthetic
-from tlm.data.synthetic_facts import generate_world
-from tlm.data.synthetic_news import news_interval
+from tlm.data.synthetic.facts import generate_world
+from tlm.data.synthetic.news import news_interval
 from tlm.data.vocab import Vocabulary
 from tlm.errors import ConfigError, UserError
 

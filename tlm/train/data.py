@@ -160,7 +160,7 @@ def _checkpoint_vocab(path: str) -> str:
 
 # Pre-training variants -> (the world's corpus, the objective): the "public T5" analogue
 # (span corruption on the generic corpus) and the T5-CBQA analogue (salient span masking on
-# the encyclopedia snapshot). See tlm/data/synthetic_pretrain.py and tlm/data/pretraining.py.
+# the encyclopedia snapshot). See tlm/data/synthetic/pretrain.py and tlm/data/pretraining.py.
 PRETRAINING = {"t5": ("generic", "span_corruption"), "cbqa": ("encyclopedia", "ssm")}
 SPAN_CORRUPTION_COPIES = 16  # corruptions per document: the stream rarely repeats one
 

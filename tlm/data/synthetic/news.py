@@ -1,13 +1,12 @@
 """Dated news documents of the synthetic world (its "CustomNews").
 
-Part of the embedded synthetic world (`tlm/data/synthetic.py`, which holds the settings and the
-reasons for them). For every year, each fact valid in that year gets `min_mentions` mention
-requests plus a popularity-weighted share of the year's fact budget, each at a date on which the
-fact holds; the requests of one subject are packed into short documents dated at their first
-request, with distractor sentences around them. Then a fixed share of sentences about the past
-or the future (no year) and a fixed share of sentences with an explicit year (half of them the
-publication year) are added to randomly chosen documents. Every sentence is a `Sentence` record
-(kind, fact, template) so that tests can check what each one states.
+For every year, each fact valid in that year gets `min_mentions` mention requests plus a
+popularity-weighted share of the year's fact budget, each at a date on which the fact holds; the
+requests of one subject are packed into short documents dated at their first request, with
+distractor sentences around them. Then a fixed share of sentences about the past or the future
+(no year) and a fixed share of sentences with an explicit year (half of them the publication
+year) are added to randomly chosen documents. Every sentence is a `Sentence` record (kind, fact,
+template) so that tests can check what each one states.
 """
 
 import bisect
@@ -16,8 +15,9 @@ import datetime
 
 import numpy as np
 
-from tlm.data import synthetic_templates as T
-from tlm.data.synthetic_types import Fact, World, day, year_of
+from tlm.data.synthetic import templates
+from tlm.data.synthetic.records import Fact, World, day, year_of
+from tlm.data.synthetic.settings import NewsSettings
 
 # Distractor slots filled with an entity of this kind (or person category).
 _SLOT_KINDS = {
@@ -59,25 +59,6 @@ class _Fields(dict):
     value = self.writer.filler(key, self)
     self[key] = value
     return value
-
-
-@dataclasses.dataclass(frozen=True)
-class NewsSettings:
-  """How much news there is and what it says; chosen in tlm/data/synthetic.py."""
-
-  first_year: int
-  last_year: int
-  fact_sentences_first_year: int  # at scale 1
-  growth_per_year: float
-  min_mentions: int
-  facts_per_document: tuple[float, float, float]  # P(1), P(2), P(3) fact sentences
-  distractor_prob: float  # each of two distractor slots per document is filled with this prob
-  templama_phrasing_share: float
-  recent_phrasing_share: float
-  past_future_share: float  # of all sentences: previous / next object, no year
-  explicit_year_share: float  # of all sentences: an explicit year
-  same_year_fraction: float  # of explicit-year sentences: the publication year
-  announce_days: int  # how long before a change the news may announce it
 
 
 @dataclasses.dataclass(frozen=True)
@@ -137,20 +118,20 @@ class _Writer:
   """Writes the documents of each year; all randomness comes from one numpy stream."""
 
   def __init__(self, world: World, settings: NewsSettings, rng: np.random.Generator):
-    self.w = world
-    self.s = settings
+    self.world = world
+    self.settings = settings
     self.rng = rng
-    self.ent = world.entities
+    self.entities = world.entities
     self.by_subject: dict[str, list[Fact]] = {}
     for f in world.facts:
       self.by_subject.setdefault(f.subject, []).append(f)
     self.by_kind: dict[str, list[str]] = {}
-    for q, e in self.ent.items():
+    for q, e in self.entities.items():
       self.by_kind.setdefault(self.category(q), []).append(q)
       self.by_kind.setdefault(e.kind, []).append(q)
-    self.by_kind["person"] = [q for q, e in self.ent.items() if e.kind == "person"]
+    self.by_kind["person"] = [q for q, e in self.entities.items() if e.kind == "person"]
     self.cumulative = {
-      k: np.cumsum([self.ent[q].weight for q in v]).tolist() for k, v in self.by_kind.items()
+      k: np.cumsum([self.entities[q].weight for q in v]).tolist() for k, v in self.by_kind.items()
     }
     self._block: list[float] = []
     self._next = 0
@@ -158,10 +139,10 @@ class _Writer:
   # -- helpers --------------------------------------------------------------------------------
 
   def category(self, qid: str) -> str:
-    e = self.ent[qid]
+    e = self.entities[qid]
     return e.role.split(":")[0] if e.kind == "person" else e.kind
 
-  def u(self) -> float:
+  def uniform(self) -> float:
     """The next uniform in [0, 1) from the numpy stream, drawn in blocks (one call per block
     instead of one per draw keeps the news fast)."""
     if self._next == len(self._block):
@@ -172,7 +153,7 @@ class _Writer:
 
   def randint(self, n: int) -> int:
     """Uniform in [0, n)."""
-    return min(n - 1, int(self.u() * n))
+    return min(n - 1, int(self.uniform() * n))
 
   def choice(self, options):
     return options[self.randint(len(options))]
@@ -189,21 +170,22 @@ class _Writer:
     """An entity of `kind` (or person category) drawn in proportion to its weight."""
     qids, cum = self.by_kind[kind], self.cumulative[kind]
     for _ in range(50):
-      q = qids[min(len(qids) - 1, bisect.bisect_right(cum, self.u() * cum[-1]))]
+      q = qids[min(len(qids) - 1, bisect.bisect_right(cum, self.uniform() * cum[-1]))]
       if q not in exclude:
         break
     return q
 
   def fields(self, subject: str, obj: str, d: int) -> _Fields:
     """Fields of a sentence stating (subject, obj); other slots get other entities."""
-    s, o = self.ent[subject], self.ent[obj]
+    subject_entity, object_entity = self.entities[subject], self.entities[obj]
     role = ""
-    for e in (s, o):
+    for e in (subject_entity, object_entity):
       if e.kind == "person" and ":" in e.role:
         detail = e.role.split(":")[1]
         role = {"city": "mayor", "country": "prime minister"}.get(detail, detail)
     return _Fields(
-      self, subject, d, False, (subject, obj), s=s.mention, o=o.mention, S=s.name, O=o.name,
+      self, subject, d, False, (subject, obj), s=subject_entity.mention,
+      o=object_entity.mention, S=subject_entity.name, O=object_entity.name,
       role=role, Role=role[:1].upper() + role[1:],
       a_role=("an " if role[:1] in "aeiou" else "a ") + role, Y=year_of(d),
     )  # fmt: skip
@@ -213,21 +195,21 @@ class _Writer:
     if key in _SLOT_KINDS or key in ("team2", "country2"):
       kind = _SLOT_KINDS.get(key, key[:-1])
       topic = fields.topic
-      fits = self.category(topic) == kind or self.ent[topic].kind == kind
+      fits = self.category(topic) == kind or self.entities[topic].kind == kind
       if fields.use_topic and key in _SLOT_KINDS and fits and topic not in fields.used:
         q = topic
       else:
         q = self.random_entity(kind, exclude=fields.used)
       fields.used.add(q)
       bare = key in ("city", "country", "team2", "country2")  # templates say "in {city}"
-      return self.ent[q].name if bare else self.ent[q].mention
+      return self.entities[q].name if bare else self.entities[q].mention
     if key == "weekday":  # a day of the week before the publication
       d = fields.day - self.randint(7)
-      return T.WEEKDAYS[datetime.date.fromordinal(d).weekday()]
+      return templates.WEEKDAYS[datetime.date.fromordinal(d).weekday()]
     if key == "month":
-      return self.choice(T.MONTHS)
+      return self.choice(templates.MONTHS)
     if key == "topic":
-      return self.choice(T.TOPICS)
+      return self.choice(templates.TOPICS)
     if key == "a":  # the winner's goals; "b" (the loser's) is drawn below it
       return 1 + self.randint(4)
     if key == "b":
@@ -236,54 +218,58 @@ class _Writer:
       return 2 + self.randint(10)
     raise KeyError(key)
 
-  def sentence(self, template: str, fields, kind: str, tid: str, fact=None, year=None):
+  def sentence(self, template: str, fields, kind: str, template_id: str, fact=None, year=None):
     text = template.format_map(fields)
-    return Sentence(text[0].upper() + text[1:], kind, tid, fact, year)
+    return Sentence(text[0].upper() + text[1:], kind, template_id, fact, year)
 
   def key(self, fact: Fact) -> str:
     if fact.relation == "P159":
-      return f"P159:{self.ent[fact.subject].kind}"
+      return f"P159:{self.entities[fact.subject].kind}"
     return fact.relation
 
   # -- fact sentences -------------------------------------------------------------------------
 
   def fact_sentence(self, fact: Fact, d: int) -> Sentence:
-    f = self.fields(fact.subject, fact.obj, d)
+    fields = self.fields(fact.subject, fact.obj, d)
     rel = fact.relation
     if rel == "P276":
       key = "P276:before" if d < fact.start else "P276:after"
-      i = self.randint(len(T.FACT[key]))
-      return self.sentence(T.FACT[key][i], f, "fact", f"{key}:{i}", fact)
-    r = self.u()
-    if rel in T.TEMPLAMA and r < self.s.templama_phrasing_share:
-      return self.sentence(T.TEMPLAMA[rel], f, "fact", f"{rel}:templama", fact)
+      i = self.randint(len(templates.FACT[key]))
+      return self.sentence(templates.FACT[key][i], fields, "fact", f"{key}:{i}", fact)
+    r = self.uniform()
+    if rel in templates.TEMPLAMA and r < self.settings.templama_phrasing_share:
+      return self.sentence(templates.TEMPLAMA[rel], fields, "fact", f"{rel}:templama", fact)
     recent = fact.start is not None and 0 <= d - fact.start < 300
-    if rel in T.RECENT and recent and self.u() < self.s.recent_phrasing_share:
-      return self.sentence(T.RECENT[rel], f, "fact", f"{rel}:recent", fact)
-    options = T.FACT[self.key(fact)]
+    if rel in templates.RECENT and recent and self.uniform() < self.settings.recent_phrasing_share:
+      return self.sentence(templates.RECENT[rel], fields, "fact", f"{rel}:recent", fact)
+    options = templates.FACT[self.key(fact)]
     i = self.randint(len(options))
-    return self.sentence(options[i], f, "fact", f"{self.key(fact)}:{i}", fact)
+    return self.sentence(options[i], fields, "fact", f"{self.key(fact)}:{i}", fact)
 
   def distractor(self, topic: str, d: int) -> Sentence:
     area = _AREAS.get(self.category(topic), "general")
-    i = self.randint(len(T.DISTRACTORS[area]))
+    i = self.randint(len(templates.DISTRACTORS[area]))
     fields = _Fields(self, topic, d, True)
-    return self.sentence(T.DISTRACTORS[area][i], fields, "distractor", f"distractor:{area}:{i}")
+    return self.sentence(
+      templates.DISTRACTORS[area][i], fields, "distractor", f"distractor:{area}:{i}"
+    )
 
   # -- documents ------------------------------------------------------------------------------
 
   def year_documents(self, year: int) -> list[Document]:
-    s = self.s
+    settings = self.settings
     first, last = day(year), day(year, 12, 31)
     valid = []
-    for f in self.w.facts:
+    for f in self.world.facts:
       iv = news_interval(f, first, last)
       if iv is not None:
         valid.append((f, iv))
-    budget = s.fact_sentences_first_year * s.growth_per_year ** (year - s.first_year)
-    extra = max(0, int(round(budget * self.w.scale)) - s.min_mentions * len(valid))
-    w = np.array([self.ent[f.subject].weight * (b - a + 1) for f, (a, b) in valid])
-    counts = s.min_mentions + self.rng.multinomial(extra, w / w.sum())
+    budget = settings.fact_sentences_first_year * settings.growth_per_year ** (
+      year - settings.first_year
+    )
+    extra = max(0, int(round(budget * self.world.scale)) - settings.min_mentions * len(valid))
+    weights = np.array([self.entities[f.subject].weight * (b - a + 1) for f, (a, b) in valid])
+    counts = settings.min_mentions + self.rng.multinomial(extra, weights / weights.sum())
     requests: dict[str, list[tuple[int, int]]] = {}
     for i, ((f, (a, b)), n) in enumerate(zip(valid, counts)):
       dates = self.rng.integers(a, b + 1, size=int(n))
@@ -315,8 +301,8 @@ class _Writer:
     """One article about `subject` on day `d`: the fact `valid[i]`, up to two more facts due
     around that day (its own, then linked subjects', then same-kind peers'; taken out of their
     queues), and distractor sentences between them."""
-    s = self.s
-    r, p1, p2 = self.u(), s.facts_per_document[0], s.facts_per_document[1]
+    settings = self.settings
+    r, p1, p2 = self.uniform(), settings.facts_per_document[0], settings.facts_per_document[1]
     n_facts = 1 if r < p1 else (2 if r < p1 + p2 else 3)
     chosen = [i]
     _take(queue, chosen, n_facts, d, valid, lookahead=6)
@@ -330,7 +316,9 @@ class _Writer:
       if peers[k] != subject:
         _take(pending[peers[k]], chosen, len(chosen) + 1, d, valid, lookahead=12)
     sentences = [self.fact_sentence(valid[j][0], d) for j in chosen]
-    n_distract = (self.u() < s.distractor_prob) + (self.u() < s.distractor_prob)
+    n_distract = (self.uniform() < settings.distractor_prob) + (
+      self.uniform() < settings.distractor_prob
+    )
     if len(sentences) == 1:
       n_distract = max(1, n_distract)
     for _ in range(n_distract):
@@ -340,12 +328,12 @@ class _Writer:
 
   def add_extras(self, docs: list[Document], year: int) -> None:
     """Adds the past/future and explicit-year sentences at their configured shares."""
-    s = self.s
+    settings = self.settings
     base = sum(len(doc.sentences) for doc in docs)
-    total = base / (1.0 - s.past_future_share - s.explicit_year_share)
-    n_pf = int(round(total * s.past_future_share))
-    n_year = int(round(total * s.explicit_year_share))
-    n_same = int(round(n_year * s.same_year_fraction))
+    total = base / (1.0 - settings.past_future_share - settings.explicit_year_share)
+    n_pf = int(round(total * settings.past_future_share))
+    n_year = int(round(total * settings.explicit_year_share))
+    n_same = int(round(n_year * settings.same_year_fraction))
     for i in self.rng.choice(len(docs), size=min(n_pf, len(docs)), replace=False):
       self.insert(docs[i], self.past_future(docs[i].topic, docs[i].date))
     for k, i in enumerate(self.rng.choice(len(docs), size=min(n_year, len(docs)), replace=False)):
@@ -372,7 +360,9 @@ class _Writer:
       future = [f for f in facts if year_of(f.start) == year_of(d) + 1]
       return past, future
     past = [f for f in facts if f.end is not None and f.end < d]
-    future = [f for f in facts if f.start is not None and 0 < f.start - d <= self.s.announce_days]
+    future = [
+      f for f in facts if f.start is not None and 0 < f.start - d <= self.settings.announce_days
+    ]
     return past, future
 
   def past_future(self, topic: str, d: int) -> Sentence:
@@ -383,7 +373,7 @@ class _Writer:
       past, _ = self.neighbours(event, d)
       options = [("past", past[0])]
     tense, f = self.choice(options)
-    table = T.PAST if tense == "past" else T.FUTURE
+    table = templates.PAST if tense == "past" else templates.FUTURE
     fields = self.fields(f.subject, f.obj, d)
     return self.sentence(table[f.relation], fields, "past_future", f"{tense}:{f.relation}")
 
@@ -391,44 +381,48 @@ class _Writer:
     year = year_of(d)
     started = [
       f for f in self.primaries(topic)
-      if f.relation in T.STARTED and f.start is not None and f.start <= d
+      if f.relation in templates.STARTED and f.start is not None and f.start <= d
       and year_of(f.start) == year
     ]  # fmt: skip
     if started:
       f = started[-1]
       fields = self.fields(f.subject, f.obj, d)
       start = datetime.date.fromordinal(f.start)
-      month = T.MONTHS[start.month - 1]
-      fields["when"] = f"{month} {year}" if self.u() < 0.7 else str(year)
-      return self.sentence(T.STARTED[f.relation], fields, "explicit_year", "started", f, year)
+      month = templates.MONTHS[start.month - 1]
+      fields["when"] = f"{month} {year}" if self.uniform() < 0.7 else str(year)
+      return self.sentence(
+        templates.STARTED[f.relation], fields, "explicit_year", "started", f, year
+      )
     events = [f for f in self.primaries(topic) if f.relation == "P276" and year_of(f.start) == year]
     if events:
       f = events[0]
-      template = T.EVENT_YEAR_BEFORE if d < f.start else T.EVENT_YEAR_AFTER
+      template = templates.EVENT_YEAR_BEFORE if d < f.start else templates.EVENT_YEAR_AFTER
       fields = self.fields(f.subject, f.obj, d)
       return self.sentence(template, fields, "explicit_year", "event_year", f, year)
-    fields = {"x": self.ent[topic].mention, "Y": year}
-    kind = self.ent[topic].kind
+    fields = {"x": self.entities[topic].mention, "Y": year}
+    kind = self.entities[topic].kind
     group = "person" if kind == "person" else ("place" if kind in _PLACES else "organisation")
-    i = self.randint(len(T.PLAIN_YEAR[group]))
-    template = T.PLAIN_YEAR[group][i]
+    i = self.randint(len(templates.PLAIN_YEAR[group]))
+    template = templates.PLAIN_YEAR[group][i]
     return self.sentence(template, fields, "explicit_year", f"plain:{group}:{i}", None, year)
 
   def other_year(self, topic: str, d: int) -> Sentence:
     year = year_of(d)
-    facts = [f for f in self.primaries(topic) if f.relation in T.PAST_YEAR]
-    r = self.u()
+    facts = [f for f in self.primaries(topic) if f.relation in templates.PAST_YEAR]
+    r = self.uniform()
     if r < 0.35:
       current = [
         f for f in facts
-        if f.relation in T.SINCE and f.valid_on(d) and f.start is not None
+        if f.relation in templates.SINCE and f.valid_on(d) and f.start is not None
         and year_of(f.start) < year
       ]  # fmt: skip
       if current:
         f = current[0]
         fields = self.fields(f.subject, f.obj, d)
         fields["Y"] = year_of(f.start)
-        return self.sentence(T.SINCE[f.relation], fields, "explicit_year", "since", f, fields["Y"])
+        return self.sentence(
+          templates.SINCE[f.relation], fields, "explicit_year", "since", f, fields["Y"]
+        )
     if r < 0.8:
       for k in self.sample(8, 8):
         y = year - 1 - k
@@ -437,14 +431,18 @@ class _Writer:
           f = held[0]
           fields = self.fields(f.subject, f.obj, d)
           fields["Y"] = y
-          return self.sentence(T.PAST_YEAR[f.relation], fields, "explicit_year", "past_year", f, y)
+          return self.sentence(
+            templates.PAST_YEAR[f.relation], fields, "explicit_year", "past_year", f, y
+          )
     # Next year's edition of an event (hosts are announced a year ahead).
-    event = topic if self.ent[topic].kind == "event" else self.random_entity("event")
+    event = topic if self.entities[topic].kind == "event" else self.random_entity("event")
     _, future = self.neighbours(event, d)
     f = future[0]
     fields = self.fields(f.subject, f.obj, d)
     fields["Y"] = year + 1
-    return self.sentence(T.EVENT_YEAR_BEFORE, fields, "explicit_year", "next_event", f, year + 1)
+    return self.sentence(
+      templates.EVENT_YEAR_BEFORE, fields, "explicit_year", "next_event", f, year + 1
+    )
 
 
 def generate_news(world: World, settings: NewsSettings, rng: np.random.Generator) -> list[Document]:

@@ -1,76 +1,16 @@
-"""The embedded synthetic temporal world: a deterministic stand-in for CustomNews + Wikidata.
+"""Builds the synthetic world's files from its records: `build_world(output_dir, seed, scale)`.
 
-DESIGN.md "The embedded synthetic world"; the paper's dataset section (CustomNews, TempLAMA)
-and its "Future Relations" section. `build_world(output_dir, seed, scale)` writes, atomically:
-
+Writes, atomically:
 - `news.jsonl`: `{"date": "YYYY-MM-DD", "text": ...}` documents for 2010-2020;
 - `facts.tsv`: `relation<TAB>subject<TAB>object[<TAB>P580=YYYY[MM[DD]]][<TAB>P582=...]`;
 - `entities.tsv`: `qid<TAB>name<TAB>popularity`;
 - `future_relations/queries.jsonl` + `future_relations/candidates/{cities,countries}.txt`;
 - `pretrain/generic.jsonl`, `pretrain/encyclopedia.jsonl`: `{"text": ...}` documents of the two
-  pre-training corpora (the "public T5" and the "Wikipedia" ones, `synthetic_pretrain.py`);
+  pre-training corpora (the "public T5" and the "Wikipedia" ones, `pretrain.py`);
 - `spiece.model`: a SentencePiece model trained on the news, the TempLAMA templates and the
   queries; `stats.json`: the counts that `build_world` returns.
 so that the TempLAMA builder, the SSM builder and the samplers run on it unchanged. Everything is
-a pure function of (seed, scale): same seed, byte-identical files. The parts: entities and facts
-(`synthetic_facts.py`), their records (`synthetic_types.py`), names (`synthetic_names.py`), news
-(`synthetic_news.py`), sentence templates (`synthetic_templates.py`), pre-training corpora
-(`synthetic_pretrain.py`).
-
-Settings, fixed for realism before any model was trained on the world (never tune them to make
-a model look good):
-
-Change rates (mean tenure of a subject's object; gamma shapes give the spread):
-- P54 member of sports team: 3.0 years (shape 3): contracts run 2-5 years; 12% of tenures
-  carry a 5-11 month loan to another team (several correct answers that year).
-- P286 head coach: 2.5 years (shape 2, sackings make it irregular), "every ~2-3 years"; coaches
-  move between teams (45% of appointments go to a coach who is free, else a new one).
-- P108 employer: 4.5 years (shape 3), about the median job tenure; 8% joint appointments.
-- P102 member of political party: 9 years (shape 3) and 30% of politicians never switch:
-  party membership changes rarely.
-- P39 position held and P6 head of government: change only at elections, every 4 or 5 years
-  on a fixed date per country or city; at an election the holder changes with probability 0.8
-  (positions: ministers are reshuffled) or 0.6 (heads of government are often re-elected), i.e.
-  mean tenures of 5.6 and 7.5 years. Ministries have one holder at a time; 15% of ministers also
-  sit in the assembly for a while.
-- P69 educated at: 2-3 degrees of 3.5 years (shape 6, degree lengths are fixed), starting
-  2003-2015, sometimes with a gap year; 6% exchange terms.
-- P488 chairperson: 5 years (shape 4, fixed terms). P127 owned by: 7 years (shape 2,
-  acquisitions are irregular), owners are bigger companies or investors.
-- 10% of the subjects of each relation (20% for P127) keep one object throughout 2004-2022
-  (one-club players, long-serving leaders): the TempLAMA builder drops them.
-- Outside TempLAMA, for the future-relations sets: P276 annual event -> host city / country
-  changes every year (never a host of the last two editions); P159 headquarters of companies,
-  teams, organisations moves rarely (12 years, shape 2, 30% never move); P131 landmark -> city
-  and P17 city -> country never change (written without qualifiers).
-Dates: month precision for 75% of recorded dates, day 15%, year 10%. Facts span 2004-2022; a
-start before 2004 is recorded half of the time (from 1995), else missing; the current object
-has no end.
-
-Sizes at scale 1 (scale multiplies every count): 20 subjects per TempLAMA relation (about 145
-subjects whose object changes in 2010-2020, about 1500 TempLAMA queries; about 130 (subject,
-relation) pairs whose answer changes inside 2010-18, so that the questions of the paper's
-mechanism, answers that change within the training years, have enough cases), 12 countries (3 with
-national politics: 3 parties, 6 ministries, a speaker and an assembly each), 40 cities, 20
-teams, 24 companies, 12 universities, 16 organisations, 20 annual events, 16 landmarks, and the
-people the relations need. These sizes follow DESIGN.md's sizing data point: a 2+2-layer
-d_model-128 T5 memorises about a hundred subjects x nine years within minutes of CPU training.
-
-The news: 1500 fact sentences in 2010 growing 10% a year (x2.6 by 2020), about 2500-7000
-sentences a year in all; each fact of a year is stated at least 3 times in that year's news,
-popular subjects more often (weight = latent popularity x days valid). A document (about 3
-sentences) holds 1-3 fact sentences about its subject, a linked subject (a player's team, a
-city's country) or, in round-ups, a subject of the same kind, 2% of them in the TempLAMA
-template's words (real news seldom words a fact as plainly as a cloze template: "X plays for
-Y." is a caption, not a news sentence), the others in 3-5 present-tense paraphrases per
-relation; distractors (about a third of all sentences: scores, quotes, visits that mention
-entities without stating a relation); sentences about the past or the future without a year
-(3%: "X previously played for Y", "X will join Z next season"); and sentences with an explicit
-year (4%, 54% of those the publication year, as the paper counts 3.9% and 2.1% in CustomNews:
-"In 2012, X played for Y.", "X joined Y in March 2014.", "X has coached Y since 2013.").
-Vocabulary: 800 SentencePiece
-pieces at scale 1 (unigram, x sqrt(scale)): frequent words are single pieces, most names span
-several (about 5 per name, 19 per sentence), and tiny models stay fast.
+a pure function of (seed, scale): same seed, byte-identical files.
 """
 
 import datetime
@@ -78,71 +18,18 @@ import math
 import os
 from collections import Counter
 
-from tlm.data import synthetic_templates as T
-from tlm.data.synthetic_facts import generate_world
-from tlm.data.synthetic_news import Document, NewsSettings, generate_news
-from tlm.data.synthetic_pretrain import encyclopedia_texts, generic_texts
-from tlm.data.synthetic_types import Fact, RelationSpec, World, WorldSettings, stream, year_of
+from tlm.data.synthetic import templates
+from tlm.data.synthetic.facts import generate_world
+from tlm.data.synthetic.news import Document, generate_news
+from tlm.data.synthetic.pretrain import encyclopedia_texts, generic_texts
+from tlm.data.synthetic.records import Fact, World, stream, year_of
+from tlm.data.synthetic.settings import NEWS, QUERIES_PER_SET, VOCAB_PIECES, WORLD
 from tlm.data.vocab import train_sentencepiece
 from tlm.errors import ConfigError, UserError
 from tlm.files import atomic_output_dir, atomic_output_file, write_json, write_jsonl
 
-R = RelationSpec
-WORLD = WorldSettings(
-  relations={
-    "P54": R("P54", "member of sports team", "renewal", 3.0, 3.0, loyal_share=0.1,
-             secondary_prob=0.12, secondary_months=(5, 11)),
-    "P39": R("P39", "position held", "elections", change_prob=0.8, loyal_share=0.1,
-             secondary_prob=0.15, secondary_months=(6, 24)),
-    "P108": R("P108", "employer", "renewal", 4.5, 3.0, loyal_share=0.1, secondary_prob=0.08,
-              secondary_months=(6, 24)),
-    "P102": R("P102", "member of political party", "renewal", 9.0, 3.0, loyal_share=0.3),
-    "P286": R("P286", "head coach", "renewal", 2.5, 2.0, loyal_share=0.1),
-    "P69": R("P69", "educated at", "studies", 3.5, 6.0, loyal_share=0.1, secondary_prob=0.06,
-             secondary_months=(4, 10)),
-    "P488": R("P488", "chairperson", "renewal", 5.0, 4.0, loyal_share=0.1),
-    "P6": R("P6", "head of government", "elections", change_prob=0.6, loyal_share=0.1),
-    "P127": R("P127", "owned by", "renewal", 7.0, 2.0, loyal_share=0.2, secondary_prob=0.06,
-              secondary_months=(12, 36)),
-    "P159": R("P159", "headquarters location", "renewal", 12.0, 2.0, loyal_share=0.3),
-    "P276": R("P276", "location (annual event host)", "annual"),
-    "P131": R("P131", "located in (landmark)", "static"),
-    "P17": R("P17", "country (city)", "static"),
-  },
-  counts={
-    "countries": 12, "cities": 40, "political_countries": 3, "teams": 20, "companies": 24,
-    "universities": 12, "organisations": 16, "city_events": 14, "country_events": 6,
-    "landmarks": 16,
-  },
-  min_counts={
-    "countries": 5, "cities": 14, "political_countries": 1, "teams": 6, "companies": 8,
-    "universities": 4, "organisations": 4, "city_events": 7, "country_events": 3,
-    "landmarks": 7,
-  },
-  # TempLAMA keeps its 1000 most frequent subjects per relation; the miniature keeps 20, so
-  # that ~130 (subject, relation) pairs change their answer inside 2010-18.
-  subjects_per_relation=20,
-  min_subjects_per_relation=4,
-)  # fmt: skip
-NEWS = NewsSettings(
-  first_year=2010,
-  last_year=2020,
-  fact_sentences_first_year=1500,
-  growth_per_year=1.10,
-  min_mentions=3,
-  facts_per_document=(0.25, 0.45, 0.30),
-  distractor_prob=0.45,
-  # Real news rarely words a fact exactly as a TempLAMA cloze ("X plays for Y."): 2%.
-  templama_phrasing_share=0.02,
-  recent_phrasing_share=0.5,
-  past_future_share=0.03,
-  explicit_year_share=0.04,
-  same_year_fraction=0.54,
-  announce_days=150,
-)
-VOCAB_PIECES = 800  # at scale 1; see vocab_pieces()
-TEMPLAMA_RELATIONS = tuple(T.TEMPLAMA)
-QUERIES_PER_SET = 20  # at scale 1; kept within 10-30
+TEMPLAMA_RELATIONS = tuple(templates.TEMPLAMA)
+# The files whose presence marks a directory as a world that `build_world` may replace.
 WORLD_FILES = ("news.jsonl", "facts.tsv", "entities.tsv", "future_relations", "spiece.model",
                "stats.json")  # fmt: skip
 
@@ -183,10 +70,10 @@ def build_world(output_dir: str, seed: int = 0, scale: float = 1.0) -> dict:
     pretrain = pretraining_texts(world)
     for name, texts in pretrain.items():
       write_jsonl(os.path.join(tmp, "pretrain", f"{name}.jsonl"), ({"text": t} for t in texts))
-    fr = os.path.join(tmp, "future_relations")
-    write_jsonl(os.path.join(fr, "queries.jsonl"), queries)
+    future_dir = os.path.join(tmp, "future_relations")
+    write_jsonl(os.path.join(future_dir, "queries.jsonl"), queries)
     for name, kind in (("cities", "city"), ("countries", "country")):
-      with atomic_output_file(os.path.join(fr, "candidates", f"{name}.txt")) as f:
+      with atomic_output_file(os.path.join(future_dir, "candidates", f"{name}.txt")) as f:
         f.writelines(e.name + "\n" for e in world.by_kind(kind))
     texts = _vocab_texts(world, docs, queries, pretrain)
     model = train_sentencepiece(texts, vocab_pieces(scale))
@@ -248,24 +135,24 @@ def future_queries(world: World) -> list[dict]:
   and cities' countries. The most popular subjects of each, `QUERIES_PER_SET` x scale of them,
   at least 10 and at most 30.
   """
-  ent = world.entities
-  n = min(30, max(10, int(round(QUERIES_PER_SET * world.scale))))
-  by_pop = lambda qids: sorted(qids, key=lambda q: (-ent[q].popularity, q))
+  entities = world.entities
+  per_set = min(30, max(10, int(round(QUERIES_PER_SET * world.scale))))
+  most_popular = lambda qids: sorted(qids, key=lambda q: (-entities[q].popularity, q))
   objects = {}
   for f in world.facts:
-    objects.setdefault((f.relation, f.subject), ent[f.obj].kind)
+    objects.setdefault((f.relation, f.subject), entities[f.obj].kind)
   sets = {
-    "frequent": [("P276", q) for q in by_pop(world.subjects["P276"])[:n]],
-    "rare": [("P159", q) for q in by_pop(world.subjects["P159"])[:n]],
+    "frequent": [("P276", q) for q in most_popular(world.subjects["P276"])[:per_set]],
+    "rare": [("P159", q) for q in most_popular(world.subjects["P159"])[:per_set]],
   }
-  landmarks = by_pop(world.subjects["P131"])[: max(1, (n * 7) // 10)]
-  cities = by_pop(world.subjects["P17"])[: n - len(landmarks)]
+  landmarks = most_popular(world.subjects["P131"])[: max(1, (per_set * 7) // 10)]
+  cities = most_popular(world.subjects["P17"])[: per_set - len(landmarks)]
   sets["never"] = [("P131", q) for q in landmarks] + [("P17", q) for q in cities]
   queries = []
   for name in ("frequent", "rare", "never"):
     for i, (rel, q) in enumerate(sets[name]):
-      key = f"P159:{ent[q].kind}" if rel == "P159" else rel
-      text = T.QUERY[key].format(s=ent[q].mention)
+      key = f"P159:{entities[q].kind}" if rel == "P159" else rel
+      text = templates.QUERY[key].format(s=entities[q].mention)
       queries.append({
         "id": f"{name}_{i:03d}",
         "set": name,
@@ -278,7 +165,7 @@ def future_queries(world: World) -> list[dict]:
 
 
 def pretraining_texts(world: World) -> dict[str, list[str]]:
-  """The two pre-training corpora (`synthetic_pretrain.py`): "generic" and "encyclopedia"."""
+  """The two pre-training corpora (`pretrain.py`): "generic" and "encyclopedia"."""
   return {"generic": generic_texts(world, world.seed), "encyclopedia": encyclopedia_texts(world)}
 
 
@@ -290,7 +177,7 @@ def _vocab_texts(world: World, docs: list[Document], queries: list[dict], pretra
       yield s.text
   for texts in pretrain.values():
     yield from texts
-  for template in T.TEMPLAMA.values():
+  for template in templates.TEMPLAMA.values():
     yield template.replace("{S}", "").replace("{O}", "").strip()
   for year in range(2000, 2036):
     yield f"year: {year} In {year}, "
@@ -352,7 +239,7 @@ def _counts(world: World, docs: list[Document], queries: list[dict]) -> dict:
       if s.kind == "explicit_year":
         n_year += 1
         n_same += s.year == y
-  tl = templama_pairs(world)
+  templama = templama_pairs(world)
   return {
     "seed": world.seed,
     "scale": world.scale,
@@ -361,8 +248,8 @@ def _counts(world: World, docs: list[Document], queries: list[dict]) -> dict:
     "facts": len(world.facts),
     "facts_by_relation": dict(Counter(f.relation for f in world.facts)),
     "subjects_by_relation": {r: len(s) for r, s in world.subjects.items()},
-    "templama_subjects": {r: v["subjects"] for r, v in tl.items()},
-    "templama_queries": {r: v["queries"] for r, v in tl.items()},
+    "templama_subjects": {r: v["subjects"] for r, v in templama.items()},
+    "templama_queries": {r: v["queries"] for r, v in templama.items()},
     "documents": len(docs),
     "documents_per_year": {str(y): doc_years[y] for y in years},
     "sentences": n_sent,

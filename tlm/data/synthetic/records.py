@@ -1,8 +1,7 @@
-"""Records and time helpers of the synthetic world: relation specs, entities, facts, streams.
+"""Records and time helpers of the synthetic world: entities, facts, the world, random streams.
 
-Part of the embedded synthetic world (`tlm/data/synthetic.py`): the types that the facts
-generator (`synthetic_facts.py`) produces and the news writer (`synthetic_news.py`) reads. Time
-is counted in days (proleptic Gregorian ordinals); the world's facts span 2004-2022.
+The types that the facts generator (`facts.py`) produces and the news writer (`news.py`) reads.
+Time is counted in days (proleptic Gregorian ordinals); the world's facts span 2004-2022.
 """
 
 import dataclasses
@@ -25,38 +24,14 @@ def stream(seed: int, name: str) -> np.random.Generator:
   return np.random.Generator(np.random.PCG64(np.random.SeedSequence([_STREAMS[name], seed])))
 
 
-def day(year: int, month: int = 1, dom: int = 1) -> int:
+def day(year: int, month: int = 1, day_of_month: int = 1) -> int:
   """The day number of a date."""
-  return datetime.date(year, month, dom).toordinal()
+  return datetime.date(year, month, day_of_month).toordinal()
 
 
 def year_of(d: int) -> int:
   """The year of a day number."""
   return datetime.date.fromordinal(d).year
-
-
-@dataclasses.dataclass(frozen=True)
-class RelationSpec:
-  """How the object of one relation changes over time; see the module docstring."""
-
-  pid: str
-  label: str
-  dynamics: str
-  mean_years: float = 0.0
-  shape: float = 1.0
-  change_prob: float = 0.0
-  loyal_share: float = 0.0
-  secondary_prob: float = 0.0
-  secondary_months: tuple[int, int] = (0, 0)
-
-  @property
-  def expected_tenure_years(self) -> float:
-    """Mean time between changes of a non-loyal subject's main object."""
-    if self.dynamics == "elections":
-      return 4.5 / self.change_prob  # cycles of 4 or 5 years, equally likely
-    if self.dynamics == "annual":
-      return 1.0
-    return self.mean_years
 
 
 @dataclasses.dataclass(frozen=True)
@@ -101,20 +76,6 @@ class Fact:
     lo = first if self.start is None else max(first, self.start)
     hi = last if self.end is None else min(last, self.end)
     return (lo, hi) if lo <= hi else None
-
-
-@dataclasses.dataclass
-class WorldSettings:
-  """Sizes (at scale 1) and change processes of the world; chosen in tlm/data/synthetic.py."""
-
-  relations: dict[str, RelationSpec]
-  counts: dict[str, int]  # pool sizes at scale 1
-  min_counts: dict[str, int]  # floors, so that small scales keep every kind of entity
-  subjects_per_relation: int
-  min_subjects_per_relation: int
-  parties_per_country: int = 3
-  ministries_per_country: int = 6
-  election_change_months: tuple[int, int] = (3, 11)
 
 
 @dataclasses.dataclass

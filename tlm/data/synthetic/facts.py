@@ -1,7 +1,6 @@
 """Entities and time-scoped facts of the synthetic world (its "Wikidata").
 
-Part of the embedded synthetic world (`tlm/data/synthetic.py`, which holds the settings and the
-reasons for them). This module turns a `WorldSettings` and a seed into a `World`: entities with
+This module turns a `WorldSettings` (`settings.py`) and a seed into a `World`: entities with
 names and popularity, and facts with the true validity interval of every (relation, subject,
 object), following the change processes below. Time is counted in days (proleptic ordinals).
 
@@ -30,20 +29,20 @@ from collections.abc import Callable
 
 import numpy as np
 
-from tlm.data.synthetic_types import (
+from tlm.data.synthetic.names import NameGenerator
+from tlm.data.synthetic.records import (
   DAYS_PER_YEAR,
   HISTORY_START,
   WINDOW_END,
   WINDOW_START,
   Entity,
   Fact,
-  RelationSpec,
   World,
-  WorldSettings,
   day,
   stream,
   year_of,
 )
+from tlm.data.synthetic.settings import RelationSpec, WorldSettings
 
 
 def _count(settings: WorldSettings, key: str, scale: float) -> int:
@@ -54,9 +53,7 @@ class _Builder:
   """Creates entities and facts; one instance per world."""
 
   def __init__(self, settings: WorldSettings, seed: int, scale: float):
-    from tlm.data.synthetic_names import NameGenerator
-
-    self.s = settings
+    self.settings = settings
     self.scale = scale
     self.names = NameGenerator(stream(seed, "names"))
     self.pop_rng = stream(seed, "popularity")
@@ -71,8 +68,8 @@ class _Builder:
   def add(self, kind: str, name: str, article: bool = False, role: str = "", country: str = ""):
     weight = float(self.pop_rng.lognormal(0.0, 0.9))
     qid = f"Q{1000 + len(self.entities)}"
-    pop = max(1, int(round(40 * weight)))
-    self.entities[qid] = Entity(qid, name, kind, pop, weight, article, role, country)
+    popularity = max(1, int(round(40 * weight)))
+    self.entities[qid] = Entity(qid, name, kind, popularity, weight, article, role, country)
     return qid
 
   def person(self, role: str, country: str = "", subrole: str = "") -> str:
@@ -85,54 +82,57 @@ class _Builder:
     cands = [q for q in qids if q not in exclude]
     if not cands:
       return None
-    w = np.array([self.entities[q].weight ** power for q in cands])
-    return cands[int(self.rng.choice(len(cands), p=w / w.sum()))]
+    weights = np.array([self.entities[q].weight ** power for q in cands])
+    return cands[int(self.rng.choice(len(cands), p=weights / weights.sum()))]
 
   def create_entities(self):
-    c = lambda key: _count(self.s, key, self.scale)
-    self.countries = [self.add("country", self.names.country()) for _ in range(c("countries"))]
+    count = lambda key: _count(self.settings, key, self.scale)
+    self.countries = [self.add("country", self.names.country()) for _ in range(count("countries"))]
     self.cities = []
-    for _ in range(c("cities")):
+    for _ in range(count("cities")):
       # Cities spread over countries, more in the salient ones (weight ** 0.5).
       country = self.pick(self.countries, 0.5)
       self.cities.append(self.add("city", self.names.city(), country=country))
     # Politics happens in the most salient countries, as in Wikidata's coverage.
     by_weight = sorted(self.countries, key=lambda q: -self.entities[q].weight)
-    self.political = by_weight[: c("political_countries")]
+    self.political = by_weight[: count("political_countries")]
     self.parties, self.ministries, self.assembly = {}, {}, {}
     for q in self.political:
-      cname = self.entities[q].name
+      country_name = self.entities[q].name
       self.parties[q] = [
         self.add("party", n, article=True, country=q)
-        for n in self.names.parties(cname, self.s.parties_per_country)
+        for n in self.names.parties(country_name, self.settings.parties_per_country)
       ]
-      singles = self.names.ministries(cname, self.s.ministries_per_country)
-      singles.append(self.names.unique(lambda n=cname: f"Speaker of the National Assembly of {n}"))
+      singles = self.names.ministries(country_name, self.settings.ministries_per_country)
+      singles.append(
+        self.names.unique(lambda n=country_name: f"Speaker of the National Assembly of {n}")
+      )
       self.ministries[q] = [self.add("position", n, role="single", country=q) for n in singles]
-      member = self.names.unique(lambda n=cname: f"Member of the National Assembly of {n}")
+      member = self.names.unique(lambda n=country_name: f"Member of the National Assembly of {n}")
       self.assembly[q] = self.add("position", member, role="multi", country=q)
-    self.teams = [self.add("team", self.names.team()) for _ in range(c("teams"))]
-    self.companies = [self.add("company", self.names.company()) for _ in range(c("companies"))]
+    self.teams = [self.add("team", self.names.team()) for _ in range(count("teams"))]
+    self.companies = [self.add("company", self.names.company()) for _ in range(count("companies"))]
     self.universities = []
-    for _ in range(c("universities")):
+    for _ in range(count("universities")):
       name, article = self.names.university()
       self.universities.append(self.add("university", name, article=article))
     self.organisations = [
       self.add("organisation", self.names.organisation(), article=True)
-      for _ in range(c("organisations"))
+      for _ in range(count("organisations"))
     ]
     self.city_events = [
       self.add("event", self.names.event(False), article=True, role="city")
-      for _ in range(c("city_events"))
+      for _ in range(count("city_events"))
     ]
     self.country_events = [
       self.add("event", self.names.event(True), article=True, role="country")
-      for _ in range(c("country_events"))
+      for _ in range(count("country_events"))
     ]
     self.landmarks = [
-      self.add("landmark", self.names.landmark(), article=True) for _ in range(c("landmarks"))
+      self.add("landmark", self.names.landmark(), article=True) for _ in range(count("landmarks"))
     ]
-    n = max(self.s.min_subjects_per_relation, int(round(self.s.subjects_per_relation * self.scale)))
+    settings = self.settings
+    n = max(settings.min_subjects_per_relation, round(settings.subjects_per_relation * self.scale))
     self.n_subjects = n
     positions = ("striker", "midfielder", "defender", "goalkeeper", "winger")
     self.players = [
@@ -167,7 +167,7 @@ class _Builder:
   def election_days(self) -> list[int]:
     cycle = int(self.rng.integers(4, 6))
     phase = int(self.rng.integers(cycle))
-    lo, hi = self.s.election_change_months
+    lo, hi = self.settings.election_change_months
     month, dom = int(self.rng.integers(lo, hi + 1)), int(self.rng.integers(1, 29))
     return [day(y, month, dom) for y in range(1990, 2023) if (y - phase) % cycle == 0]
 
@@ -181,11 +181,13 @@ class _Builder:
     before = [c for c in changes if c < WINDOW_START]
     inside = [c for c in changes if c >= WINDOW_START]
     first_true = before[-1] if before else HISTORY_START
-    # The first start lies before the window: recorded half of the time when not too old.
-    first_written = first_true if first_true >= day(1995) and self.rng.random() < 0.5 else None
+    # The first start lies before the window: recorded only sometimes, and only when not too old.
+    recorded = day(self.settings.recorded_start_from_year)
+    share = self.settings.recorded_start_share
+    first_written = first_true if first_true >= recorded and self.rng.random() < share else None
     starts = [(first_true, first_written)] + [(c, c) for c in inside]
     ends = inside + [None]
-    return [(ts, ws, e) for (ts, ws), e in zip(starts, ends)]
+    return [(true, written, end) for (true, written), end in zip(starts, ends)]
 
   def study_segments(self, spec: RelationSpec, loyal: bool):
     t = day(2003) + int(self.rng.integers(0, 12 * 366))
@@ -205,12 +207,14 @@ class _Builder:
   # -- facts ----------------------------------------------------------------------------------
 
   def digits(self) -> int:
+    """The written precision of a date: 6 (month), 8 (day) or 4 (year) digits."""
     r = self.rng.random()
-    return 6 if r < 0.75 else (8 if r < 0.9 else 4)
+    month_share, day_share = self.settings.month_precision_share, self.settings.day_precision_share
+    return 6 if r < month_share else (8 if r < month_share + day_share else 4)
 
   def emit(self, relation, subject, obj, start, end, secondary=False, digits=None):
-    sd, ed = digits if digits else (self.digits(), self.digits())
-    self.facts.append(Fact(relation, subject, obj, start, end, sd, ed, secondary))
+    start_digits, end_digits = digits if digits else (self.digits(), self.digits())
+    self.facts.append(Fact(relation, subject, obj, start, end, start_digits, end_digits, secondary))
 
   def run_relation(self, pid: str, subjects: list[str], timeline: Callable, choose: Callable):
     """Builds the tenures of every subject, then assigns objects in chronological order.
@@ -220,7 +224,7 @@ class _Builder:
       choose: (subject, previous object, first day, last day) -> object qid or None (no
         candidate: the tenure continues the previous one).
     """
-    spec = self.s.relations[pid]
+    spec = self.settings.relations[pid]
     n_loyal = int(round(len(subjects) * spec.loyal_share))
     loyal = sorted(self.rng.permutation(len(subjects))[:n_loyal].tolist())
     self.subjects[pid] = list(subjects)
@@ -285,20 +289,17 @@ class _Builder:
     return all(b <= first or a >= last for a, b in self.occupied.get(obj, ()))
 
   def renewal(self, pid: str) -> Callable:
-    spec = self.s.relations[pid]
+    spec = self.settings.relations[pid]
     return lambda subj, loyal: self.segments(self.renewal_changes(spec), loyal)
 
   def build(self) -> None:
     self.occupied: dict[str, list[tuple[int, int]]] = {}
     self.create_entities()
-    rel = self.s.relations
+    relations = self.settings.relations
     renewal = self.renewal
 
     # P54 member of sports team: players move between teams, popular teams attract more.
-    self.run_relation(
-      "P54", self.players, renewal("P54"),
-      lambda s, prev, a, b: self.pick(self.teams, 0.8, exclude={prev}),
-    )  # fmt: skip
+    self.run_relation("P54", self.players, renewal("P54"), self.another(self.teams, 0.8))
     # P39 position held / P6 head of government: changes happen at elections.
     country_elections = {q: self.election_days() for q in self.political}
 
@@ -309,35 +310,29 @@ class _Builder:
         cands.append(self.assembly[q])
       return self.pick(cands)
 
-    self.run_relation(
-      "P39", self.politicians,
-      lambda subj, loyal: self.segments(
-        self.election_changes(rel["P39"], country_elections[self.entities[subj].country]), loyal
-      ),
-      position,
-    )  # fmt: skip
-    self.run_relation(
-      "P102", self.politicians, renewal("P102"),
-      lambda s, prev, a, b: self.pick(self.parties[self.entities[s].country], exclude={prev}),
-    )  # fmt: skip
-    self.run_relation(
-      "P108", self.professionals, renewal("P108"),
-      lambda s, prev, a, b: self.pick(self.companies + self.universities, exclude={prev}),
-    )  # fmt: skip
+    def position_at_elections(subj, loyal):
+      elections = country_elections[self.entities[subj].country]
+      return self.segments(self.election_changes(relations["P39"], elections), loyal)
+
+    self.run_relation("P39", self.politicians, position_at_elections, position)
+
+    def party(subj, prev, first, last):
+      return self.pick(self.parties[self.entities[subj].country], exclude={prev})
+
+    self.run_relation("P102", self.politicians, renewal("P102"), party)
+    employers = self.companies + self.universities
+    self.run_relation("P108", self.professionals, renewal("P108"), self.another(employers))
     self.run_relation(
       "P69", self.students,
-      lambda subj, loyal: self.study_segments(rel["P69"], loyal),
-      lambda s, prev, a, b: self.pick(self.universities, exclude={prev}),
+      lambda subj, loyal: self.study_segments(relations["P69"], loyal),
+      self.another(self.universities),
     )  # fmt: skip
     n = self.n_subjects
-    self.run_relation(
-      "P286", self.teams[:n], renewal("P286"),
-      lambda s, prev, a, b: self.reuse_or_new(self.coaches, "coach", 0.45, prev, a, b),
-    )  # fmt: skip
-    self.run_relation(
-      "P488", self.organisations[:n], renewal("P488"),
-      lambda s, prev, a, b: self.reuse_or_new(self.chairs, "chair", 0.2, prev, a, b),
-    )  # fmt: skip
+    reuse = self.settings.reuse_shares
+    coach = self.staff(self.coaches, "coach", reuse["coach"])
+    self.run_relation("P286", self.teams[:n], renewal("P286"), coach)
+    chair = self.staff(self.chairs, "chair", reuse["chair"])
+    self.run_relation("P488", self.organisations[:n], renewal("P488"), chair)
     n_countries = min(len(self.countries), int(round(n * 0.375)))
     heads = self.countries[:n_countries] + self.cities[: n - n_countries]
     leaders: dict[str, list[str]] = {q: [] for q in heads}
@@ -351,27 +346,35 @@ class _Builder:
       return leaders[subj][-1]
 
     head_elections = {q: self.election_days() for q in heads}
-    self.run_relation(
-      "P6", heads,
-      lambda subj, loyal: self.segments(
-        self.election_changes(rel["P6"], head_elections[subj]), loyal
-      ),
-      head,
-    )  # fmt: skip
+
+    def head_at_elections(subj, loyal):
+      return self.segments(self.election_changes(relations["P6"], head_elections[subj]), loyal)
+
+    self.run_relation("P6", heads, head_at_elections, head)
     n_companies = int(round(n * 0.6))
     owned = self.companies[-n_companies:] + self.teams[len(self.teams) - (n - n_companies) :]
 
     def owner(subj, prev, first, last):
-      w = self.entities[subj].weight
-      bigger = [c for c in self.companies if self.entities[c].weight > w and c != subj]
+      weight = self.entities[subj].weight
+      bigger = [c for c in self.companies if self.entities[c].weight > weight and c != subj]
       if bigger and self.rng.random() < 0.65:
         got = self.pick(bigger, exclude={prev})
         if got is not None:
           return got
-      return self.reuse_or_new(self.investors, "investor", 0.5, prev, None, None)
+      return self.reuse_or_new(self.investors, "investor", reuse["investor"], prev, None, None)
 
     self.run_relation("P127", owned, renewal("P127"), owner)
     self.build_locations()
+
+  def another(self, pool: list[str], power: float = 1.0) -> Callable:
+    """A `choose` for `run_relation`: any other member of `pool` (weight**power)."""
+    return lambda subj, prev, first, last: self.pick(pool, power, exclude={prev})
+
+  def staff(self, pool: list[str], role: str, reuse_prob: float) -> Callable:
+    """A `choose` for `run_relation`: a free person of `pool` or a new one (`reuse_or_new`)."""
+    return lambda subj, prev, first, last: self.reuse_or_new(
+      pool, role, reuse_prob, prev, first, last
+    )
 
   def reuse_or_new(self, pool, role, reuse_prob, prev, first, last):
     """A free person from `pool` with probability `reuse_prob`, else a new one."""
@@ -427,6 +430,6 @@ def generate_world(settings: WorldSettings, seed: int, scale: float) -> World:
   """Entities and facts of the world for (seed, scale); a pure function of its arguments."""
   if not (isinstance(scale, int | float) and math.isfinite(scale) and scale > 0):
     raise ValueError(f"scale must be a positive number, got {scale!r}")
-  b = _Builder(settings, seed, scale)
-  b.build()
-  return World(seed, scale, b.entities, b.facts, b.subjects, b.loyal)
+  builder = _Builder(settings, seed, scale)
+  builder.build()
+  return World(seed, scale, builder.entities, builder.facts, builder.subjects, builder.loyal)

@@ -1,11 +1,10 @@
 """Pronounceable, unique, deterministic names for the synthetic world's entities.
 
-Part of the embedded synthetic world (`tlm/data/synthetic.py`, DESIGN.md "The embedded synthetic
-world"). Names are built from syllables (onset + vowel + optional coda) drawn from a numpy
-Generator, so they are a pure function of the generator's state. Every root word is used once
-in the whole world, so no two entities share a name and a surname never doubles as a city; first
-names repeat across people, as in real news. Names contain letters, spaces and apostrophes only:
-no digits, so a four-digit number in the corpus is always a year.
+Names are built from syllables (onset + vowel + optional coda) drawn from a numpy Generator, so
+they are a pure function of the generator's state. Every root word is used once in the whole
+world, so no two entities share a name and a surname never doubles as a city; first names repeat
+across people, as in real news. Names contain letters, spaces and apostrophes only: no digits,
+so a four-digit number in the corpus is always a year.
 """
 
 import numpy as np

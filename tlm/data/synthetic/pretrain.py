@@ -1,9 +1,8 @@
 """The synthetic world's two pre-training corpora: its "C4" and its "Wikipedia".
 
-Part of the embedded synthetic world (`tlm/data/synthetic.py`). The paper starts every model
-from the public T5 checkpoints (Raffel et al., 2020: span corruption on C4) and the T5-CBQA
-baselines from Roberts et al.'s (T5 plus salient span masking on Wikipedia). The miniature
-needs both starting points, from text of its own world:
+The paper starts every model from the public T5 checkpoints (Raffel et al., 2020: span
+corruption on C4) and the T5-CBQA baselines from Roberts et al.'s (T5 plus salient span masking
+on Wikipedia). The miniature needs both starting points, from text of its own world:
 
 - `generic_texts`: the "public T5" corpus. Undated, generic web-like text about the world's
   entities: what each entity is ("Kelvar FC is a football club."), where places lie (the
@@ -18,12 +17,12 @@ needs both starting points, from text of its own world:
   current team, party or head coach.
 
 Neither corpus contains a news sentence (the templates differ from the news templates, and
-`synthetic.build_world` checks it) nor a year. Both are pure functions of the world and seed.
+tests/test_synthetic.py checks it) nor a year. Both are pure functions of the world and seed.
 """
 
 import numpy as np
 
-from tlm.data.synthetic_types import World, day
+from tlm.data.synthetic.records import World, day
 
 SNAPSHOT = day(2019, 12, 31)
 

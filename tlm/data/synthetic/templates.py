@@ -1,11 +1,11 @@
 """Sentence templates of the synthetic world's news and query sets (data only).
 
-Part of the embedded synthetic world (`tlm/data/synthetic.py`). Fields: `{s}` / `{o}` the
-subject / object as running text writes them ("the Kelvar Cup"), `{S}` / `{O}` the bare names
-(as the TempLAMA builder instantiates its templates), `{role}` a person's job or position, a
-leader's title, `{a_role}` the same with its indefinite article, `{when}` "March 2014" or
-"2014", `{Y}` a year, and filler slots (`{team2}`, `{city}`, `{weekday}`, `{month}`, `{topic}`,
-`{n}`, `{a}`, `{b}`). `tlm.data.synthetic_news` capitalises the first letter of each sentence.
+Fields: `{s}` / `{o}` the subject / object as running text writes them ("the Kelvar Cup"), `{S}`
+/ `{O}` the bare names (as the TempLAMA builder instantiates its templates), `{role}` a person's
+job or position, a leader's title, `{a_role}` the same with its indefinite article, `{when}`
+"March 2014" or "2014", `{Y}` a year, and filler slots (`{team2}`, `{city}`, `{weekday}`,
+`{month}`, `{topic}`, `{n}`, `{a}`, `{b}`). `news.py` capitalises the first letter of each
+sentence.
 
 TEMPLAMA holds the nine templates of the paper's Appendix A (read from the public templama
 templates.csv that the TempLAMA builder uses); the news uses them verbatim in a share of the

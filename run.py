@@ -37,7 +37,7 @@ MODES = {
 }
 
 flags.DEFINE_enum("mode", "reproduce", sorted(MODES), "What to run.")
-flags.DEFINE_string("config", None, "Named config from tlm/configs.py, e.g. tiny_temporal.")
+flags.DEFINE_string("config", None, "Named config from tlm/configs/, e.g. tiny_temporal.")
 flags.DEFINE_multi_string("set", [], "Config override dotted.key=value; repeatable.")
 flags.DEFINE_string("workdir", None, "Directory for checkpoints, metrics and results.")
 flags.DEFINE_bool("verbose", False, "Show the libraries' INFO logs (jax, orbax).")

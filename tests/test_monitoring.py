@@ -17,7 +17,7 @@ from tests.fixtures.train.fixture_sets import FIXTURE_DATA_SETS
 from tlm import configs
 from tlm.data.formatting import templama_query_input
 from tlm.errors import ConfigError
-from tlm.eval import experiments
+from tlm.eval import experiments, results, trained_models
 from tlm.files import read_jsonl
 from tlm.train import best, loop, mfu, profiling, task_eval, tensorboard_writer
 from tlm.train.checkpointing import CheckpointManager
@@ -113,7 +113,7 @@ def test_task_metrics_equal_mode_eval_on_the_same_checkpoint(watched, tmp_path):
   assert len(subset.templama) == 12 and sum(map(len, subset.news.values())) == 9
   by_step = {r["step"]: r for r in records(workdir) if "templama_f1" in r}
   assert sorted(by_step) == [4, 8]
-  results = {}
+  step_results = {}
   for step, record in by_step.items():
     # A workdir holding only this step: `--mode=eval` evaluates its newest checkpoint.
     only = tmp_path / f"step{step}"
@@ -133,9 +133,9 @@ def test_task_metrics_equal_mode_eval_on_the_same_checkpoint(watched, tmp_path):
     during = watched["evaluated"][step]
     assert during["templama"]["records"] == result["templama"]["records"]
     assert during["news"] == result["news"]
-    results[step] = result
+    step_results[step] = result
   # Not vacuous: the predictions change from step 4 to step 8.
-  predictions = [experiments.predictions_by_id(results[s]) for s in (4, 8)]
+  predictions = [results.predictions_by_id(step_results[s]) for s in (4, 8)]
   assert predictions[0] != predictions[1]
 
 
@@ -221,7 +221,7 @@ def test_best_checkpoint_survives_rotation(best_run):
                    "step": 2}  # fmt: skip
   assert [r.get("best_step") for r in history] == [2, None, None, None]
   assert sorted(os.listdir(os.path.join(workdir, "best", "checkpoints"))) == ["2"]
-  assert experiments.trained(os.path.join(workdir, "best"))
+  assert trained_models.trained(os.path.join(workdir, "best"))
 
 
 def test_best_checkpoint_resumes_like_any_other(best_run, tmp_path):

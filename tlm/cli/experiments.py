@@ -21,40 +21,21 @@ Each holds the workdir's lock (`tlm.workdir_lock`; process 0 of a multi-host run
 writes results there.
 """
 
-import glob
-import json
 import os
 
 from tlm import configs
 from tlm.errors import ConfigError
 from tlm.eval.reproduce import DEFAULT_WORKDIR, seed_dir
+from tlm.eval.trained_models import saved_config
 from tlm.workdir_lock import WorkdirLock, acquire_on_main
 
 
-def _saved_config(workdir: str):
-  """The config a workdir was trained with (a Yearly workdir: its first expert's), or None.
-
-  Only tlm training workdirs count (they hold model_config.json beside config.json): an HF
-  checkpoint directory evaluated as is (T5-CBQA) has a config.json of its own.
-  """
-  paths = [os.path.join(workdir, "config.json")]
-  paths += sorted(glob.glob(os.path.join(workdir, "year=*", "config.json")))
-  for path in paths:
-    if os.path.isfile(path) and os.path.isfile(
-      os.path.join(os.path.dirname(path), "model_config.json")
-    ):
-      try:
-        with open(path, encoding="utf-8") as f:
-          return configs.from_dict(json.load(f))
-      except (OSError, ValueError) as e:
-        raise ConfigError(f"{path}: cannot read the saved config ({e})") from None
-  return None
-
-
 def _config_and_workdir(flags):
+  """The experiment's config (the workdir's saved one, if any, with `--set` on top) and
+  workdir (default: the miniature's model of the config's variant)."""
   config = configs.get(flags.config or "tiny_temporal")
   workdir = flags.workdir or os.path.join(seed_dir(DEFAULT_WORKDIR, 0), config.variant)
-  saved = _saved_config(workdir)
+  saved = saved_config(workdir)
   if saved is not None:
     if flags.config and saved.name != flags.config:
       raise ConfigError(f"{workdir} holds a {saved.name} model, not {flags.config}")
@@ -85,51 +66,56 @@ def _progress(message: str) -> None:
   print(message, flush=True)
 
 
-def evaluate(flags) -> None:
-  from tlm.eval import experiments
+def _experiment(flags, mode: str, fn, *, trains: bool, data=None, report=None) -> None:
+  """Runs `fn(config, workdir, log, data)`, the one signature of the experiments, holding the
+  workdir's lock, or its `--dry_run` report.
 
+  Args:
+    mode: the lock's label (the mode's name).
+    trains: whether the experiment trains (its `--dry_run` then reports the train step too).
+    data: the experiment's `data` argument (None: it loads the config's data).
+    report: `report(config, result)` prints what the experiment returned, before the results
+      directory is named.
+  """
   config, workdir = _start(flags)
   if flags.dry_run:
-    return _dry_run(config, trains=False)
-  with acquire_on_main(workdir, "eval"):
-    result = experiments.evaluate(config, workdir, _progress)
-  from tlm.eval import tables
-
-  _progress("\n" + tables.table2({config.name: result}, result["answer_baselines"]))
+    return _dry_run(config, trains=trains)
+  with acquire_on_main(workdir, mode):
+    result = fn(config, workdir, _progress, data)
+  if report is not None:
+    report(config, result)
   _progress(f"results in {os.path.join(workdir, 'results')}")
+
+
+def evaluate(flags) -> None:
+  from tlm.eval import experiments, tables
+  from tlm.eval.results import answer_baselines
+
+  def report(config, result):
+    _progress("\n" + tables.table2({config.name: result}, answer_baselines(result)))
+
+  _experiment(flags, "eval", experiments.evaluate, trains=False, report=report)
 
 
 def eval_future(flags) -> None:
   from tlm.eval import experiments
 
-  config, workdir = _start(flags)
-  if flags.dry_run:
-    return _dry_run(config, trains=False)
-  with acquire_on_main(workdir, "eval_future"):
-    experiments.eval_future(config, workdir, _progress)
-  _progress(f"results in {os.path.join(workdir, 'results')}")
+  _experiment(flags, "eval_future", experiments.eval_future, trains=False)
 
 
 def adapt(flags) -> None:
   from tlm.eval import adaptation
 
-  config, workdir = _start(flags)
-  if flags.dry_run:
-    return _dry_run(config, trains=True)
-  with acquire_on_main(workdir, "adapt"):
-    out = adaptation.adapt(config, workdir, _progress)
-  _progress(f"adapted model matches the retrained one at step: {out['matched_at_step']}")
-  _progress(f"results in {os.path.join(workdir, 'results')}")
+  def report(config, out):
+    _progress(f"adapted model matches the retrained one at step: {out['matched_at_step']}")
+
+  _experiment(flags, "adapt", adaptation.adapt, trains=True, report=report)
 
 
 def cronquestions(flags) -> None:
   from tlm.eval.cronquestions_eval import cronquestions as run
 
-  config, workdir = _start(flags)
-  if flags.dry_run:
-    return _dry_run(config, trains=True)
-  with acquire_on_main(workdir, "cronquestions"):
-    run(config, workdir, flags.data, _progress)
+  _experiment(flags, "cronquestions", run, trains=True, data=flags.data)
 
 
 def reproduce(flags) -> None:
@@ -159,15 +145,10 @@ def combine_seeds(flags) -> None:
 def tables(flags) -> None:
   """--mode=tables: Tables 2, 3 (over model sizes) and 7 from the eval.json of several workdirs."""
   from tlm.eval import tables as render
-  from tlm.files import atomic_output_dir, check_replaceable
 
   if not flags.workdirs or not flags.output_dir:
     raise ConfigError("--workdirs=W1,W2,... and --output_dir are required for --mode=tables")
-  outputs = render.tables_from_workdirs(flags.workdirs)
-  check_replaceable(flags.output_dir, set(outputs))
-  with WorkdirLock.beside(flags.output_dir, "tables"), atomic_output_dir(flags.output_dir) as out:
-    for filename, text in outputs.items():
-      with open(os.path.join(out, filename), "w", encoding="utf-8") as f:
-        f.write(text)
+  with WorkdirLock.beside(flags.output_dir, "tables"):
+    outputs = render.write_tables(flags.workdirs, flags.output_dir)
   _progress(outputs["table3.md"])
   _progress(f"tables in {flags.output_dir}")

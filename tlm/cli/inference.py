@@ -14,9 +14,10 @@ tokenized T5-style: SentencePiece ids followed by EOS.
 
 `--checkpoint` is anything `tlm.models.checkpoints.load_checkpoint` reads (HF directory,
 Mesh-TF prefix, tlm model directory, training workdir). The vocabulary is `--vocab`, else the
-`spiece.model` stored with the checkpoint. Batching is `tlm.eval.predictor.Predictor`'s
-(the evaluations use it too): examples sorted by length, padded to power-of-two lengths and a
-fixed number of rows, so jit compiles once per length bucket; output in input order.
+`spiece.model` stored with the checkpoint. It is loaded as the evaluations load theirs
+(`tlm.eval.trained_models.checkpoint_predictor`), and batching is `Predictor`'s: examples
+sorted by length, padded to power-of-two lengths and a fixed number of rows, so jit compiles
+once per length bucket; output in input order.
 
 Before jax is imported, so that bad input fails fast: `--output_file` is checked (not a
 directory, creatable), every line of the input file is read and tokenized (invalid UTF-8,
@@ -170,8 +171,7 @@ def _predictor(
   input and target lengths of the largest batch)."""
   # jax and the model are imported only once the inputs have been checked.
   from tlm.cli.train import initialize_distributed
-  from tlm.eval.predictor import Predictor
-  from tlm.models.checkpoints import load_checkpoint
+  from tlm.eval.trained_models import checkpoint_predictor
 
   if flags.batch_size < 1:
     raise ConfigError(f"--batch_size must be >= 1, got {flags.batch_size}")
@@ -195,17 +195,8 @@ def _predictor(
       beam_size=kwargs.get("beam_size", 1),
     )
     return None
-  config, params = load_checkpoint(flags.checkpoint)
-  return Predictor(
-    config,
-    params,
-    vocab,
-    batch_size=rows,
-    progress=True,
-    mesh=mesh,
-    fsdp=settings.mesh.fsdp,
-    param_dtype=settings.eval.param_dtype,
-    **kwargs,
+  return checkpoint_predictor(
+    flags.checkpoint, settings, vocab=vocab, mesh=mesh, batch_size=rows, progress=True, **kwargs
   )
 
 

@@ -29,6 +29,8 @@ from tlm import configs
 from tlm.configs import Config
 from tlm.errors import ConfigError
 from tlm.eval import experiments, figures
+from tlm.eval.results import has_news, news_f1, news_f1_by_year, templama_f1, templama_f1_by_year
+from tlm.eval.trained_models import load_model, require_model
 from tlm.files import write_json
 
 SEEN = "2010-18"
@@ -38,19 +40,16 @@ MATCH_SLICES = (("templama", "2019-20"), ("templama", SEEN), ("news", "2019-20")
 
 def slices(result: dict, new_year: int) -> dict:
   """TempLAMA (and news) F1 of an evaluation on the old years, the new year and 2019-20."""
-  t = result["templama"]["metrics"]
-  by_year = t["all"].get("by_year", {}).get("f1", {})
   out = {
-    SEEN: t[SEEN]["overall"]["f1"],
-    str(new_year): by_year.get(new_year, by_year.get(str(new_year), {})).get("mean"),
-    "2019-20": t["2019-20"]["overall"]["f1"],
+    SEEN: templama_f1(result, SEEN),
+    str(new_year): templama_f1_by_year(result).get(int(new_year)),
+    "2019-20": templama_f1(result, "2019-20"),
   }
-  news = result.get("news")
-  if news:
+  if has_news(result):
     out["news"] = {
-      SEEN: news.get(SEEN, {}).get("f1"),
-      str(new_year): news["by_year"].get(new_year, {}).get("f1"),
-      "2019-20": news.get("2019-20", {}).get("f1"),
+      SEEN: news_f1(result, SEEN),
+      str(new_year): news_f1_by_year(result).get(int(new_year)),
+      "2019-20": news_f1(result, "2019-20"),
     }
   return out
 
@@ -128,12 +127,12 @@ def adapt(config: Config, workdir: str, log=print, data=None) -> dict:
     raise ConfigError(f"adapt.alphas must lie in [0, 1], got {a.alphas}")
   if a.new_year in config.data.train_years:
     raise ConfigError(f"adapt.new_year {a.new_year} is already in data.train_years")
-  experiments.require_model(config, workdir)
+  require_model(config, workdir)
   data = data or experiments.eval_data(config)
   new = a.new_year
 
   def evaluate(path: str, label: str) -> dict:
-    model = experiments.load_model(config, path)
+    model = load_model(config, path)
     return slices(experiments.evaluate_model(model, data, log, label), new)
 
   out: dict = {"new_year": new, "steps": a.steps, "match_alpha": a.match_alpha}

@@ -20,7 +20,8 @@ from tlm.data.packing import Batcher
 from tlm.data.sampling import MixtureSampler
 from tlm.data.vocab import Vocabulary
 from tlm.errors import ConfigError
-from tlm.eval import experiments, tables
+from tlm.eval import tables
+from tlm.eval.trained_models import predictor, require_model
 from tlm.files import atomic_output_file, write_json
 
 _SOURCE = "cronquestions"
@@ -85,15 +86,20 @@ def evaluate_questions(predictor, questions) -> dict:
   }
 
 
-def cronquestions(config: Config, workdir: str, data_dir: str, log=print) -> dict:
-  """`--mode=cronquestions`: finetune the model in `workdir`, evaluate on the test split."""
+def cronquestions(config: Config, workdir: str, log=print, data: str | None = None) -> dict:
+  """`--mode=cronquestions`: finetune the model in `workdir`, evaluate on the test split.
+
+  Args:
+    data: the CronQuestions release directory (`--data`: questions/ and kg/); unlike the
+      TempLAMA experiments' data, no config names it, so it is required.
+  """
   from tlm.train.loop import train
 
-  if not data_dir:
+  if not data:
     raise ConfigError("--data=DIR (the CronQuestions release: questions/ and kg/) is required")
-  experiments.require_model(config, workdir)
-  train_questions = load_cronquestions(data_dir, "train")
-  test_questions = load_cronquestions(data_dir, "test")
+  require_model(config, workdir)
+  train_questions = load_cronquestions(data, "train")
+  test_questions = load_cronquestions(data, "test")
   vocab = Vocabulary(os.path.join(workdir, "spiece.model"))
   ft_dir = os.path.join(workdir, "cronquestions")
   ft_config = configs.replace_many(
@@ -108,7 +114,7 @@ def cronquestions(config: Config, workdir: str, data_dir: str, log=print) -> dic
   log(f"finetuning {config.name} on {len(pairs)} CronQuestions for {ft_config.train.steps} steps")
   train(ft_config, ft_dir, data=QuestionAnsweringData(pairs, vocab, ft_config), log=log)
   log(f"answering {len(test_questions)} test questions")
-  result = evaluate_questions(experiments.predictor(ft_dir, config), test_questions)
+  result = evaluate_questions(predictor(ft_dir, config), test_questions)
   result["model"] = config.name
   out = os.path.join(workdir, "results")
   write_json(os.path.join(out, "table4.json"), result)

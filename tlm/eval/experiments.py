@@ -1,19 +1,21 @@
 """The paper's evaluations of trained models: Table 2 rows, Figures 2-4 (paper §3.1-§3.2).
 
-- `evaluate(config, workdir)`: TempLAMA and news F1 (and news perplexity, Table 7) of the
-  model trained in `workdir` with `config`; writes `results/eval.json` and the model's Markdown
-  row of Table 2.
-- `eval_future(config, workdir)`: Figure 3 (change of log-likelihood of 2018-correct answers
-  over 2019..2029) and Figure 4 (entropy over a candidate set for frequently / rarely / never
-  changing facts); writes `results/future.json`, `figure3.png`, `figure4.png`.
+- `eval_data(config)`: the held-out TempLAMA and news data every experiment takes (`EvalData`).
+- `evaluate(config, workdir, log, data)`: TempLAMA and news F1 (and news perplexity, Table 7)
+  of the model trained in `workdir` with `config`; writes `results/eval.json` and the model's
+  Markdown row of Table 2.
+- `eval_future(config, workdir, log, data)`: Figure 3 (change of log-likelihood of
+  2018-correct answers over 2019..2029) and Figure 4 (entropy over a candidate set for
+  frequently / rarely / never changing facts); writes `results/future.json`, `figure3.png`,
+  `figure4.png`.
 - `yearly_gap_curves(...)`: Figure 2, left (each yearly expert on every year).
 
-How each variant is queried (§2.3, §3.2): Temporal with the "year: 2014" prefix; Uniform and
-T5-CBQA(-ft) with the query alone, and "In 2025, <query>" for the future probes; Yearly routes
-each query to its year's expert (`WORKDIR/year=YYYY`), the 2018 expert for later years.
+The models are loaded, and queried as the paper queries each variant, by
+`tlm.eval.trained_models`; the results are read back through `tlm.eval.results`.
 """
 
 import dataclasses
+import json
 import os
 from collections.abc import Callable
 
@@ -26,10 +28,10 @@ from tlm.data.formatting import templama_query_input
 from tlm.data.future_relations import RESOURCES, FutureRelations, load_future_relations
 from tlm.data.sampling import NEWS_SSM
 from tlm.data.templama import load_templama
-from tlm.errors import ConfigError
-from tlm.eval import figures, future, tables
-from tlm.eval.predictor import Predictor, TimeConditioned, YearlyEnsemble
-from tlm.eval.templama_eval import answer_baselines, evaluate_news, evaluate_templama
+from tlm.errors import ConfigError, DataError
+from tlm.eval import figures, future, results, tables
+from tlm.eval.templama_eval import SLICES, answer_baselines, evaluate_news, evaluate_templama
+from tlm.eval.trained_models import expert_dir, load_expert, load_model, require_model
 from tlm.files import atomic_output_file, write_json
 
 Log = Callable[[str], None]
@@ -96,84 +98,6 @@ def _spread(rows: list, k: int) -> list:
   return [rows[i * len(rows) // k] for i in range(k)]
 
 
-# ---- models ----------------------------------------------------------------------------------
-
-
-def trained(path: str) -> bool:
-  """Whether `path` holds a model: a training workdir with a saved step, a tlm model
-  directory, or an HF directory with weights."""
-  steps_dir = os.path.join(path, "checkpoints")
-  if os.path.isdir(steps_dir):
-    return any(name.isdigit() for name in os.listdir(steps_dir))
-  if os.path.isdir(os.path.join(path, "params")):
-    return os.path.isfile(os.path.join(path, "model_config.json"))
-  weights = ("model.safetensors", "pytorch_model.bin", "flax_model.msgpack")
-  return any(os.path.isfile(os.path.join(path, w)) for w in weights)
-
-
-def expert_dir(workdir: str, year: int) -> str:
-  """Where the Yearly expert of `year` is trained (`tlm.train.loop.expert_runs`)."""
-  return os.path.join(workdir, f"year={year}")
-
-
-def _require_trained(path: str, config: Config) -> None:
-  if not trained(path):
-    raise ConfigError(
-      f"no trained model in {path}: run `python run.py --mode=train --config={config.name} "
-      f"--workdir={path}` first"
-    )
-
-
-def predictor(path: str, config: Config) -> Predictor:
-  """The model in `path` on the config's mesh (`mesh.*`, `eval.param_dtype`)."""
-  from tlm.train import partitioning
-
-  ec = config.eval
-  return Predictor.from_checkpoint(
-    path,
-    batch_size=ec.batch_size,
-    max_decode_length=ec.max_decode_length,
-    beam_size=ec.beam_size,
-    max_input_length=config.data.input_length,
-    progress=True,
-    mesh=partitioning.make_mesh(config.mesh.data, config.mesh.model),
-    fsdp=config.mesh.fsdp,
-    param_dtype=ec.param_dtype,
-  )
-
-
-def require_model(config: Config, workdir: str) -> None:
-  """Raises ConfigError, with the command to run, unless `workdir` holds the trained model(s)."""
-  if config.variant == "yearly":
-    for year in config.data.train_years:
-      _require_trained(expert_dir(workdir, year), config)
-  else:
-    _require_trained(workdir, config)
-
-
-def load_model(config: Config, workdir: str, *, future_probe: bool = False):
-  """The model of `config` trained in `workdir`, queried as the paper does for its variant.
-
-  Args:
-    config: the experiment config (its variant picks the time conditioning).
-    workdir: the training workdir (a Yearly config: the directory holding year=YYYY/).
-    future_probe: models without a time input get the year in the text ("In 2025, ...").
-  """
-  if config.variant == "yearly":
-    experts = {}
-    for year in config.data.train_years:
-      path = expert_dir(workdir, year)
-      _require_trained(path, config)
-      experts[year] = TimeConditioned(predictor(path, config), "none")
-    return YearlyEnsemble(experts)
-  _require_trained(workdir, config)
-  if config.data.conditioning == "temporal":
-    conditioning = "temporal"
-  else:
-    conditioning = "in_text" if future_probe else "none"
-  return TimeConditioned(predictor(workdir, config), conditioning)
-
-
 # ---- experiments -----------------------------------------------------------------------------
 
 
@@ -184,20 +108,26 @@ def _results_dir(workdir: str) -> str:
 
 
 def _log_slices(log: Log, label: str, result: dict) -> None:
-  t = result["templama"]["metrics"]
-  parts = [f"TempLAMA F1 {s} {100 * t[s]['overall']['f1']:.1f}" for s in ("2010-18", "2019-20")]
-  news = result.get("news") or {}
-  parts += [f"news F1 {s} {100 * news[s]['f1']:.1f}" for s in ("2010-18", "2019-20") if s in news]
+  parts = [f"TempLAMA F1 {s} {100 * results.templama_f1(result, s):.1f}" for s in SLICES]
+  news = {s: results.news_f1(result, s) for s in SLICES}
+  parts += [f"news F1 {s} {100 * f1:.1f}" for s, f1 in news.items() if f1 is not None]
   log(f"{label}: " + ", ".join(parts))
 
 
-def evaluate_model(model, data: EvalData, log: Log, label: str) -> dict:
-  """TempLAMA and news results of one model on `data`."""
-  log(f"{label}: decoding {len(data.templama)} TempLAMA queries")
+def score(model, data: EvalData) -> dict:
+  """{"templama": ..., "news": ... (with news data)} of one model on `data`: the layout that
+  `tlm.eval.results` reads."""
   result = {"templama": evaluate_templama(model, data.templama, durations=data.durations)}
   if data.news:
-    log(f"{label}: news SSM on {sum(len(v) for v in data.news.values())} held-out examples")
     result["news"] = evaluate_news(model, data.news)
+  return result
+
+
+def evaluate_model(model, data: EvalData, log: Log, label: str) -> dict:
+  """`score`, saying what it decodes and the F1 of each slice."""
+  news = f" and news SSM on {sum(len(v) for v in data.news.values())} held-out examples"
+  log(f"{label}: decoding {len(data.templama)} TempLAMA queries" + (news if data.news else ""))
+  result = score(model, data)
   _log_slices(log, label, result)
   return result
 
@@ -213,13 +143,8 @@ def evaluate(config: Config, workdir: str, log: Log = print, data: EvalData | No
   out = _results_dir(workdir)
   write_json(os.path.join(out, "eval.json"), result)
   with atomic_output_file(os.path.join(out, "table2_row.md")) as f:
-    f.write(tables.table2({config.name: result}, result["answer_baselines"]))
+    f.write(tables.table2({config.name: result}, results.answer_baselines(result)))
   return result
-
-
-def predictions_by_id(result: dict) -> dict[str, str]:
-  """{example id: prediction} from an `evaluate` result."""
-  return {r["id"]: r["prediction"] for r in result["templama"]["records"]}
 
 
 def future_results(
@@ -235,35 +160,39 @@ def future_results(
   return {"loglik_change": fig3, "entropy": fig4}
 
 
-def eval_future(config: Config, workdir: str, log: Log = print) -> dict:
-  """`--mode=eval_future`: WORKDIR/results/future.json, figure3.png, figure4.png."""
-  require_model(config, workdir)
-  data = eval_data(config)
+def _predictions_2018(config: Config, workdir: str, data: EvalData, log: Log) -> dict[str, str]:
+  """{id: prediction} of the 2018 TempLAMA queries: from `--mode=eval`'s eval.json if there is
+  one, else decoded now."""
   eval_path = os.path.join(workdir, "results", "eval.json")
-  if os.path.isfile(eval_path):
-    import json
-
-    with open(eval_path) as f:
-      predictions = predictions_by_id(json.load(f))
-  else:
+  if not os.path.isfile(eval_path):
     log(f"{eval_path} not found: decoding the 2018 TempLAMA queries first")
     model = load_model(config, workdir)
     queries_2018 = [ex for ex in data.templama if ex.year == future.REFERENCE_YEAR]
     preds = model.predict([templama_query_input(ex.query) for ex in queries_2018],
                           [ex.year for ex in queries_2018])  # fmt: skip
-    predictions = {ex.id: p for ex, p in zip(queries_2018, preds)}
+    return {ex.id: p for ex, p in zip(queries_2018, preds)}
+  try:
+    with open(eval_path, encoding="utf-8") as f:
+      return results.predictions_by_id(json.load(f))
+  except (OSError, ValueError, results.MissingResult, KeyError, TypeError) as e:
+    message = f"not an eval.json written by --mode=eval ({type(e).__name__}: {e})"
+    raise DataError(message, eval_path) from None
+
+
+def eval_future(
+  config: Config, workdir: str, log: Log = print, data: EvalData | None = None
+) -> dict:
+  """`--mode=eval_future`: WORKDIR/results/future.json, figure3.png, figure4.png."""
+  require_model(config, workdir)
+  data = data or eval_data(config)
+  predictions = _predictions_2018(config, workdir, data, log)
   result = future_results(config, workdir, data, predictions, log)
   out = _results_dir(workdir)
   write_json(os.path.join(out, "future.json"), result)
-  draw(
-    log, figures.figure3, {config.name: result["loglik_change"]}, os.path.join(out, "figure3.png")
-  )
-  draw(
-    log,
-    figures.figure4,
-    {config.name: result["entropy"]["entropy"]},
-    os.path.join(out, "figure4.png"),
-  )
+  name = config.name
+  fig3, fig4 = os.path.join(out, "figure3.png"), os.path.join(out, "figure4.png")
+  draw(log, figures.figure3, {name: results.future_loglik_change(result)}, fig3)
+  draw(log, figures.figure4, {name: results.future_entropy_by_set(result)}, fig4)
   return result
 
 
@@ -289,23 +218,21 @@ def yearly_gap_curves(
   """
   sums: dict = {"TempLAMA": {}, "News": {}}
   for expert_year in config.data.train_years:
-    model = TimeConditioned(predictor(expert_dir(workdir, expert_year), config), "none")
-    log(f"Figure 2: expert {expert_year} on every year")
-    scored = evaluate_templama(model, data.templama, durations=data.durations)
+    model = load_expert(config, workdir, expert_year)
+    log(f"Figure 2: expert {expert_year} ({expert_dir(workdir, expert_year)}) on every year")
+    scored = score(model, data)
     if per_query is not None:
-      per_query[expert_year] = [r["f1"] for r in scored["records"]]
-    t = scored["metrics"]["all"]
-    for year, v in t.get("by_year", {}).get("f1", {}).items():
-      sums["TempLAMA"].setdefault(int(year) - expert_year, []).append(v["mean"])
-    if data.news:
-      n = evaluate_news(model, data.news)["by_year"]
-      for year, v in n.items():
-        sums["News"].setdefault(int(year) - expert_year, []).append(v["f1"])
+      per_query[expert_year] = [r["f1"] for r in results.templama_records(scored)]
+    by_year = {"TempLAMA": results.templama_f1_by_year(scored)}
+    by_year["News"] = results.news_f1_by_year(scored)
+    for source, f1 in by_year.items():
+      for year, v in f1.items():
+        sums[source].setdefault(year - expert_year, []).append(v)
   return {k: {g: float(np.mean(v)) for g, v in sorted(d.items())} for k, d in sums.items() if d}
 
 
 def f1_by_duration(result: dict) -> dict[int, float]:
   """TempLAMA F1 of the 2010-18 queries by fact duration in years (Figure 2, right)."""
-  records = [r for r in result["templama"]["records"] if 2010 <= r["year"] <= 2018]
+  records = [r for r in results.templama_records(result) if 2010 <= r["year"] <= 2018]
   groups = metrics.group_mean([r["f1"] for r in records], [r["duration"] for r in records])
   return {int(k): v["mean"] for k, v in sorted(groups.items())}

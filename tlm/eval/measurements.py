@@ -26,6 +26,8 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from tlm.eval import results
+
 TEMPLAMA_COLUMNS = ("id", "year", "subject", "relation", "duration", "f1", "prediction",
                     "first_answer", "most_frequent_is_correct")  # fmt: skip
 NEWS_COLUMNS = ("year", "f1", "loglik", "tokens")
@@ -40,7 +42,7 @@ class MissingInput(Exception):
 
 def templama_columns(result: Mapping) -> dict[str, list]:
   """The TempLAMA per-query columns of an `evaluate` result, sorted by query id."""
-  records = sorted(result["templama"]["records"], key=lambda r: r["id"])
+  records = sorted(results.templama_records(result), key=lambda r: r["id"])
   cols = {c: [] for c in TEMPLAMA_COLUMNS}
   for r in records:
     for c in TEMPLAMA_COLUMNS:
@@ -50,7 +52,7 @@ def templama_columns(result: Mapping) -> dict[str, list]:
 
 def news_columns(result: Mapping) -> dict[str, list]:
   """The news per-example columns of an `evaluate` result (empty lists without news)."""
-  records = (result.get("news") or {}).get("records") or {}
+  records = results.news_records(result)
   return {c: list(records.get(c, [])) for c in NEWS_COLUMNS}
 
 
@@ -79,15 +81,15 @@ def collect(
   for model, result in evals.items():
     out["models"][model] = {"templama": templama_columns(result), "news": news_columns(result)}
   if expert_f1:
-    records = next(iter(evals.values()))["templama"]["records"]  # evaluation order
+    records = results.templama_records(next(iter(evals.values())))  # evaluation order
     out["experts"] = {
       "id": [r["id"] for r in records],
       "year": [r["year"] for r in records],
       "f1": {str(e): list(v) for e, v in expert_f1.items()},
     }
   for model, result in (future or {}).items():
-    out["loglik_change"][model] = result["loglik_change"].get("per_query", {})
-    per_query = result["entropy"]["per_query"]
+    out["loglik_change"][model] = results.future_loglik_change(result).get("per_query", {})
+    per_query = results.future_entropy_per_query(result)
     ids = sorted(per_query)
     years = sorted({int(y) for q in per_query.values() for y in q})
     out["entropy"][model] = {

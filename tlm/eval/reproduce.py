@@ -44,6 +44,14 @@ from tlm.eval import (
   pretraining,
   tables,
 )
+from tlm.eval.results import (
+  answer_baselines,
+  future_entropy_by_set,
+  future_loglik_change,
+  news_scores,
+  predictions_by_id,
+  templama_f1,
+)
 from tlm.eval.templama_eval import SLICES
 from tlm.files import atomic_output_file, write_json
 
@@ -154,7 +162,7 @@ def _reproduce_seed(seed: int, overrides: list[str], workdir: str, log) -> dict:
   stage("probing the future with Uniform, Temporal and T5-CBQA-ft (Figures 3 and 4)")
   future = {}
   for v in ("uniform", "temporal", "cbqa_ft"):
-    preds = experiments.predictions_by_id(evals[v])
+    preds = predictions_by_id(evals[v])
     future[v] = experiments.future_results(cfgs[v], dirs[v], data, preds, log)
 
   stage("adapting to 2019 and retraining on 2010-19 (Figure 5)")
@@ -172,7 +180,7 @@ def _reproduce_seed(seed: int, overrides: list[str], workdir: str, log) -> dict:
   names = {v: cfgs[v].name for v in evals}
   return {"seed": seed, "names": names, "evals": evals, "gap": gap, "by_duration": by_duration,
           "future": future, "adapted": adapted, "measurements": meas,
-          "baselines": evals["temporal"]["answer_baselines"]}  # fmt: skip
+          "baselines": answer_baselines(evals["temporal"])}  # fmt: skip
 
 
 def _enable_compilation_cache(config: Config) -> None:
@@ -189,12 +197,10 @@ def _enable_compilation_cache(config: Config) -> None:
 def _summarize(cfgs, evals, adapted) -> dict:
   """This seed's numbers at a glance (the claims are judged over the seeds, in results/)."""
   names = {v: cfgs[v].name for v in evals}
-  baselines = evals["temporal"]["answer_baselines"]
+  baselines = answer_baselines(evals["temporal"])
   return {
-    "templama_f1": {
-      v: {s: evals[v]["templama"]["metrics"][s]["overall"]["f1"] for s in SLICES} for v in VARIANTS
-    },
-    "news": {v: {k: evals[v].get("news", {}).get(k) for k in SLICES} for v in VARIANTS},
+    "templama_f1": {v: {s: templama_f1(evals[v], s) for s in SLICES} for v in VARIANTS},
+    "news": {v: {s: news_scores(evals[v], s) for s in SLICES} for v in VARIANTS},
     "adaptation": {
       v: {"matched_retrained_at_step": adapted[v]["matched_at_step"], "steps": adapted[v]["steps"]}
       for v in adapted
@@ -221,14 +227,12 @@ def _write_outputs(results, cfgs, evals, gap, by_duration, future, adapted, summ
     f.write(summary["table2"])
   with atomic_output_file(os.path.join(results, "table7.md")) as f:
     f.write(tables.table7({names[v]: evals[v] for v in evals}))
+  fig3 = {names[v]: future_loglik_change(r) for v, r in future.items()}
+  fig4 = {names[v]: future_entropy_by_set(r) for v, r in future.items()}
   draws = [
     (figures.figure2, gap, {names[v]: d for v, d in by_duration.items()}, "figure2.png"),
-    (figures.figure3, {names[v]: r["loglik_change"] for v, r in future.items()}, "figure3.png"),
-    (
-      figures.figure4,
-      {names[v]: r["entropy"]["entropy"] for v, r in future.items()},
-      "figure4.png",
-    ),  # fmt: skip
+    (figures.figure3, fig3, "figure3.png"),
+    (figures.figure4, fig4, "figure4.png"),
   ]
   for fn, *args, name in draws:
     experiments.draw(log, fn, *args, os.path.join(results, name))

@@ -10,8 +10,16 @@ import os
 from collections.abc import Mapping, Sequence
 
 from tlm.errors import ConfigError, DataError
-
-SLICES = ("2010-18", "2019-20")
+from tlm.eval.results import (
+  MissingResult,
+  aggregate_f1,
+  answer_baselines,
+  news_f1,
+  news_perplexity_by_year,
+  templama_f1,
+)
+from tlm.eval.templama_eval import SLICES
+from tlm.files import atomic_output_dir, check_replaceable
 
 
 def markdown_table(headers: Sequence[str], rows: Sequence[Sequence]) -> str:
@@ -33,14 +41,9 @@ def _pct(x) -> float | None:
 
 def table2_row(name: str, result: Mapping) -> list:
   """One Table 2 row from an `eval.json` result ({"news": ..., "templama": ...})."""
-  news = result.get("news") or {}
-  templama = (result.get("templama") or {}).get("metrics", {})
-  row = [name]
-  for s in SLICES:
-    row.append(_pct(news.get(s, {}).get("f1")))
-  for s in SLICES:
-    row.append(_pct(templama.get(s, {}).get("overall", {}).get("f1")))
-  return row
+  news = [_pct(news_f1(result, s)) for s in SLICES]
+  templama = [_pct(templama_f1(result, s)) for s in SLICES]
+  return [name, *news, *templama]
 
 
 def table2(results: Mapping[str, Mapping], baselines: Mapping[str, Mapping] | None = None) -> str:
@@ -61,12 +64,9 @@ def table3(results: Mapping[str, Mapping[str, Mapping]]) -> str:
 
 def table7(results: Mapping[str, Mapping]) -> str:
   """Table 7: news perplexity per year, from {model name: eval result}."""
-  news = {name: (r.get("news") or {}).get("by_year", {}) for name, r in results.items()}
-  years = sorted({int(y) for by_year in news.values() for y in by_year})
-  rows = []
-  for name, raw in news.items():
-    by_year = {int(k): v for k, v in raw.items()}
-    rows.append([name] + [by_year[y]["perplexity"] if y in by_year else None for y in years])
+  news = {name: news_perplexity_by_year(r) for name, r in results.items()}
+  years = sorted({y for by_year in news.values() for y in by_year})
+  rows = [[name] + [by_year.get(y) for y in years] for name, by_year in news.items()]
   return markdown_table(["Model"] + [str(y) for y in years], rows)
 
 
@@ -78,8 +78,8 @@ def answer_baseline_rows(baselines: Mapping[str, Mapping]) -> list[list]:
   """
   rows = []
   for name, agg in baselines.items():
-    rows.append([name.replace("_", " ") + " (oracle)", None, None]
-                + [_pct(agg.get(s, {}).get("overall", {}).get("f1")) for s in SLICES])  # fmt: skip
+    f1 = [_pct(aggregate_f1(agg, s, what=f"answer baseline {name}")) for s in SLICES]
+    rows.append([name.replace("_", " ") + " (oracle)", None, None] + f1)
   return rows
 
 
@@ -100,7 +100,11 @@ def read_eval_results(workdirs: Sequence[str]) -> dict[str, dict]:
       with open(path, encoding="utf-8") as f:
         result = json.load(f)
       name = result["config"]["name"]
-    except (OSError, ValueError, KeyError, TypeError) as e:
+      # Every number the tables read is there (MissingResult names the one that is not).
+      table2_row(name, result)
+      table7({name: result})
+      answer_baselines(result)
+    except (OSError, ValueError, KeyError, TypeError, MissingResult) as e:
       message = f"not an eval.json written by --mode=eval ({type(e).__name__}: {e})"
       raise DataError(message, path) from None
     if name in results:
@@ -116,9 +120,21 @@ def tables_from_workdirs(workdirs: Sequence[str]) -> dict[str, str]:
   by_size: dict[str, dict] = {}
   for name, result in results.items():
     by_size.setdefault(name.split("_")[0], {})[name] = result
-  baselines = next(iter(results.values())).get("answer_baselines")
+  baselines = answer_baselines(next(iter(results.values())))
   return {
     "table2.md": table2(results, baselines),
     "table3.md": table3(by_size),
     "table7.md": table7(results),
   }
+
+
+def write_tables(workdirs: Sequence[str], output_dir: str) -> dict[str, str]:
+  """`tables_from_workdirs` written to `output_dir` (replaced as a whole, atomically, and only
+  if it holds nothing but these tables); returns them."""
+  outputs = tables_from_workdirs(workdirs)
+  check_replaceable(output_dir, set(outputs))
+  with atomic_output_dir(output_dir) as out:
+    for filename, text in outputs.items():
+      with open(os.path.join(out, filename), "w", encoding="utf-8") as f:
+        f.write(text)
+  return outputs

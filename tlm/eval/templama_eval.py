@@ -93,23 +93,21 @@ def durations_of(
 def evaluate_templama(
   model,
   examples: Sequence[TempLamaExample],
-  all_examples: Sequence[TempLamaExample] = (),
   durations: Mapping[str, int] | None = None,
 ) -> dict:
   """Decodes and scores every query.
 
   Args:
     model: `predict(queries, years)`.
-    examples: the queries to evaluate (e.g. the test split).
-    all_examples: examples used to compute fact durations from the buckets (defaults to
-      `examples`; a subject's queries are all in one split, so the split itself suffices).
+    examples: the queries to evaluate (e.g. the test split; a subject's queries are all in one
+      split, so the split itself gives the bucket durations).
     durations: `{id: years}` from the facts' own dates (`tlm.data.fact_durations`); queries
       not in it fall back to the bucket durations.
 
   Returns:
-    {"metrics": aggregate(...), "records": [...]}.
+    {"metrics": aggregate(...), "records": [...]} (read through `tlm.eval.results`).
   """
-  durations = durations_of(all_examples or examples, durations)
+  durations = durations_of(examples, durations)
   queries = [templama_query_input(ex.query) for ex in examples]
   predictions = model.predict(queries, [ex.year for ex in examples])
   records = score_records(examples, predictions, durations)

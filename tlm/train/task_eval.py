@@ -1,7 +1,7 @@
 """Task metrics during training: TempLAMA F1/EM and news SSM F1 on a fixed validation subset.
 
 Every `train.eval_every` steps with `train.eval_examples` > 0, the current parameters are
-queried exactly as `--mode=eval` queries a trained model (`tlm.eval.experiments`): the same
+queried exactly as `--mode=eval` queries a trained model (`tlm.eval.trained_models`): the same
 `Predictor` (greedy decoding, `eval.batch_size`, `eval.max_decode_length`, inputs truncated to
 `data.input_length`), the same time conditioning of the variant and the same scoring
 (`evaluate_templama`, `evaluate_news`). Only the data differ: the validation split of the
@@ -54,30 +54,22 @@ def task_eval_data(config: Config):
   return dataclasses.replace(data, templama=spread(data.templama, k))
 
 
-def conditioning(config: Config) -> str:
-  """How `--mode=eval` presents the year to this variant (`experiments.load_model`)."""
-  return "temporal" if config.data.conditioning == "temporal" else "none"
-
-
 def task_results(model, data) -> dict:
   """{"templama": evaluate_templama(...), "news": evaluate_news(...) (if the subset has news)}:
-  what `--mode=eval` computes for `model` on `data`."""
-  from tlm.eval.templama_eval import evaluate_news, evaluate_templama
+  what `--mode=eval` computes for `model` on `data` (`experiments.score`)."""
+  from tlm.eval.experiments import score
 
-  results = {"templama": evaluate_templama(model, data.templama)}
-  if data.news:
-    results["news"] = evaluate_news(model, data.news)
-  return results
+  return score(model, data)
 
 
 def task_metrics(results: dict) -> dict:
   """{templama_f1, templama_em, news_f1 (if there is news)} of `task_results`."""
-  overall = results["templama"]["metrics"]["all"]["overall"]
-  out = {"templama_f1": overall["f1"], "templama_em": overall["em"]}
-  by_year = results.get("news", {}).get("by_year", {})
-  count = sum(v["count"] for v in by_year.values())
-  if count:
-    out["news_f1"] = sum(v["f1"] * v["count"] for v in by_year.values()) / count
+  from tlm.eval.results import news_f1_overall, templama_em, templama_f1
+
+  out = {"templama_f1": templama_f1(results), "templama_em": templama_em(results)}
+  news_f1 = news_f1_overall(results)
+  if news_f1 is not None:
+    out["news_f1"] = news_f1
   return out
 
 
@@ -103,6 +95,7 @@ class TaskEvaluator:
 
   def __call__(self, params) -> dict:
     from tlm.eval.predictor import Predictor, TimeConditioned
+    from tlm.eval.trained_models import conditioning
 
     ec = self.config.eval
     predictor = Predictor(

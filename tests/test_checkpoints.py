@@ -1,6 +1,6 @@
-"""Checkpoint name maps and loaders (tlm/models/checkpoints.py): strictness, HF PyTorch / Flax /
-Mesh-TF names written out by hand here, every on-disk layout `load_checkpoint` accepts, and
-atomic export."""
+"""Checkpoint name maps and loaders (tlm/models/param_map.py, param_convert.py, checkpoints.py):
+strictness, HF PyTorch / Flax / Mesh-TF names written out by hand here, every on-disk layout
+`load_checkpoint` accepts, and atomic export."""
 
 import json
 import os
@@ -41,7 +41,7 @@ def _mlp(cfg):
 
 
 def hf_names_by_hand(params, cfg):
-  """HF PyTorch tensors of tlm params, spelled out independently of checkpoints.PARAM_MAP."""
+  """HF PyTorch tensors of tlm params, spelled out independently of param_map.PARAM_MAP."""
   out = {"shared.weight": params["token_embedder"]["embedding"]}
   for stack, norm_names in (
     ("encoder", ["pre_attention_layer_norm", "pre_mlp_layer_norm"]),

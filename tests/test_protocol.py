@@ -107,12 +107,12 @@ def test_pretraining_examples_are_deterministic(tmp_path):
 
 def test_a_checkpoint_of_an_older_world_version_is_not_resumed():
   from tlm.errors import ConfigError
-  from tlm.train import loop
+  from tlm.train.data_state import check_data_state, data_state
 
   config = configs.get("tiny_temporal")
-  state = loop._data_state(config, 10)
+  state = data_state(config, 10)
   assert state["world"].startswith("world-v")
-  loop._check_data_state(state, config, "ckpt/10")  # the same world: resumed
+  check_data_state(state, config, "ckpt/10")  # the same world: resumed
   older = {k: v for k, v in state.items() if k != "world"}  # saved before the version existed
   with pytest.raises(ConfigError, match="synthetic world"):
-    loop._check_data_state(older, config, "ckpt/10")
+    check_data_state(older, config, "ckpt/10")

@@ -1,5 +1,5 @@
 """What the backward pass stores and how it differentiates the kernel matmul: the remat
-policies (`model.remat=none|full|dots`) and `layers._matmul`'s CPU-only custom VJP change the
+policies (`model.remat=none|full|dots`) and `dense._matmul`'s CPU-only custom VJP change the
 program, never the gradients."""
 
 import dataclasses
@@ -11,7 +11,7 @@ import pytest
 
 from tests.test_decoding import random_params
 from tlm.errors import ConfigError
-from tlm.models import layers, t5
+from tlm.models import dense, t5
 
 X, Y = jnp.asarray([[5, 9, 3, 1, 0, 0]], jnp.int32), jnp.asarray([[7, 2, 1, 0]], jnp.int32)
 
@@ -55,9 +55,9 @@ def test_custom_matmul_gradient_only_on_cpu(monkeypatch):
 
   def grads(backend):
     monkeypatch.setattr(jax, "default_backend", lambda: backend)
-    fn = jax.grad(lambda x, k: jnp.sum(jnp.sin(layers._matmul(x, k))), argnums=(0, 1))
+    fn = jax.grad(lambda x, k: jnp.sum(jnp.sin(dense._matmul(x, k))), argnums=(0, 1))
     # A fresh function each time: jax caches traces by function.
-    forward = jax.make_jaxpr(lambda a, b: layers._matmul(a, b))(x, kernel)
+    forward = jax.make_jaxpr(lambda a, b: dense._matmul(a, b))(x, kernel)
     return fn(x, kernel), str(forward)
 
   (dx_cpu, dk_cpu), cpu = grads("cpu")

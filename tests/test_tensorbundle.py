@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from tlm.errors import CheckpointError
-from tlm.models.formats import tensorbundle
+from tlm.models.formats import protowire, sstable, tensorbundle
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures", "meshtf")
 CHECKPOINTS = {
@@ -88,15 +88,15 @@ def test_mesh_tf_t5_names_and_orientation():
 
 
 def test_two_shards_are_both_used():
-  entries = dict(tensorbundle.read_table(_prefix("t5_1_1") + ".index"))
-  header = tensorbundle._proto_fields(entries[b""])
+  entries = dict(sstable.read_table(_prefix("t5_1_1") + ".index"))
+  header = protowire.proto_fields(entries[b""])
   assert header[1] == [2]  # num_shards
   shards = {tensorbundle._entry(v)["shard_id"] for k, v in entries.items() if k}
   assert shards == {0, 1}
 
 
 def test_partitioned_variables_slice_keys_match_tensorflow():
-  keys = [k for k, _ in tensorbundle.read_table(_prefix("misc") + ".index")]
+  keys = [k for k, _ in sstable.read_table(_prefix("misc") + ".index")]
   tf_slice_keys = {k for k in keys if k.startswith(b"\x00")}
   ours = {
     tensorbundle.slice_key("sliced/rows", [(0, 3), (0, 3)]),
@@ -164,13 +164,13 @@ def test_crc_unmask_inverts_tf_mask():
 def test_snappy_golden_block():
   # "abcd" literal, copy(offset 4, length 8) overlapping its own output, "X" literal.
   block = bytes([13, 0x0C]) + b"abcd" + bytes([0x11, 0x04, 0x00]) + b"X"
-  assert tensorbundle._snappy_decompress(block) == b"abcdabcdabcdX"
+  assert sstable._snappy_decompress(block) == b"abcdabcdabcdX"
   # 2-byte-offset copy, and a literal with a 1-byte length (61 bytes).
   literal = bytes(range(61))
   block = bytes([66, 60 << 2, 60]) + literal + bytes([(5 - 1) << 2 | 2, 61, 0])
-  assert tensorbundle._snappy_decompress(block) == literal + literal[:5]
+  assert sstable._snappy_decompress(block) == literal + literal[:5]
   with pytest.raises(ValueError):
-    tensorbundle._snappy_decompress(bytes([5, 0x01, 0x09]))  # copy before any output
+    sstable._snappy_decompress(bytes([5, 0x01, 0x09]))  # copy before any output
 
 
 def _varint(n: int) -> bytes:
@@ -223,13 +223,13 @@ def test_table_with_snappy_blocks_and_restarts(tmp_path):
   file += footer + bytes(40 - len(footer)) + struct.pack("<Q", 0xDB4775248B80FB57)
   path = str(tmp_path / "t.index")
   open(path, "wb").write(file)
-  assert tensorbundle.read_table(path) == entries
+  assert sstable.read_table(path) == entries
   # One flipped bit in the compressed block fails its checksum.
   corrupt = bytearray(file)
   corrupt[10] ^= 1
   open(path, "wb").write(bytes(corrupt))
   with pytest.raises(CheckpointError, match="checksum mismatch"):
-    tensorbundle.read_table(path)
+    sstable.read_table(path)
 
 
 # ---------------------------------------------------------------------------------------------
@@ -279,7 +279,7 @@ def test_missing_shard(tmp_path):
 
 def test_corrupt_data_checksum(tmp_path):
   prefix = _copy(tmp_path, "t5_1_0")
-  entries = dict(tensorbundle.read_table(prefix + ".index"))
+  entries = dict(sstable.read_table(prefix + ".index"))
   entry = tensorbundle._entry(entries[b"shared/embedding"])
   shard = prefix + ".data-00000-of-00001"
   data = bytearray(open(shard, "rb").read())

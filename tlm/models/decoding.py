@@ -43,6 +43,15 @@ def _variables(params) -> dict:
   return {"params": params}
 
 
+def _arguments(model_or_config: Transformer | T5Config, params, *tokens) -> tuple:
+  """(config, variables, *int32 token arrays): how the public functions call the jitted ones."""
+  return (
+    _config(model_or_config),
+    _variables(params),
+    *(jnp.asarray(t, jnp.int32) for t in tokens),
+  )
+
+
 def shift_right(targets: jax.Array) -> jax.Array:
   """Decoder inputs for `[batch, length]` targets: a 0 (start) then the targets but the last."""
   return jnp.pad(targets, ((0, 0), (1, 0)))[:, :-1]
@@ -74,21 +83,11 @@ def _decoder_fns(
   """
   encoded = _encode(model, variables, encoder_input_tokens)
   init_tokens = jnp.zeros((decoder_batch, max_decode_length), jnp.int32)
-  # The initialising pass only allocates the cache; XLA drops its unused logits.
-  _, state = model.apply(
-    variables,
-    encoded,
-    encoder_input_tokens,
-    init_tokens,
-    enable_dropout=False,
-    decode=True,
-    mutable=["cache"],
-    method=Transformer.decode,
-  )
 
-  def step(tokens: jax.Array, cache: dict) -> tuple[jax.Array, dict]:
-    logits, new_state = model.apply(
-      {**variables, "cache": cache},
+  def decode(cache_variables: dict, tokens: jax.Array) -> tuple[jax.Array, dict]:
+    """(logits, mutated "cache") of the decoder on `tokens`; without a cache it makes one."""
+    return model.apply(
+      cache_variables,
       encoded,
       encoder_input_tokens,
       tokens,
@@ -97,6 +96,12 @@ def _decoder_fns(
       mutable=["cache"],
       method=Transformer.decode,
     )
+
+  # The initialising pass only allocates the cache; XLA drops its unused logits.
+  _, state = decode(variables, init_tokens)
+
+  def step(tokens: jax.Array, cache: dict) -> tuple[jax.Array, dict]:
+    logits, new_state = decode({**variables, "cache": cache}, tokens)
     return logits[:, 0], new_state["cache"]
 
   return state["cache"], step
@@ -149,11 +154,7 @@ def greedy_decode(
     `[batch, max_decode_length]` int32 tokens, EOS included, 0 after it.
   """
   return _greedy(
-    _config(model_or_config),
-    _variables(params),
-    jnp.asarray(encoder_input_tokens, jnp.int32),
-    max_decode_length,
-    eos_id,
+    *_arguments(model_or_config, params, encoder_input_tokens), max_decode_length, eos_id
   )
 
 
@@ -287,9 +288,7 @@ def beam_search(
   if alpha < 0:
     raise ValueError(f"alpha must be >= 0 (the stopping rule assumes it), got {alpha}")
   return _beam(
-    _config(model_or_config),
-    _variables(params),
-    jnp.asarray(encoder_input_tokens, jnp.int32),
+    *_arguments(model_or_config, params, encoder_input_tokens),
     max_decode_length,
     beam_size,
     float(alpha),
@@ -318,12 +317,7 @@ def logits(
     encoder_input_tokens: `[batch, input_len]`, 0 = padding.
     decoder_input_tokens: `[batch, target_len]`, the targets shifted right (`shift_right`).
   """
-  return _logits(
-    _config(model_or_config),
-    _variables(params),
-    jnp.asarray(encoder_input_tokens, jnp.int32),
-    jnp.asarray(decoder_input_tokens, jnp.int32),
-  )
+  return _logits(*_arguments(model_or_config, params, encoder_input_tokens, decoder_input_tokens))
 
 
 def _token_log_probs(logits: jax.Array, targets: jax.Array) -> jax.Array:
@@ -360,12 +354,7 @@ def score(
     `[batch]` log p(target | input) summed over the target tokens (EOS included) and
     `[batch, target_len]` per-token log-probs (0 at padding).
   """
-  return _score(
-    _config(model_or_config),
-    _variables(params),
-    jnp.asarray(encoder_input_tokens, jnp.int32),
-    jnp.asarray(decoder_target_tokens, jnp.int32),
-  )
+  return _score(*_arguments(model_or_config, params, encoder_input_tokens, decoder_target_tokens))
 
 
 @functools.partial(jax.jit, static_argnums=(0, 4))
@@ -424,9 +413,5 @@ def rank_candidates(
   if inputs_per_step < 1 or batch % inputs_per_step:
     raise ValueError(f"inputs_per_step {inputs_per_step} must divide the batch {batch}")
   return _rank(
-    _config(model_or_config),
-    _variables(params),
-    jnp.asarray(encoder_input_tokens, jnp.int32),
-    jnp.asarray(candidate_tokens, jnp.int32),
-    inputs_per_step,
+    *_arguments(model_or_config, params, encoder_input_tokens, candidate_tokens), inputs_per_step
   )

@@ -1,6 +1,8 @@
 """Training (paper §2.3): configs -> mesh and sharded state -> the jit train loop -> checkpoints.
 
 `partitioning` (mesh, logical-axis rules, batch assembly), `optim` (T5's Adafactor), `state`
-(train state, shapes, shardings), `data` (config -> packed batches), `loop` (loss, step, loop,
-Yearly runs), `checkpointing` (orbax, init from public checkpoints), `dry_run` (cost of a step).
+(train state, shapes, shardings), `data` (config -> packed batches), `step` (loss, the jit step),
+`loop` (the `Trainer`, Yearly runs) with `records` (metrics.jsonl), `preemption` (SIGTERM) and
+`data_state` (the data stream a checkpoint was trained on), `checkpointing` (orbax, init from
+public checkpoints), `dry_run` (cost of a step).
 """

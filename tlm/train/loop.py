@@ -16,12 +16,13 @@ is `tlm.train.step`, whose names this module re-exports.
   metrics.jsonl, TensorBoard scalars in tensorboard/ (`tlm.train.tensorboard_writer`) and a
   `train.profile_steps` trace in profile/ (`tlm.train.profiling`); all processes take part in
   checkpointing and evaluation.
+- Beside it: `tlm.train.records` (the metrics.jsonl record, its window of sums, the progress
+  line), `tlm.train.preemption` (SIGTERM) and `tlm.train.data_state` (what a checkpoint
+  records of the data stream, checked on resume).
 """
 
 import dataclasses
 import os
-import signal
-import threading
 import time
 from collections.abc import Callable
 
@@ -33,13 +34,16 @@ from flax import linen as nn
 from tlm import configs
 from tlm.configs import Config
 from tlm.errors import ConfigError, UserError
-from tlm.files import atomic_output_file, read_jsonl, write_json, write_jsonl
+from tlm.files import atomic_output_file, write_json, write_jsonl
 from tlm.models.t5 import Transformer
 from tlm.train import mfu, partitioning, task_eval
 from tlm.train.best import BestKeeper, check_metric
 from tlm.train.checkpointing import CheckpointManager, load_init_params
+from tlm.train.data_state import check_data_state, data_state
 from tlm.train.optim import make_optimizer
+from tlm.train.preemption import Preempted, Preemption
 from tlm.train.profiling import ProfileWindow, check_window
+from tlm.train.records import Window, log_line, logged_fields, progress_line, resume_metrics
 from tlm.train.state import (
   TrainState,
   init_state,
@@ -48,7 +52,7 @@ from tlm.train.state import (
   state_from_params,
   state_layout,
 )
-from tlm.train.step import SUMS, compile_train_step, configured_train_step, lower_train_step
+from tlm.train.step import compile_train_step, configured_train_step, lower_train_step
 
 # Re-exported: the step's names were this module's before `tlm.train.step`.
 from tlm.train.step import loss_sums as loss_sums
@@ -58,57 +62,10 @@ from tlm.train.tensorboard_writer import ScalarWriter
 
 # Steps whose metrics may wait on the device for the next log or save boundary.
 _MAX_PENDING = 256
-# The fields of a metrics.jsonl record (`Trainer._log`; "mfu" only on a device of known peak).
-TRAIN_FIELDS = (
-  "loss",
-  "z_loss",
-  "accuracy",
-  "learning_rate",
-  "tokens_per_second",
-  "seconds_per_step",
-  "grad_norm",
-  "mfu",
-)
 
 
 class NonFiniteLossError(UserError):
   """The loss became NaN or infinite."""
-
-
-class Preempted(UserError):
-  """The run received SIGTERM and saved a checkpoint at the current step."""
-
-
-def log_line(text: str) -> None:
-  """Prints a progress line at once, also when stdout is a pipe or a file (cluster logs)."""
-  print(text, flush=True)
-
-
-def _format_seconds(seconds: float) -> str:
-  seconds = int(max(seconds, 0))
-  h, rest = divmod(seconds, 3600)
-  m, s = divmod(rest, 60)
-  return f"{h}h{m:02d}m{s:02d}s" if h else f"{m}m{s:02d}s"
-
-
-@dataclasses.dataclass
-class _Window:
-  """Host-side sums of the metrics since the last log line."""
-
-  sums: dict = dataclasses.field(default_factory=lambda: dict.fromkeys(SUMS, 0.0))
-  tokens: float = 0.0
-  steps: int = 0
-  grad_norm: float = 0.0
-  learning_rate: float = 0.0
-  start: float = dataclasses.field(default_factory=time.perf_counter)
-
-  def add(self, m: dict) -> None:
-    for k in SUMS:
-      self.sums[k] += float(m[k])
-    self.tokens += float(m["tokens"])
-    self.grad_norm += float(m["grad_norm"])
-    self.learning_rate = float(m["learning_rate"])
-    self.steps += 1
 
 
 @dataclasses.dataclass
@@ -118,86 +75,9 @@ class _Run:
   last_saved: int | None
   # (step, metrics still on the device): dispatched steps not yet checked.
   pending: list = dataclasses.field(default_factory=list)
-  window: _Window = dataclasses.field(default_factory=_Window)
+  window: Window = dataclasses.field(default_factory=Window)
   last: dict = dataclasses.field(default_factory=lambda: {"loss": None, "eval_loss": None})
   eval_batches: list | None = None
-
-
-class _Preemption:
-  """SIGTERM -> save and stop at the next step boundary, agreed by every process."""
-
-  def __init__(self):
-    self.requested = False
-    self._previous = None
-    self._multi = jax.process_count() > 1
-    if not self._multi and threading.current_thread() is threading.main_thread():
-      self._previous = signal.signal(signal.SIGTERM, self._handle)
-
-  def _handle(self, signum, frame):
-    self.requested = True
-
-  def reached(self, step: int) -> bool:
-    if self._multi:
-      # jax.distributed's preemption service turns a SIGTERM on any host into the same
-      # sync point on all of them.
-      from jax.experimental import multihost_utils
-
-      return multihost_utils.reached_preemption_sync_point(step)
-    return self.requested
-
-  def close(self) -> None:
-    if self._previous is not None:
-      signal.signal(signal.SIGTERM, self._previous)
-
-
-def logged_fields(tc: configs.TrainConfig) -> tuple[str, ...]:
-  """The numeric fields of this run's metrics.jsonl records (what `train.keep_best` may name)."""
-  fields = TRAIN_FIELDS
-  if tc.eval_every > 0:
-    fields += ("eval_loss",)
-    if tc.eval_examples > 0:
-      fields += task_eval.FIELDS
-  return fields
-
-
-def _data_state(config: Config, step: int) -> dict:
-  from tlm.train.data import synthetic_cache_dir
-
-  # The synthetic world's generator version (in its cache directory's name): a checkpoint of
-  # another world's version is not resumed on this one.
-  world = os.path.basename(synthetic_cache_dir(config.data)) if config.data.synthetic else ""
-  return {
-    "step": step,
-    "batch_size": config.train.batch_size,
-    "data": configs.to_dict(config)["data"],
-    "world": world,
-  }
-
-
-def _check_data_state(saved: dict, config: Config, path: str) -> None:
-  current = _data_state(config, int(saved.get("step", -1)))
-  diff = [k for k in ("batch_size",) if saved.get(k) != current[k]]
-  if saved.get("world", "") != current["world"]:
-    diff.append(f"synthetic world ({saved.get('world') or 'an older version'})")
-  saved_data = saved.get("data", {})
-  # Where the synthetic world is cached does not change it (world_seed / world_scale do).
-  diff += [
-    f"data.{k}" for k, v in current["data"].items() if k != "cache_dir" and saved_data.get(k) != v
-  ]
-  if diff:
-    raise ConfigError(
-      f"{path} was trained with other {', '.join(diff)}; resuming would change the data "
-      "stream. Use the original settings or a new workdir"
-    )
-
-
-def _resume_metrics(path: str, step: int) -> list[dict]:
-  if not os.path.isfile(path):
-    return []
-  try:
-    return [r for r in read_jsonl(path, required=("step",)) if r["step"] <= step]
-  except UserError:
-    return []  # a torn file from a crash: it is rewritten from the restored step
 
 
 class Trainer:
@@ -270,7 +150,7 @@ class Trainer:
     self.task_evaluator = None
     if self.eval_step is not None and tc.eval_examples > 0:
       self.task_evaluator = task_eval.TaskEvaluator(config, self.model_config, self.data.vocab)
-    self.history = _resume_metrics(self.metrics_path, self.start) if self.main else []
+    self.history = resume_metrics(self.metrics_path, self.start) if self.main else []
     if self.main:
       write_json(os.path.join(self.workdir, "config.json"), configs.to_dict(config))
       write_json(os.path.join(self.workdir, "model_config.json"), self.model_config.to_dict())
@@ -306,7 +186,7 @@ class Trainer:
     abstract = self.layout.abstract
     if latest is not None:
       params, opt_state, saved = self.manager.restore(latest, abstract.params, abstract.opt_state)
-      _check_data_state(saved, self.config, f"{self.manager.directory}/{latest}")
+      check_data_state(saved, self.config, f"{self.manager.directory}/{latest}")
       step = jax.device_put(jnp.int32(latest), self.layout.shardings.step)
       return TrainState(step, params, opt_state), latest, f"resumed from step {latest}"
     path = self.config.model.init_checkpoint
@@ -327,7 +207,7 @@ class Trainer:
       Preempted: SIGTERM; a checkpoint of the current step was saved.
     """
     tc = self.config.train
-    preemption = _Preemption()
+    preemption = Preemption()
     self.profile = ProfileWindow(check_window(tc.profile_steps), self.workdir, self.main)
     self.best = None
     self.scalars = None
@@ -350,7 +230,7 @@ class Trainer:
   def _global(self, local: dict) -> dict:
     return partitioning.global_batch(self.mesh, local, self.config.train.batch_size)
 
-  def _loop(self, preemption: "_Preemption") -> dict:
+  def _loop(self, preemption: Preemption) -> dict:
     tc = self.config.train
     run = _Run(last_saved=self.manager.latest_step())
     for step in range(self.start, tc.steps):
@@ -412,13 +292,13 @@ class Trainer:
       run.window.add(m)
 
   def _log(self, run: _Run, done: int) -> dict:
-    """The window's record (see `_record`), MFU added where the device's peak is known."""
-    record = self._record(done, run.window)
+    """The window's record (`Window.record`), MFU added where the device's peak is known."""
+    record = run.window.record(done)
     utilisation = mfu.utilisation(self.step_flops, record["seconds_per_step"], self.peak_flops)
     if utilisation is not None:
       record["mfu"] = utilisation
     run.last["loss"] = record["loss"]
-    run.window = _Window()
+    run.window = Window()
     return record
 
   def _evaluate(self, run: _Run, record: dict) -> None:
@@ -438,8 +318,7 @@ class Trainer:
 
   def _save(self, run: _Run, done: int) -> None:
     """Starts the (asynchronous) checkpoint of step `done`."""
-    data_state = _data_state(self.config, done)
-    self.manager.save(done, self.state.params, self.state.opt_state, data_state)
+    self.manager.save(done, self.state.params, self.state.opt_state, data_state(self.config, done))
     run.last_saved = done
 
   def _keep_best(self, record: dict) -> None:
@@ -447,7 +326,7 @@ class Trainer:
       record,
       self.state.params,
       self.state.opt_state,
-      _data_state(self.config, record["step"]),
+      data_state(self.config, record["step"]),
     ):
       record["best_step"] = record["step"]
 
@@ -461,37 +340,13 @@ class Trainer:
       "command again to resume"
     )
 
-  @staticmethod
-  def _record(done: int, window: "_Window") -> dict:
-    elapsed = time.perf_counter() - window.start
-    weight = max(window.sums["weight"], 1.0)
-    return {
-      "step": done,
-      "loss": window.sums["loss"] / weight,
-      "z_loss": window.sums["z_loss"] / weight,
-      "accuracy": window.sums["correct"] / weight,
-      "learning_rate": window.learning_rate,
-      "tokens_per_second": window.tokens / max(elapsed, 1e-9),
-      "seconds_per_step": elapsed / max(window.steps, 1),
-      "grad_norm": window.grad_norm / max(window.steps, 1),
-    }
-
   def _write(self, record: dict) -> None:
-    steps = self.config.train.steps
     self.history.append(record)
     write_jsonl(self.metrics_path, self.history)
     if self.scalars is not None:
       self.scalars.write(record)
-    eta = (steps - record["step"]) * record["seconds_per_step"]
-    extra = f" eval_loss {record['eval_loss']:.4f}" if "eval_loss" in record else ""
-    extra += "".join(f" {k} {100 * record[k]:.1f}" for k in task_eval.FIELDS if k in record)
-    utilisation = f" MFU {100 * record['mfu']:.1f}%" if "mfu" in record else ""
-    best = f" (best {self.best.metric})" if "best_step" in record else ""
-    self.log(
-      f"step {record['step']}/{steps} loss {record['loss']:.4f}{extra}{best} "
-      f"lr {record['learning_rate']:.3g} {record['tokens_per_second']:,.0f} tokens/s"
-      f"{utilisation} ETA {_format_seconds(eta)}"
-    )
+    best_metric = self.best.metric if self.best is not None else None
+    self.log(progress_line(record, self.config.train.steps, best_metric))
 
 
 def train(config: Config, workdir: str, *, data=None, log: Callable = log_line) -> dict:

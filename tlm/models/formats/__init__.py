@@ -6,11 +6,13 @@
 - `tensorbundle`: TensorFlow / Mesh-TF checkpoints (`.index` + `.data-*`), without TensorFlow.
 - `orbax_params`: tlm's own params pytree (orbax), restored to numpy or onto shardings.
 - `crc32c`: TensorFlow's CRC32C, for the TensorBundle checksums.
+- `sstable`, `protowire`: the TensorBundle index's container (LevelDB's table format) and
+  the protobuf wire format of its entries.
 - `guards`: what the readers share against hostile files (bounded JSON, confined file names,
   file strings quoted for one-line messages).
 
 The readers of foreign formats (all but tlm's own orbax params) treat their files as hostile:
 what they allocate is bounded by the bytes the file holds, and any problem is one
 `CheckpointError` naming the file. These modules know file layouts only; which names map to
-which parameters, and how kernels are transposed, is decided by tlm/models/checkpoints.py.
+which parameters, and how kernels are transposed, is decided by tlm/models/param_map.py.
 """

@@ -1,6 +1,6 @@
 """HF `config.json` <-> `T5Config`: the config half of the HF checkpoint format.
 
-The parameter half (name table and transforms) is `tlm.models.checkpoints.PARAM_MAP`. A
+The parameter half (name table and transforms) is `tlm.models.param_map.PARAM_MAP`. A
 checkpoint's config is hostile input: every dimension is bounded (`CHECKPOINT_LIMITS`) before
 anything is built from it.
 """
@@ -70,7 +70,7 @@ def from_hf_config(hf: dict) -> T5Config:
   Tying follows transformers: logits are scaled (T5 1.0) unless `tie_word_embeddings` is
   false; transformers >= 5 also writes `scale_decoder_outputs`, which takes precedence.
   An unscaled model whose checkpoint has no separate `lm_head` gets a `logits_dense` equal
-  to the embedding (checkpoints.py), which is the same function.
+  to the embedding (`param_convert.params_from_hf`), which is the same function.
 
   The file may be hostile: every dimension must be within `CHECKPOINT_LIMITS` (see
   `check_checkpoint_limits`: e.g. at most 256 layers, d_model <= 65536, 1024 heads, a

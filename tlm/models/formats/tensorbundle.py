@@ -4,20 +4,17 @@ This is the format of the original Mesh-TF T5 checkpoints and of the paper's T5-
 baselines (`model.ckpt-1000000.index` + `model.ckpt-1000000.data-00000-of-00016`). It mirrors
 TensorFlow's `tensorflow/core/util/tensor_bundle/tensor_bundle.{h,cc,proto}`:
 
-- `PREFIX.index` is a LevelDB-format SSTable (`tensorflow/core/lib/io/table*`): data blocks of
-  prefix-compressed keys with restart points, an index block of block handles, a 48-byte footer
-  ending in a magic number; every block carries a type byte (0 raw, 1 snappy; TensorFlow writes
-  raw blocks, snappy is decoded for completeness) and a masked CRC32C, which is verified.
-- Its values are `BundleEntryProto`s (dtype, shape, shard_id, offset, size, masked crc32c,
-  slices) keyed by variable name, decoded here by hand from the protobuf wire format; the key ""
-  holds the `BundleHeaderProto` (num_shards, endianness, version).
+- `PREFIX.index` is a TensorFlow SSTable (LevelDB's table format, read by sstable.py) whose
+  values are `BundleEntryProto`s (dtype, shape, shard_id, offset, size, masked crc32c, slices)
+  keyed by variable name, decoded here from the protobuf wire format (protowire.py); the key
+  "" holds the `BundleHeaderProto` (num_shards, endianness, version).
 - `PREFIX.data-SSSSS-of-NNNNN` hold the raw little-endian tensor bytes at those offsets. A
   partitioned variable (saved by `tf.compat.v1.train.Saver` from a `partitioner=`) has a full
   entry listing its slices, each slice stored under an OrderedCode-encoded key
   (`checkpoint::EncodeTensorNameSlice`); they are reassembled into the full tensor.
 
 Every variable is returned, optimizer slots and `global_step` included: deciding what to keep
-is the checkpoint maps' job (tlm/models/checkpoints.py).
+is the checkpoint maps' job (tlm/models/param_map.py).
 
 The files may be hostile: before anything is allocated, every entry is checked to name bytes
 that lie in its data file (sizes in Python integers, so no shape wraps around), the byte
@@ -36,6 +33,8 @@ import numpy as np
 from tlm.errors import CheckpointError
 from tlm.models.formats.crc32c import crc32c, unmask_crc
 from tlm.models.formats.guards import shown
+from tlm.models.formats.protowire import int64, proto_fields, singular, varint
+from tlm.models.formats.sstable import read_table
 
 # tensorflow/core/framework/types.proto DataType -> numpy dtype (little-endian).
 _DTYPES = {
@@ -58,219 +57,36 @@ _DT_STRING = 7
 # numpy's limit on the number of dimensions.
 _MAX_RANK = 64
 
-_TABLE_MAGIC = 0xDB4775248B80FB57
-_FOOTER_SIZE = 48
-_BLOCK_TRAILER_SIZE = 5  # 1 byte compression type + 4 bytes masked crc32c
-
-
-# ---------------------------------------------------------------------------------------------
-# Varints, protobuf wire format, snappy.
-
-
-def _varint(buf: bytes, pos: int, limit: int | None = None) -> tuple[int, int]:
-  limit = len(buf) if limit is None else limit
-  result = shift = 0
-  while True:
-    if pos >= limit or shift > 63:
-      raise ValueError("truncated varint")
-    byte = buf[pos]
-    pos += 1
-    result |= (byte & 0x7F) << shift
-    if not byte & 0x80:
-      return result, pos
-    shift += 7
-
-
-def _int64(x: int) -> int:
-  return x - (1 << 64) if x >= 1 << 63 else x
-
-
-def _proto_fields(buf: bytes) -> dict[int, list]:
-  """Decodes a protobuf message into {field number: [values]} (varints as int, others bytes)."""
-  fields: dict[int, list] = {}
-  pos = 0
-  while pos < len(buf):
-    tag, pos = _varint(buf, pos)
-    number, wire = tag >> 3, tag & 7
-    if wire == 0:
-      value, pos = _varint(buf, pos)
-    elif wire == 1:
-      value, pos = struct.unpack_from("<Q", buf, pos)[0], pos + 8
-    elif wire == 2:
-      size, pos = _varint(buf, pos)
-      value, pos = buf[pos : pos + size], pos + size
-    elif wire == 5:
-      value, pos = struct.unpack_from("<I", buf, pos)[0], pos + 4
-    else:
-      raise ValueError(f"unsupported wire type {wire}")
-    if pos > len(buf):
-      raise ValueError("truncated field")
-    fields.setdefault(number, []).append(value)
-  return fields
-
-
-def _first(fields: dict, number: int, default=0):
-  """The last value of a field; of the default's type (an int when the default is None)."""
-  if number not in fields:
-    return default
-  value = fields[number][-1]
-  if not isinstance(value, int if default is None else type(default)):
-    raise ValueError(f"field {number} has the wrong wire type")
-  return value
-
-
-def _snappy_decompress(buf: bytes) -> bytes:
-  """Decodes one raw snappy block (github.com/google/snappy/format_description.txt)."""
-  size, pos = _varint(buf, 0)
-  out = bytearray()
-  while pos < len(buf):
-    tag = buf[pos]
-    pos += 1
-    kind = tag & 3
-    if kind == 0:  # literal
-      length = tag >> 2
-      if length >= 60:
-        extra = length - 59
-        length = int.from_bytes(buf[pos : pos + extra], "little")
-        pos += extra
-      length += 1
-      if pos + length > len(buf):
-        raise ValueError("snappy literal past the end")
-      out += buf[pos : pos + length]
-      pos += length
-      continue
-    if kind == 1:
-      length, offset = 4 + ((tag >> 2) & 7), ((tag >> 5) << 8) | buf[pos]
-      pos += 1
-    else:
-      nbytes = 2 if kind == 2 else 4
-      length, offset = 1 + (tag >> 2), int.from_bytes(buf[pos : pos + nbytes], "little")
-      pos += nbytes
-    if offset == 0 or offset > len(out):
-      raise ValueError("snappy copy offset out of range")
-    if len(out) + length > size:
-      raise ValueError("snappy block decodes past its declared size")
-    for _ in range(length):  # byte by byte: a copy may overlap its own output
-      out.append(out[-offset])
-  if len(out) != size:
-    raise ValueError(f"snappy block decodes to {len(out)} bytes, header says {size}")
-  return bytes(out)
-
-
-# ---------------------------------------------------------------------------------------------
-# SSTable (tensorflow/core/lib/io/format.cc, block.cc, table.cc).
-
-
-def _read_block(data: bytes, offset: int, size: int, path: str) -> bytes:
-  end = offset + size + _BLOCK_TRAILER_SIZE
-  if offset < 0 or end > len(data):
-    raise CheckpointError(f"{path}: truncated or corrupt index (block at {offset} past the end)")
-  contents = data[offset : offset + size + 1]  # the crc covers the type byte too
-  (masked,) = struct.unpack_from("<I", data, offset + size + 1)
-  if crc32c(contents) != unmask_crc(masked):
-    raise CheckpointError(f"{path}: corrupt index (checksum mismatch in block at {offset})")
-  kind = data[offset + size]
-  if kind == 0:
-    return contents[:-1]
-  if kind == 1:
-    try:
-      return _snappy_decompress(contents[:-1])
-    except (ValueError, IndexError) as e:
-      raise CheckpointError(f"{path}: corrupt snappy block at {offset} ({e})") from None
-  raise CheckpointError(f"{path}: unknown block compression type {kind} at {offset}")
-
-
-def _block_entries(block: bytes, path: str) -> list[tuple[bytes, bytes]]:
-  if len(block) < 4:
-    raise CheckpointError(f"{path}: corrupt index (block of {len(block)} bytes)")
-  (num_restarts,) = struct.unpack_from("<I", block, len(block) - 4)
-  limit = len(block) - 4 - 4 * num_restarts
-  if limit < 0:
-    raise CheckpointError(f"{path}: corrupt index (bad restart count {num_restarts})")
-  entries, key, pos = [], b"", 0
-  try:
-    while pos < limit:
-      shared, pos = _varint(block, pos, limit)
-      unshared, pos = _varint(block, pos, limit)
-      value_size, pos = _varint(block, pos, limit)
-      if shared > len(key) or pos + unshared + value_size > limit:
-        raise ValueError("entry past the end of its block")
-      key = key[:shared] + block[pos : pos + unshared]
-      pos += unshared
-      entries.append((key, block[pos : pos + value_size]))
-      pos += value_size
-  except ValueError as e:
-    raise CheckpointError(f"{path}: corrupt index ({e})") from None
-  return entries
-
-
-def read_table(path: str) -> list[tuple[bytes, bytes]]:
-  """Every (key, value) of a TensorFlow/LevelDB SSTable file, in key order.
-
-  Raises:
-    CheckpointError: naming the file, if it is missing, truncated or fails a checksum.
-  """
-  try:
-    with open(path, "rb") as f:
-      data = f.read()
-  except OSError as e:
-    raise CheckpointError(f"{path}: cannot read checkpoint index ({e.strerror})") from None
-  if len(data) < _FOOTER_SIZE:
-    raise CheckpointError(f"{path}: truncated checkpoint index ({len(data)} bytes)")
-  footer = data[-_FOOTER_SIZE:]
-  if struct.unpack_from("<Q", footer, 40)[0] != _TABLE_MAGIC:
-    raise CheckpointError(f"{path}: not a TensorFlow checkpoint index (bad magic; truncated?)")
-  try:
-    _, pos = _varint(footer, 0, 40)  # metaindex offset and size: no filters in TF bundles
-    _, pos = _varint(footer, pos, 40)
-    index_offset, pos = _varint(footer, pos, 40)
-    index_size, pos = _varint(footer, pos, 40)
-  except ValueError:
-    raise CheckpointError(f"{path}: corrupt checkpoint index footer") from None
-  entries = []
-  for _, handle in _block_entries(_read_block(data, index_offset, index_size, path), path):
-    try:
-      offset, pos = _varint(handle, 0)
-      size, _ = _varint(handle, pos)
-    except ValueError:
-      raise CheckpointError(f"{path}: corrupt block handle in the index") from None
-    entries.extend(_block_entries(_read_block(data, offset, size, path), path))
-  return entries
-
-
-# ---------------------------------------------------------------------------------------------
-# Bundle entries.
-
 
 def _shape(buf: bytes) -> tuple[int, ...]:
-  fields = _proto_fields(buf)
-  if _first(fields, 3):
+  fields = proto_fields(buf)
+  if singular(fields, 3):
     raise ValueError("unknown rank")
   if len(fields.get(2, [])) > _MAX_RANK:
     raise ValueError(f"rank {len(fields[2])} above {_MAX_RANK}")
-  dims = tuple(_int64(_first(_proto_fields(d), 1)) for d in fields.get(2, []))
+  dims = tuple(int64(singular(proto_fields(d), 1)) for d in fields.get(2, []))
   if any(d < 0 for d in dims):
     raise ValueError(f"unknown dimension in shape {dims}")
   return dims
 
 
 def _entry(buf: bytes) -> dict:
-  f = _proto_fields(buf)
+  f = proto_fields(buf)
   slices = []
   for s in f.get(7, []):
     extents = []
-    for e in _proto_fields(s).get(1, []):
-      ef = _proto_fields(e)
+    for e in proto_fields(s).get(1, []):
+      ef = proto_fields(e)
       # No length means the whole dimension (TensorSlice's kFullExtent, -1).
-      extents.append((_int64(_first(ef, 1)), _int64(ef[2][-1]) if 2 in ef else -1))
+      extents.append((int64(singular(ef, 1)), int64(ef[2][-1]) if 2 in ef else -1))
     slices.append(extents)
   return {
-    "dtype": _first(f, 1),
-    "shape": _shape(_first(f, 2, b"")),
-    "shard_id": _first(f, 3),
-    "offset": _int64(_first(f, 4)),
-    "size": _int64(_first(f, 5)),
-    "crc32c": _first(f, 6, None),
+    "dtype": singular(f, 1),
+    "shape": _shape(singular(f, 2, b"")),
+    "shard_id": singular(f, 3),
+    "offset": int64(singular(f, 4)),
+    "size": int64(singular(f, 5)),
+    "crc32c": singular(f, 6, None),
     "slices": slices,
   }
 
@@ -380,7 +196,7 @@ class _Bundle:
     try:
       pos, lengths = 0, []
       for _ in range(count):  # each length takes a byte at least: ends with the buffer
-        n, pos = _varint(buf, pos)
+        n, pos = varint(buf, pos)
         lengths.append(n)
       (masked,) = struct.unpack_from("<I", buf, pos)
     except (ValueError, struct.error):
@@ -493,15 +309,15 @@ def read(prefix: str, verify_checksums: bool = True) -> dict[str, np.ndarray]:
   if not table or table[0][0] != b"":
     raise CheckpointError(f"{index_path}: no bundle header (not a TensorBundle checkpoint?)")
   try:
-    header = _proto_fields(table[0][1])
-    version = _proto_fields(_first(header, 3, b""))
-    _first(header, 1), _first(header, 2)  # the types are checked here
-    min_consumer = _first(version, 2)
+    header = proto_fields(table[0][1])
+    version = proto_fields(singular(header, 3, b""))
+    singular(header, 1), singular(header, 2)  # the types are checked here
+    min_consumer = singular(version, 2)
   except (ValueError, TypeError, struct.error):
     raise CheckpointError(f"{index_path}: corrupt bundle header") from None
   if min_consumer > 1:
     raise CheckpointError(f"{index_path}: written by a newer TensorFlow (min_consumer too high)")
-  bundle = _Bundle(prefix, _first(header, 1), _first(header, 2) == 1, verify_checksums)
+  bundle = _Bundle(prefix, singular(header, 1), singular(header, 2) == 1, verify_checksums)
   # Every entry is checked before any is read: see the module docstring.
   plan, spans = [], []
   for key, value in table[1:]:

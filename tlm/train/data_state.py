@@ -1,0 +1,51 @@
+"""What a training checkpoint records of its data stream, and the check that a resumed run
+would draw the same one.
+
+The data stream of a run is a pure function of its data config, batch size and (synthetic
+data) the world's generator version: a checkpoint stores them beside the step
+(`data_state`), and resuming with any of them changed is refused (`check_data_state`) rather
+than silently training on another stream.
+"""
+
+import os
+
+from tlm import configs
+from tlm.configs import Config
+from tlm.errors import ConfigError
+
+
+def data_state(config: Config, step: int) -> dict:
+  """What the checkpoint of `step` records of the data stream."""
+  from tlm.train.data import synthetic_cache_dir
+
+  # The synthetic world's generator version (in its cache directory's name): a checkpoint of
+  # another world's version is not resumed on this one.
+  world = os.path.basename(synthetic_cache_dir(config.data)) if config.data.synthetic else ""
+  return {
+    "step": step,
+    "batch_size": config.train.batch_size,
+    "data": configs.to_dict(config)["data"],
+    "world": world,
+  }
+
+
+def check_data_state(saved: dict, config: Config, path: str) -> None:
+  """Refuses to resume the checkpoint at `path` (its `saved` data state) on another stream.
+
+  Raises:
+    ConfigError: naming what differs.
+  """
+  current = data_state(config, int(saved.get("step", -1)))
+  diff = [k for k in ("batch_size",) if saved.get(k) != current[k]]
+  if saved.get("world", "") != current["world"]:
+    diff.append(f"synthetic world ({saved.get('world') or 'an older version'})")
+  saved_data = saved.get("data", {})
+  # Where the synthetic world is cached does not change it (world_seed / world_scale do).
+  diff += [
+    f"data.{k}" for k, v in current["data"].items() if k != "cache_dir" and saved_data.get(k) != v
+  ]
+  if diff:
+    raise ConfigError(
+      f"{path} was trained with other {', '.join(diff)}; resuming would change the data "
+      "stream. Use the original settings or a new workdir"
+    )

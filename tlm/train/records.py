@@ -1,0 +1,113 @@
+"""The records of a training run: the fields of a metrics.jsonl record, the window of
+host-side sums each record is computed from, the progress line process 0 prints, and the
+records a resumed run keeps.
+
+A record is written at every log boundary (`train.log_every`, every eval, the last step) by
+`tlm.train.loop.Trainer`; its loss, z-loss and accuracy are per real target token over the
+steps since the previous record, the other fields as named.
+"""
+
+import dataclasses
+import os
+import time
+
+from tlm import configs
+from tlm.errors import UserError
+from tlm.files import read_jsonl
+from tlm.train import task_eval
+from tlm.train.step import SUMS
+
+# The fields of a metrics.jsonl record (`Window.record`; "mfu" only on a device of known peak).
+TRAIN_FIELDS = (
+  "loss",
+  "z_loss",
+  "accuracy",
+  "learning_rate",
+  "tokens_per_second",
+  "seconds_per_step",
+  "grad_norm",
+  "mfu",
+)
+
+
+def log_line(text: str) -> None:
+  """Prints a progress line at once, also when stdout is a pipe or a file (cluster logs)."""
+  print(text, flush=True)
+
+
+def logged_fields(tc: configs.TrainConfig) -> tuple[str, ...]:
+  """The numeric fields of this run's metrics.jsonl records (what `train.keep_best` may name)."""
+  fields = TRAIN_FIELDS
+  if tc.eval_every > 0:
+    fields += ("eval_loss",)
+    if tc.eval_examples > 0:
+      fields += task_eval.FIELDS
+  return fields
+
+
+def format_seconds(seconds: float) -> str:
+  """`1h02m03s`, or `2m03s` under an hour (negative counts as 0)."""
+  seconds = int(max(seconds, 0))
+  h, rest = divmod(seconds, 3600)
+  m, s = divmod(rest, 60)
+  return f"{h}h{m:02d}m{s:02d}s" if h else f"{m}m{s:02d}s"
+
+
+@dataclasses.dataclass
+class Window:
+  """Host-side sums of the metrics since the last log line."""
+
+  sums: dict = dataclasses.field(default_factory=lambda: dict.fromkeys(SUMS, 0.0))
+  tokens: float = 0.0
+  steps: int = 0
+  grad_norm: float = 0.0
+  learning_rate: float = 0.0
+  start: float = dataclasses.field(default_factory=time.perf_counter)
+
+  def add(self, m: dict) -> None:
+    """Adds one step's fetched metrics."""
+    for k in SUMS:
+      self.sums[k] += float(m[k])
+    self.tokens += float(m["tokens"])
+    self.grad_norm += float(m["grad_norm"])
+    self.learning_rate = float(m["learning_rate"])
+    self.steps += 1
+
+  def record(self, done: int) -> dict:
+    """The metrics.jsonl record of the window, ending after step `done`, timed until now."""
+    elapsed = time.perf_counter() - self.start
+    weight = max(self.sums["weight"], 1.0)
+    return {
+      "step": done,
+      "loss": self.sums["loss"] / weight,
+      "z_loss": self.sums["z_loss"] / weight,
+      "accuracy": self.sums["correct"] / weight,
+      "learning_rate": self.learning_rate,
+      "tokens_per_second": self.tokens / max(elapsed, 1e-9),
+      "seconds_per_step": elapsed / max(self.steps, 1),
+      "grad_norm": self.grad_norm / max(self.steps, 1),
+    }
+
+
+def progress_line(record: dict, steps: int, best_metric: str | None = None) -> str:
+  """The line printed for a record of a run to `steps` (`best_metric`: `train.keep_best`)."""
+  eta = (steps - record["step"]) * record["seconds_per_step"]
+  extra = f" eval_loss {record['eval_loss']:.4f}" if "eval_loss" in record else ""
+  extra += "".join(f" {k} {100 * record[k]:.1f}" for k in task_eval.FIELDS if k in record)
+  utilisation = f" MFU {100 * record['mfu']:.1f}%" if "mfu" in record else ""
+  best = f" (best {best_metric})" if "best_step" in record else ""
+  return (
+    f"step {record['step']}/{steps} loss {record['loss']:.4f}{extra}{best} "
+    f"lr {record['learning_rate']:.3g} {record['tokens_per_second']:,.0f} tokens/s"
+    f"{utilisation} ETA {format_seconds(eta)}"
+  )
+
+
+def resume_metrics(path: str, step: int) -> list[dict]:
+  """The records of metrics.jsonl up to `step` (where a resumed run continues from)."""
+  if not os.path.isfile(path):
+    return []
+  try:
+    return [r for r in read_jsonl(path, required=("step",)) if r["step"] <= step]
+  except UserError:
+    return []  # a torn file from a crash: it is rewritten from the restored step

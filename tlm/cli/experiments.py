@@ -21,11 +21,10 @@ Each holds the workdir's lock (`tlm.workdir_lock`; process 0 of a multi-host run
 writes results there.
 """
 
-import glob
 import json
 import os
 
-from tlm import configs
+from tlm import configs, storage
 from tlm.errors import ConfigError
 from tlm.eval.reproduce import DEFAULT_WORKDIR, seed_dir
 from tlm.workdir_lock import WorkdirLock, acquire_on_main
@@ -37,15 +36,13 @@ def _saved_config(workdir: str):
   Only tlm training workdirs count (they hold model_config.json beside config.json): an HF
   checkpoint directory evaluated as is (T5-CBQA) has a config.json of its own.
   """
-  paths = [os.path.join(workdir, "config.json")]
-  paths += sorted(glob.glob(os.path.join(workdir, "year=*", "config.json")))
-  for path in paths:
-    if os.path.isfile(path) and os.path.isfile(
-      os.path.join(os.path.dirname(path), "model_config.json")
-    ):
+  years = storage.listdir(workdir) if storage.isdir(workdir) else []
+  dirs = [workdir] + [storage.join(workdir, n) for n in sorted(years) if n.startswith("year=")]
+  for directory in dirs:
+    path = storage.join(directory, "config.json")
+    if storage.isfile(path) and storage.isfile(storage.join(directory, "model_config.json")):
       try:
-        with open(path, encoding="utf-8") as f:
-          return configs.from_dict(json.load(f))
+        return configs.from_dict(json.loads(storage.read_bytes(path)))
       except (OSError, ValueError) as e:
         raise ConfigError(f"{path}: cannot read the saved config ({e})") from None
   return None
@@ -159,7 +156,7 @@ def combine_seeds(flags) -> None:
 def tables(flags) -> None:
   """--mode=tables: Tables 2, 3 (over model sizes) and 7 from the eval.json of several workdirs."""
   from tlm.eval import tables as render
-  from tlm.files import atomic_output_dir, check_replaceable
+  from tlm.files import atomic_output_dir, atomic_output_file, check_replaceable
 
   if not flags.workdirs or not flags.output_dir:
     raise ConfigError("--workdirs=W1,W2,... and --output_dir are required for --mode=tables")
@@ -167,7 +164,7 @@ def tables(flags) -> None:
   check_replaceable(flags.output_dir, set(outputs))
   with WorkdirLock.beside(flags.output_dir, "tables"), atomic_output_dir(flags.output_dir) as out:
     for filename, text in outputs.items():
-      with open(os.path.join(out, filename), "w", encoding="utf-8") as f:
+      with atomic_output_file(storage.join(out, filename)) as f:
         f.write(text)
   _progress(outputs["table3.md"])
   _progress(f"tables in {flags.output_dir}")

@@ -12,7 +12,7 @@ import os
 
 import numpy as np
 
-from tlm import configs
+from tlm import configs, storage
 from tlm.configs import Config
 from tlm.data import metrics
 from tlm.data.cronquestions import load_cronquestions, to_inputs_targets
@@ -101,7 +101,7 @@ def cronquestions(config: Config, workdir: str, data_dir: str, log=print) -> dic
     {
       "train.steps": config.eval.finetune_steps,
       "train.eval_every": 0,
-      "model.init_checkpoint": os.path.abspath(workdir),
+      "model.init_checkpoint": storage.abspath(workdir),
     },
   )
   pairs = [to_inputs_targets(q) for q in train_questions]
@@ -110,6 +110,8 @@ def cronquestions(config: Config, workdir: str, data_dir: str, log=print) -> dic
   log(f"answering {len(test_questions)} test questions")
   result = evaluate_questions(experiments.predictor(ft_dir, config), test_questions)
   result["model"] = config.name
+  if not experiments.writes_results():
+    return result
   out = os.path.join(workdir, "results")
   write_json(os.path.join(out, "table4.json"), result)
   with atomic_output_file(os.path.join(out, "table4.md")) as f:

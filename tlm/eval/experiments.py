@@ -19,7 +19,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from tlm import configs
+from tlm import configs, storage
 from tlm.configs import Config
 from tlm.data import datasets, fact_durations, metrics
 from tlm.data.formatting import templama_query_input
@@ -177,9 +177,17 @@ def load_model(config: Config, workdir: str, *, future_probe: bool = False):
 # ---- experiments -----------------------------------------------------------------------------
 
 
+def writes_results() -> bool:
+  """Whether this process writes the result files: process 0 of a multi-host run (every
+  process computes the same results; one writer keeps them whole)."""
+  import jax
+
+  return jax.process_index() == 0
+
+
 def _results_dir(workdir: str) -> str:
-  path = os.path.join(workdir, "results")
-  os.makedirs(path, exist_ok=True)
+  path = storage.join(workdir, "results")
+  storage.makedirs(path)
   return path
 
 
@@ -210,6 +218,8 @@ def evaluate(config: Config, workdir: str, log: Log = print, data: EvalData | No
   result = evaluate_model(model, data, log, config.name)
   result["config"] = configs.to_dict(config)
   result["answer_baselines"] = answer_baselines(data.templama, data.durations)
+  if not writes_results():
+    return result
   out = _results_dir(workdir)
   write_json(os.path.join(out, "eval.json"), result)
   with atomic_output_file(os.path.join(out, "table2_row.md")) as f:
@@ -239,12 +249,11 @@ def eval_future(config: Config, workdir: str, log: Log = print) -> dict:
   """`--mode=eval_future`: WORKDIR/results/future.json, figure3.png, figure4.png."""
   require_model(config, workdir)
   data = eval_data(config)
-  eval_path = os.path.join(workdir, "results", "eval.json")
-  if os.path.isfile(eval_path):
+  eval_path = storage.join(workdir, "results", "eval.json")
+  if storage.isfile(eval_path):
     import json
 
-    with open(eval_path) as f:
-      predictions = predictions_by_id(json.load(f))
+    predictions = predictions_by_id(json.loads(storage.read_bytes(eval_path)))
   else:
     log(f"{eval_path} not found: decoding the 2018 TempLAMA queries first")
     model = load_model(config, workdir)
@@ -253,6 +262,8 @@ def eval_future(config: Config, workdir: str, log: Log = print) -> dict:
                           [ex.year for ex in queries_2018])  # fmt: skip
     predictions = {ex.id: p for ex, p in zip(queries_2018, preds)}
   result = future_results(config, workdir, data, predictions, log)
+  if not writes_results():
+    return result
   out = _results_dir(workdir)
   write_json(os.path.join(out, "future.json"), result)
   draw(

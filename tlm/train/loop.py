@@ -30,7 +30,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import linen as nn
 
-from tlm import configs
+from tlm import configs, storage
 from tlm.configs import Config
 from tlm.errors import ConfigError, UserError
 from tlm.files import atomic_output_file, read_jsonl, write_json, write_jsonl
@@ -192,7 +192,7 @@ def _check_data_state(saved: dict, config: Config, path: str) -> None:
 
 
 def _resume_metrics(path: str, step: int) -> list[dict]:
-  if not os.path.isfile(path):
+  if not storage.isfile(path):
     return []
   try:
     return [r for r in read_jsonl(path, required=("step",)) if r["step"] <= step]
@@ -230,7 +230,7 @@ class Trainer:
     check_window(tc.profile_steps)
     check_metric(tc.keep_best, logged_fields(tc))
     self.config, self.log = config, log
-    self.workdir = os.path.abspath(workdir)
+    self.workdir = storage.abspath(workdir)
     self.main = jax.process_index() == 0
     self.metrics_path = os.path.join(self.workdir, "metrics.jsonl")
     # --- Mesh and data ---

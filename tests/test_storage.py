@@ -67,7 +67,7 @@ def test_remote_atomic_outputs_choose_single_object_and_commit_marker(monkeypatc
   monkeypatch.setattr(storage, "write_object", lambda p, d: ops.append(("write", p, d)))
   monkeypatch.setattr(storage, "exists", lambda p: False)
   monkeypatch.setattr(storage, "rmtree", lambda p: ops.append(("rmtree", p)))
-  monkeypatch.setattr(storage, "copy_tree", lambda s, d: ops.append(("copy", s, d)))
+  monkeypatch.setattr(storage, "upload_tree", lambda s, d: ops.append(("upload", s, d)))
   monkeypatch.setattr(os, "replace", lambda *a: pytest.fail("os.replace on a gs:// output"))
   with files.atomic_output_file("gs://bucket/out/x.json") as f:
     f.write("first ")
@@ -79,11 +79,11 @@ def test_remote_atomic_outputs_choose_single_object_and_commit_marker(monkeypatc
     raise RuntimeError
   assert ops == []  # nothing uploaded
   with files.atomic_output_dir("gs://bucket/out/d") as tmp:
-    assert tmp.startswith("gs://bucket/out/.d.") and tmp.endswith(".tmp")
-  copy, marker = ops[0], ops[1]
-  assert copy == ("copy", tmp, "gs://bucket/out/d")
+    assert not storage.is_remote(tmp)  # staged locally: builders may write with open()
+  upload, marker = ops
+  assert upload == ("upload", tmp, "gs://bucket/out/d")
   assert marker[:2] == ("write", f"gs://bucket/out/d/{storage.COMMIT_MARKER}")
-  assert ops[2] == ("rmtree", tmp)
+  assert not os.path.exists(tmp)
 
 
 def test_remote_checkpoints_choose_orbax_commit_file(monkeypatch):
@@ -156,12 +156,15 @@ def test_atomic_file_and_dir_on_the_object_store(bucket):
   out = f"{bucket}/out/tables"
   with files.atomic_output_dir(out) as tmp:
     files.write_json(storage.join(tmp, "t.json"), [1])
+    with open(os.path.join(tmp, "plain.txt"), "w") as f:  # as the data builders write
+      f.write("x")
     assert not storage.exists(out)  # nothing visible before the commit
-  assert storage.is_committed(out) and storage.listdir(out) == [storage.COMMIT_MARKER, "t.json"]
+  listed = [storage.COMMIT_MARKER, "plain.txt", "t.json"]
+  assert storage.is_committed(out) and storage.listdir(out) == listed
   with pytest.raises(RuntimeError), files.atomic_output_dir(out) as tmp:
     files.write_json(storage.join(tmp, "u.json"), [2])
     raise RuntimeError
-  assert storage.listdir(out) == [storage.COMMIT_MARKER, "t.json"]  # the old one, whole
+  assert storage.listdir(out) == listed  # the old one, whole
   assert storage.listdir(f"{bucket}/out") == ["result.json", "tables"]  # no temporaries
   with files.atomic_output_dir(out) as tmp:
     files.write_json(storage.join(tmp, "v.json"), [3])

@@ -10,8 +10,8 @@ that is full, read-only or not ours becomes a one-line `OutputError` naming the 
 and lone surrogates included); `check_output_file` vets an output path before work starts.
 
 Remote paths (`gs://...`, `tlm.storage`) have no rename: a file is produced in memory and
-uploaded as one object when the block exits cleanly; a directory is written under a hidden
-temporary prefix, copied into place and marked complete by a commit marker written last
+uploaded as one object when the block exits cleanly; a directory is produced in a local
+staging directory, uploaded, and marked complete by a commit marker written last
 (`tlm.storage.COMMIT_MARKER`, checked by `tlm.storage.is_committed`).
 """
 
@@ -23,7 +23,6 @@ import os
 import re
 import shutil
 import tempfile
-import uuid
 from collections.abc import Iterator
 from typing import Any
 
@@ -200,19 +199,22 @@ def _reraise_inner(e: BaseException, tmp: str, path: str, existed: bool) -> None
 def _remote_output_dir(path: str) -> Iterator[str]:
   """`atomic_output_dir` on an object store (no rename): write-then-commit-marker.
 
-  The block writes under a hidden temporary prefix beside `path`. On success the old `path`
-  loses its commit marker first (so it no longer reads as complete), is deleted, the new
-  objects are copied into place (server-side on GCS) and the marker is written last: a crash
+  The block writes into a local staging directory, so that builders writing with `open`,
+  orbax or safetensors need nothing else; a failed block leaves `path` untouched. On success
+  the old `path` loses its commit marker first (so it no longer reads as complete), its
+  objects are deleted, the staged files are uploaded and the marker is written last: a crash
   during the commit leaves `path` without a marker, which `storage.is_committed` reports.
   """
   path = storage.abspath(path)
-  name = path.rsplit("/", 1)[-1]
-  tmp = storage.join(storage.dirname(path), f".{name}.{uuid.uuid4().hex}.tmp")
   existed = _exists(path)
+  try:
+    tmp = tempfile.mkdtemp(prefix=".tlm-staging.", suffix=".tmp")
+  except OSError as e:
+    raise _output_error(path, e, existed) from None
   try:
     yield tmp
   except BaseException as e:
-    storage.rmtree(tmp)
+    shutil.rmtree(tmp, ignore_errors=True)
     _reraise_inner(e, tmp, path, existed)
     raise
   try:
@@ -221,12 +223,12 @@ def _remote_output_dir(path: str) -> Iterator[str]:
       with contextlib.suppress(FileNotFoundError):
         storage.remove(marker)
       storage.rmtree(path)
-    storage.copy_tree(tmp, path)
+    storage.upload_tree(tmp, path)
     storage.write_object(marker, b"committed\n")
   except OSError as e:
     raise _output_error(path, e, False) from None
   finally:
-    storage.rmtree(tmp)
+    shutil.rmtree(tmp, ignore_errors=True)
 
 
 def write_json(path: str, obj: Any) -> None:

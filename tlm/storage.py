@@ -14,8 +14,8 @@ and can be created only-if-absent. The protocols built on that (`tlm.files`,
 
 - a file: produced locally, then uploaded as one object (`write_object`): readers see the old
   object or the new one, never a part;
-- a directory: written under a hidden temporary prefix, copied into place, and only then
-  marked complete by a commit marker object written last (`COMMIT_MARKER`, the protocol orbax
+- a directory: produced in a local staging directory, uploaded, and only then marked
+  complete by a commit marker object written last (`COMMIT_MARKER`, the protocol orbax
   uses for checkpoints on GCS with `commit_success.txt`); `is_committed` is the reader's test;
 - a lock: an exclusive create (`create_exclusive`: fsspec's `mode="xb"`, which gcsfs maps to
   GCS `ifGenerationMatch=0`) or, where the backend cannot, a lease: the content (with the
@@ -208,6 +208,13 @@ def walk_files(root: str) -> Iterator[str]:
   yield from sorted(out)
 
 
+def upload_tree(local_dir: str, dst: str) -> None:
+  """Uploads every file of a local directory to the remote directory `dst`, streamed."""
+  for rel in walk_files(local_dir):
+    with open(os.path.join(local_dir, rel), "rb") as src, epath_of(join(dst, rel)).open("wb") as f:
+      shutil.copyfileobj(src, f, 1 << 24)
+
+
 def copy_tree(src: str, dst: str) -> None:
   """Copies every file of a remote directory `src` to `dst` (object by object)."""
   for rel in walk_files(src):
@@ -234,10 +241,11 @@ def create_exclusive(path: str, content: str) -> bool:
   """Creates the remote object `path` holding `content` unless it exists; False if it does.
 
   Uses the backend's exclusive create (fsspec `open(path, "xb")`; gcsfs sends GCS
-  `ifGenerationMatch=0`, so of several concurrent creators exactly one succeeds). A backend
-  without one (it rejects mode "xb") gets a lease instead: an absent object is written, left
-  `LEASE_SETTLE_S` for a concurrent writer's object to land, and read back: ours only if it
-  still holds our content (which carries a unique token).
+  `ifGenerationMatch=0`, so of several concurrent creators exactly one succeeds), then reads
+  the object back (a backend that took "xb" for "wb" is caught when another writer won).
+  A backend without one (it rejects mode "xb") gets a lease instead: an absent object is
+  written, left `LEASE_SETTLE_S` for a concurrent writer's object to land, and read back:
+  ours only if it still holds our content (which carries a unique token).
   """
   import fsspec
 
@@ -245,7 +253,8 @@ def create_exclusive(path: str, content: str) -> bool:
   try:
     with fs.open(key, "xb") as f:
       f.write(content.encode("utf-8"))
-    return True
+    # A backend that accepts "xb" but overwrites is caught here when the other writer won.
+    return _holds(path, content)
   except FileExistsError:
     return False
   except (ValueError, NotImplementedError, TypeError):
@@ -254,6 +263,10 @@ def create_exclusive(path: str, content: str) -> bool:
     return False
   write_object(path, content.encode("utf-8"))
   time.sleep(LEASE_SETTLE_S)
+  return _holds(path, content)
+
+
+def _holds(path: str, content: str) -> bool:
   try:
     return read_text(path) == content
   except FileNotFoundError:

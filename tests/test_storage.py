@@ -2,8 +2,9 @@
 paths without network, and the atomic outputs, the workdir lock and training checkpoints work
 on a filesystem that behaves like an object store (tests/objstore.py: no rename of a
 directory, no hard links, no locks), in process and end to end (train -> SIGKILL -> resume ->
-predict, compared with the same run on local disk)."""
+predict and eval, compared with the same run on local disk)."""
 
+import concurrent.futures
 import glob
 import json
 import os
@@ -207,6 +208,11 @@ def test_exclusive_create_and_lease_fallback(bucket, monkeypatch):
   assert storage.create_exclusive(f"{bucket}/l", "a") is True
   assert storage.create_exclusive(f"{bucket}/l", "b") is False
   assert storage.read_text(f"{bucket}/l") == "a"
+  # Concurrent creators: exactly one wins, and the object is the winner's.
+  with concurrent.futures.ThreadPoolExecutor(8) as pool:
+    won = list(pool.map(lambda i: storage.create_exclusive(f"{bucket}/race", str(i)), range(8)))
+  assert won.count(True) == 1
+  assert storage.read_text(f"{bucket}/race") == str(won.index(True))
   # A backend without exclusive create: a lease, read back after writing.
   real_open = objstore.ObjectStoreFS._open
 
@@ -286,9 +292,10 @@ def test_checkpoints_on_the_object_store(bucket, capsys):
   assert checksums.check(f"{root}/3", ITEMS) is None
 
 
-# --- End to end: train -> SIGKILL -> resume -> predict, all on gs:// ----------------------------
+# --- End to end: train -> SIGKILL -> resume -> predict, eval, all on gs:// ------------------------
 
 STEPS = 12
+EVAL_YEARS = "--set=eval.years=2016,2017,2018"  # the years of the fixture's held-out news
 
 
 def _env(cache):
@@ -322,7 +329,7 @@ def _predict_args(checkpoint, input_file, output_file):
 
 
 @pytest.mark.slow
-def test_train_kill_resume_predict_on_the_object_store_equals_local(tmp_path):
+def test_train_kill_resume_predict_eval_on_the_object_store_equals_local(tmp_path):
   env = _env(tmp_path / "jax_cache")
   store, cwd = tmp_path / "store", tmp_path / "cwd"
   cwd.mkdir()
@@ -341,10 +348,11 @@ def test_train_kill_resume_predict_on_the_object_store_equals_local(tmp_path):
     return proc
 
   # The reference: the same run on local disk, uninterrupted.
-  local = str(tmp_path / "local")
-  run([sys.executable, os.path.join(ROOT, "run.py"), *_train_args(local, DATA)])
+  local, on_disk = str(tmp_path / "local"), [sys.executable, os.path.join(ROOT, "run.py")]
+  run(on_disk + _train_args(local, DATA))
   queries, local_pred = str(tmp_path / "queries.jsonl"), str(tmp_path / "pred.jsonl")
-  run([sys.executable, os.path.join(ROOT, "run.py"), *_predict_args(local, queries, local_pred)])
+  run(on_disk + _predict_args(local, queries, local_pred))
+  run(on_disk + ["--mode=eval", f"--workdir={local}", EVAL_YEARS])
 
   # On the object store: killed after a committed checkpoint, then resumed.
   workdir, steps = "gs://bucket/wd", store / "bucket" / "wd" / "checkpoints"
@@ -366,6 +374,7 @@ def test_train_kill_resume_predict_on_the_object_store_equals_local(tmp_path):
   resumed = run(cmd)
   assert f"resumed from step {killed_at}" in resumed.stdout, resumed.stdout[-2000:]
   run(on_store(*_predict_args(workdir, "gs://bucket/queries.jsonl", "gs://bucket/out/pred.jsonl")))
+  run(on_store("--mode=eval", f"--workdir={workdir}", EVAL_YEARS))
 
   # Same results as the local run: the metrics, the final parameters, the predictions.
   objstore.install(str(store))
@@ -394,6 +403,13 @@ def test_train_kill_resume_predict_on_the_object_store_equals_local(tmp_path):
     for step in kept:
       assert checksums.check(f"{workdir}/checkpoints/{step}", ITEMS) is None
     assert storage.listdir("gs://bucket/out") == ["pred.jsonl"]
+    assert storage.listdir(f"{workdir}/results") == ["eval.json", "table2_row.md"]
+    got_eval = json.loads(storage.read_bytes(f"{workdir}/results/eval.json"))
+    with open(os.path.join(local, "results", "eval.json")) as f:
+      want_eval = json.load(f)
+    assert got_eval["templama"]["records"] and got_eval["news"]
+    for key in ("templama", "news", "answer_baselines"):
+      assert got_eval[key] == want_eval[key], key
   finally:
     objstore.uninstall()
   assert os.listdir(cwd) == [], "a gs:// path was written as a local path"

@@ -76,7 +76,7 @@ def eval_data(config: Config) -> EvalData:
   templama = load_templama(os.path.join(templama_dir, f"{ec.split}.json"))
   templama = [ex for ex in templama if ex.year in ec.years]
   news = {}
-  ssm_dir = sources.ssm_dir or (data.ssm_dir if os.path.isdir(data.ssm_dir) else "")
+  ssm_dir = sources.ssm_dir or (data.ssm_dir if storage.isdir(data.ssm_dir) else "")
   if ssm_dir:
     loaded = datasets.load_sources(ssm_dir, None, years=ec.years, split=ec.split)[NEWS_SSM]
     news = {y: _spread(rows, ec.max_examples) for y, rows in loaded.items()}
@@ -102,13 +102,13 @@ def _spread(rows: list, k: int) -> list:
 def trained(path: str) -> bool:
   """Whether `path` holds a model: a training workdir with a saved step, a tlm model
   directory, or an HF directory with weights."""
-  steps_dir = os.path.join(path, "checkpoints")
-  if os.path.isdir(steps_dir):
-    return any(name.isdigit() for name in os.listdir(steps_dir))
-  if os.path.isdir(os.path.join(path, "params")):
-    return os.path.isfile(os.path.join(path, "model_config.json"))
+  steps_dir = storage.join(path, "checkpoints")
+  if storage.isdir(steps_dir):
+    return any(name.isdigit() for name in storage.listdir(steps_dir))
+  if storage.isdir(storage.join(path, "params")):
+    return storage.isfile(storage.join(path, "model_config.json"))
   weights = ("model.safetensors", "pytorch_model.bin", "flax_model.msgpack")
-  return any(os.path.isfile(os.path.join(path, w)) for w in weights)
+  return any(storage.isfile(storage.join(path, w)) for w in weights)
 
 
 def expert_dir(workdir: str, year: int) -> str:

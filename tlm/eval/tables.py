@@ -6,9 +6,9 @@ closed-book CronQuestions EM / F1. Numbers are percentages with one decimal, as 
 """
 
 import json
-import os
 from collections.abc import Mapping, Sequence
 
+from tlm import storage
 from tlm.errors import ConfigError, DataError
 
 SLICES = ("2010-18", "2019-20")
@@ -93,12 +93,11 @@ def read_eval_results(workdirs: Sequence[str]) -> dict[str, dict]:
   """
   results = {}
   for workdir in workdirs:
-    path = os.path.join(workdir, "results", "eval.json")
-    if not os.path.isfile(path):
+    path = storage.join(workdir, "results", "eval.json")
+    if not storage.isfile(path):
       raise ConfigError(f"{path}: no such file; run --mode=eval --workdir={workdir} first")
     try:
-      with open(path, encoding="utf-8") as f:
-        result = json.load(f)
+      result = json.loads(storage.read_bytes(path))
       name = result["config"]["name"]
     except (OSError, ValueError, KeyError, TypeError) as e:
       message = f"not an eval.json written by --mode=eval ({type(e).__name__}: {e})"

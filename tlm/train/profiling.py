@@ -18,7 +18,7 @@ from tlm.errors import ConfigError
 
 def profile_dir(workdir: str) -> str:
   """WORKDIR/profile."""
-  # jax.profiler writes the trace itself (through its own file layer, which knows gs://).
+  # jax.profiler writes the trace itself, through its own file layer (gs:// untested here).
   return storage.join(storage.abspath(workdir), "profile")
 
 

@@ -12,6 +12,10 @@ A checkpoint without a manifest (written by an older tlm, or the run was killed 
 commit and the manifest) is checked for completeness only: every item directory must hold the
 file orbax writes last into it. Such a checkpoint is used with a warning that it is unverified.
 
+On an object store (`tlm.storage`) the files are read through epath, and a step directory also
+needs orbax's commit marker (`commit_success.txt`, written last there in place of the rename
+that makes a local step directory appear whole): without it the checkpoint is incomplete.
+
 Cost: hashing reads the checkpoint once more after each save (in a background thread while the
 training goes on, `tlm.train.checkpointing`) and once before a restore. Pure Python (hashlib):
 no jax, so `tlm.models.checkpoints` checks workdirs the same way.
@@ -19,10 +23,10 @@ no jax, so `tlm.models.checkpoints` checks workdirs the same way.
 
 import hashlib
 import json
-import os
 import sys
 from collections.abc import Callable, Iterable
 
+from tlm import storage
 from tlm.errors import CheckpointError
 
 MANIFEST = "tlm_checksums.json"
@@ -31,6 +35,8 @@ _FORMAT = "tlm-checkpoint-checksums/1"
 # item is complete (`params`/`opt_state` are orbax pytrees, `data_state` is orbax JSON).
 _ITEM_MARKERS = {"params": "_METADATA", "opt_state": "_METADATA", "data_state": "metadata"}
 _CHUNK = 1 << 20
+# orbax's commit marker of a checkpoint on an object store (atomicity.COMMIT_SUCCESS_FILE).
+ORBAX_COMMIT = "commit_success.txt"
 
 
 def warn(message: str) -> None:
@@ -40,7 +46,7 @@ def warn(message: str) -> None:
 
 def _sha256(path: str) -> str:
   digest = hashlib.sha256()
-  with open(path, "rb") as f:
+  with storage.open_file(path, "rb") as f:
     while chunk := f.read(_CHUNK):
       digest.update(chunk)
   return digest.hexdigest()
@@ -48,12 +54,10 @@ def _sha256(path: str) -> str:
 
 def _files(step_dir: str) -> list[str]:
   out = []
-  for root, dirs, names in os.walk(step_dir):
-    dirs.sort()
-    for name in sorted(names):
-      rel = os.path.relpath(os.path.join(root, name), step_dir)
-      if rel != MANIFEST and not name.startswith(f".{MANIFEST}."):
-        out.append(rel.replace(os.sep, "/"))
+  for rel in storage.walk_files(step_dir):
+    name = rel.rsplit("/", 1)[-1]
+    if rel != MANIFEST and not name.startswith(f".{MANIFEST}."):
+      out.append(rel)
   return out
 
 
@@ -67,13 +71,13 @@ def write_manifest(step_dir: str) -> None:
 
   files = {}
   for rel in _files(step_dir):
-    path = os.path.join(step_dir, rel)
-    files[rel] = {"size": os.path.getsize(path), "sha256": _sha256(path)}
-  write_json(os.path.join(step_dir, MANIFEST), {"format": _FORMAT, "files": files})
+    path = storage.join(step_dir, rel)
+    files[rel] = {"size": storage.getsize(path), "sha256": _sha256(path)}
+  write_json(storage.join(step_dir, MANIFEST), {"format": _FORMAT, "files": files})
 
 
 def has_manifest(step_dir: str) -> bool:
-  return os.path.isfile(os.path.join(step_dir, MANIFEST))
+  return storage.isfile(storage.join(step_dir, MANIFEST))
 
 
 def check(step_dir: str, items: Iterable[str]) -> str | None:
@@ -84,17 +88,18 @@ def check(step_dir: str, items: Iterable[str]) -> str | None:
     words naming the file.
   """
   items = tuple(items)
+  if storage.is_remote(step_dir) and not storage.isfile(storage.join(step_dir, ORBAX_COMMIT)):
+    return f"incomplete (no {ORBAX_COMMIT})"
   for item in items:
     marker = f"{item}/{_ITEM_MARKERS.get(item, '')}".rstrip("/")
-    if not os.path.exists(os.path.join(step_dir, marker)):
-      what = "missing" if not os.path.exists(os.path.join(step_dir, item)) else "incomplete"
+    if not storage.exists(storage.join(step_dir, marker)):
+      what = "missing" if not storage.exists(storage.join(step_dir, item)) else "incomplete"
       return f"incomplete ({item} {what})"
-  manifest_path = os.path.join(step_dir, MANIFEST)
-  if not os.path.isfile(manifest_path):
+  manifest_path = storage.join(step_dir, MANIFEST)
+  if not storage.isfile(manifest_path):
     return None
   try:
-    with open(manifest_path, encoding="utf-8") as f:
-      manifest = json.load(f)
+    manifest = json.loads(storage.read_bytes(manifest_path))
     files = manifest["files"]
     if manifest.get("format") != _FORMAT or not isinstance(files, dict):
       raise ValueError(manifest.get("format"))
@@ -103,9 +108,9 @@ def check(step_dir: str, items: Iterable[str]) -> str | None:
   for rel, want in sorted(files.items()):
     if not any(rel == item or rel.startswith(item + "/") for item in items):
       continue
-    path = os.path.join(step_dir, *rel.split("/"))
+    path = storage.join(step_dir, *rel.split("/"))
     try:
-      size = os.path.getsize(path)
+      size = storage.getsize(path)
       if not isinstance(want, dict) or size != want.get("size"):
         return f"corrupt ({rel}: {size} bytes, expected {want.get('size')})"
       if _sha256(path) != want.get("sha256"):
@@ -139,7 +144,7 @@ def newest_good_step(
   items = tuple(items)
   bad = []
   for step in steps:
-    step_dir = os.path.join(root, str(step))
+    step_dir = storage.join(root, str(step))
     reason = check(step_dir, items)
     if reason is not None:
       bad.append((step_dir, reason))
@@ -153,6 +158,6 @@ def newest_good_step(
       )
     return step
   if bad:
-    listed = "; ".join(f"{os.path.basename(d)}: {why}" for d, why in bad)
+    listed = "; ".join(f"{d.rstrip('/').rsplit('/', 1)[-1]}: {why}" for d, why in bad)
     raise CheckpointError(f"{root}: no good checkpoint left ({listed})")
   return None

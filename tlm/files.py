@@ -8,10 +8,16 @@ that is full, read-only or not ours becomes a one-line `OutputError` naming the 
 `check_replaceable` guards the directories that are replaced as a whole, and `iter_jsonl` /
 `read_jsonl` / `iter_tsv` name the file and line of any malformed input line (invalid UTF-8
 and lone surrogates included); `check_output_file` vets an output path before work starts.
+
+Remote paths (`gs://...`, `tlm.storage`) have no rename: a file is produced in memory and
+uploaded as one object when the block exits cleanly; a directory is produced in a local
+staging directory, uploaded, and marked complete by a commit marker written last
+(`tlm.storage.COMMIT_MARKER`, checked by `tlm.storage.is_committed`).
 """
 
 import contextlib
 import errno
+import io
 import json
 import os
 import re
@@ -20,6 +26,7 @@ import tempfile
 from collections.abc import Iterator
 from typing import Any
 
+from tlm import storage
 from tlm.errors import DataError, OutputError, UserError
 
 # OSErrors that mean "this output cannot be written", whichever code in the block hit them.
@@ -93,6 +100,10 @@ def atomic_output_file(path: str, mode: str = "w") -> Iterator[Any]:
     OutputError: the file cannot be written (disk full, quota, read-only, permissions),
       naming `path`; the temporary file is removed and `path` left as it was.
   """
+  if storage.is_remote(path):
+    with _remote_output_file(path, mode) as f:
+      yield f
+    return
   directory = os.path.dirname(os.path.abspath(path))
   existed = os.path.exists(path)
   try:
@@ -114,6 +125,25 @@ def atomic_output_file(path: str, mode: str = "w") -> Iterator[Any]:
 
 
 @contextlib.contextmanager
+def _remote_output_file(path: str, mode: str) -> Iterator[Any]:
+  """`atomic_output_file` on an object store: buffered, then uploaded as one object."""
+  buffer = io.BytesIO() if "b" in mode else io.StringIO()
+  yield buffer
+  data = buffer.getvalue()
+  try:
+    storage.write_object(path, data if isinstance(data, bytes) else data.encode("utf-8"))
+  except OSError as e:
+    raise _output_error(path, e, _exists(path)) from None
+
+
+def _exists(path: str) -> bool:
+  try:
+    return storage.exists(path)
+  except OSError:
+    return False
+
+
+@contextlib.contextmanager
 def atomic_output_dir(path: str) -> Iterator[str]:
   """Yields a temporary directory that becomes `path` only if the block exits cleanly.
 
@@ -123,6 +153,10 @@ def atomic_output_dir(path: str) -> Iterator[str]:
     OutputError: the directory cannot be written (disk full, quota, read-only, permissions),
       naming `path`; the temporary directory is removed and `path` left as it was.
   """
+  if storage.is_remote(path):
+    with _remote_output_dir(path) as tmp:
+      yield tmp
+    return
   path = os.path.abspath(path)
   parent = os.path.dirname(path)
   existed = os.path.exists(path)
@@ -136,12 +170,7 @@ def atomic_output_dir(path: str) -> Iterator[str]:
     yield tmp
   except BaseException as e:
     shutil.rmtree(tmp, ignore_errors=True)
-    # A file of the directory written atomically in its turn: the error names the directory.
-    inner = isinstance(e, OutputError) and getattr(e, "path", "").startswith(tmp)
-    # ... or by orbax (tlm.models.formats.orbax_params quotes tensorstore's status).
-    inner = inner or isinstance(e, UserError) and tmp in str(e) and io_error_reason(e)
-    if inner or _is_write_error(e, tmp):
-      raise _output_error(path, e, existed) from None
+    _reraise_inner(e, tmp, path, existed)
     raise
   try:
     if os.path.exists(path):
@@ -154,6 +183,52 @@ def atomic_output_dir(path: str) -> Iterator[str]:
   except OSError as e:
     shutil.rmtree(tmp, ignore_errors=True)
     raise _output_error(path, e, existed) from None
+
+
+def _reraise_inner(e: BaseException, tmp: str, path: str, existed: bool) -> None:
+  """Raises the OutputError naming `path` for a write error inside the temporary directory."""
+  # A file of the directory written atomically in its turn: the error names the directory.
+  inner = isinstance(e, OutputError) and getattr(e, "path", "").startswith(tmp)
+  # ... or by orbax (tlm.models.formats.orbax_params quotes tensorstore's status).
+  inner = inner or isinstance(e, UserError) and tmp in str(e) and io_error_reason(e)
+  if inner or _is_write_error(e, tmp):
+    raise _output_error(path, e, existed) from None
+
+
+@contextlib.contextmanager
+def _remote_output_dir(path: str) -> Iterator[str]:
+  """`atomic_output_dir` on an object store (no rename): write-then-commit-marker.
+
+  The block writes into a local staging directory, so that builders writing with `open`,
+  orbax or safetensors need nothing else; a failed block leaves `path` untouched. On success
+  the old `path` loses its commit marker first (so it no longer reads as complete), its
+  objects are deleted, the staged files are uploaded and the marker is written last: a crash
+  during the commit leaves `path` without a marker, which `storage.is_committed` reports.
+  """
+  path = storage.abspath(path)
+  existed = _exists(path)
+  try:
+    tmp = tempfile.mkdtemp(prefix=".tlm-staging.", suffix=".tmp")
+  except OSError as e:
+    raise _output_error(path, e, existed) from None
+  try:
+    yield tmp
+  except BaseException as e:
+    shutil.rmtree(tmp, ignore_errors=True)
+    _reraise_inner(e, tmp, path, existed)
+    raise
+  try:
+    marker = storage.join(path, storage.COMMIT_MARKER)
+    if existed:
+      with contextlib.suppress(FileNotFoundError):
+        storage.remove(marker)
+      storage.rmtree(path)
+    storage.upload_tree(tmp, path)
+    storage.write_object(marker, b"committed\n")
+  except OSError as e:
+    raise _output_error(path, e, False) from None
+  finally:
+    shutil.rmtree(tmp, ignore_errors=True)
 
 
 def write_json(path: str, obj: Any) -> None:
@@ -182,15 +257,16 @@ def check_replaceable(output_dir: str, ours: set[str]) -> None:
     output_dir: the directory a builder is about to replace.
     ours: the names the builder writes there; hidden names (leftover temporaries) are ignored.
   """
-  if os.path.isdir(output_dir):
-    foreign = sorted(n for n in os.listdir(output_dir) if n not in ours and not n.startswith("."))
+  if storage.isdir(output_dir):
+    names = storage.listdir(output_dir)
+    foreign = sorted(n for n in names if n not in ours and not n.startswith("."))
     if foreign:
       shown = ", ".join(foreign[:3]) + (", ..." if len(foreign) > 3 else "")
       raise UserError(
         f"{output_dir}: output directory holds other files ({shown}); "
         "choose a new or empty directory"
       )
-  elif os.path.exists(output_dir):
+  elif storage.exists(output_dir):
     raise UserError(f"{output_dir}: exists and is not a directory")
 
 
@@ -207,10 +283,10 @@ def _text_lines(path: str) -> Iterator[tuple[int, str]]:
   Undecodable bytes are reported with the line they are on (a plain `open(encoding="utf-8")`
   raises UnicodeDecodeError at some buffer offset instead). Universal newlines, as `open`.
   """
-  if not os.path.isfile(path):
+  if not storage.isfile(path):
     raise DataError("no such file", path)
   try:
-    with open(path, encoding="utf-8", errors="surrogateescape") as f:
+    with _open_text(path) as f:
       for line_no, line in enumerate(f, start=1):
         if not line.isascii():
           bad = _SURROGATE.search(line)
@@ -225,6 +301,13 @@ def _text_lines(path: str) -> Iterator[tuple[int, str]]:
         yield line_no, line
   except OSError as e:
     raise DataError(f"cannot read ({e.strerror})", path) from None
+
+
+def _open_text(path: str):
+  if not storage.is_remote(path):
+    return open(storage.local(path), encoding="utf-8", errors="surrogateescape")
+  binary = storage.open_file(path, "rb")  # epath's open takes no errors=
+  return io.TextIOWrapper(binary, encoding="utf-8", errors="surrogateescape")
 
 
 def check_text(value: Any, path: str, line: int) -> None:
@@ -297,8 +380,13 @@ def check_output_file(path: str) -> None:
   """Raises UserError unless `path` can be written as a file: run before any work starts.
 
   `atomic_output_file` creates missing parent directories, so the nearest existing ancestor
-  must be a writable directory; `path` itself must be absent or a regular file.
+  must be a writable directory; `path` itself must be absent or a regular file. On an object
+  store only the second half can be checked (permissions show at the upload).
   """
+  if storage.is_remote(path):
+    if storage.isdir(path):
+      raise UserError(f"{path}: is a directory; the output must be a file")
+    return
   if os.path.isdir(path):
     raise UserError(f"{path}: is a directory; the output must be a file")
   if os.path.exists(path) and not os.path.isfile(path):

@@ -18,10 +18,12 @@ object stores, which the storage layer of the scale issue targets (etils.epath).
 instead a small JSON file created with an exclusive create of a complete file: here
 `os.link` of a fully written temporary file, which fails if the name exists (atomic on local
 disks and NFS, and no reader ever sees a half-written lock). Every other step (read, delete)
-is an ordinary file operation. An object-store backend needs only a conditional create in
-`_create_exclusive` (GCS `ifGenerationMatch=0`, S3 `If-None-Match: *`). Taking over a stale
-lock is itself serialised by the same exclusive create (`<lock>.takeover`), so two processes
-that find the same stale lock cannot both take it.
+is an ordinary file operation. On an object store (`gs://`, `tlm.storage`) the exclusive create
+is the backend's conditional create (`tlm.storage.create_exclusive`: fsspec `mode="xb"`, GCS
+`ifGenerationMatch=0`), or, where the backend has none, a lease read back after writing: the
+lock is a single object either way, and reading and deleting it go through epath. Taking over
+a stale lock is itself serialised by the same exclusive create (`<lock>.takeover`), so two
+processes that find the same stale lock cannot both take it.
 
 Multi-host training: only process 0 takes the lock. The processes of one job are started
 together and coordinated by `jax.distributed`; the lock keeps a second job (whose process 0
@@ -40,6 +42,7 @@ import sys
 import time
 import uuid
 
+from tlm import storage
 from tlm.errors import UserError
 
 LOCK_NAME = ".tlm.lock"
@@ -86,8 +89,10 @@ def _create_exclusive(path: str, content: str) -> bool:
 
   The content is written to a unique temporary name first and then hard-linked to `path`:
   link(2) fails if `path` exists, so exactly one of several concurrent creators succeeds and
-  the file is never seen half-written.
+  the file is never seen half-written. On an object store: `storage.create_exclusive`.
   """
+  if storage.is_remote(path):
+    return storage.create_exclusive(path, content)
   tmp = f"{path}.{uuid.uuid4().hex}.tmp"
   with open(tmp, "w", encoding="utf-8") as f:
     f.write(content)
@@ -117,8 +122,7 @@ def _create_exclusive(path: str, content: str) -> bool:
 def _read(path: str) -> dict | None:
   """The lock's content, None if it vanished (or is being written); ValueError if foreign."""
   try:
-    with open(path, encoding="utf-8") as f:
-      text = f.read()
+    text = storage.read_text(path)
   except FileNotFoundError:
     return None
   if not text:
@@ -160,8 +164,8 @@ class WorkdirLock:
   """
 
   def __init__(self, directory: str, mode: str, lock_path: str | None = None):
-    self.directory = os.path.abspath(directory)
-    self.path = lock_path or os.path.join(self.directory, LOCK_NAME)
+    self.directory = storage.abspath(directory)
+    self.path = lock_path or storage.join(self.directory, LOCK_NAME)
     self.mode = mode
     self._token: str | None = None
     self._created = False
@@ -173,9 +177,11 @@ class WorkdirLock:
     It lives beside the directory (`.NAME.tlm.lock` in its parent), since a lock inside would
     be swapped away with the old directory.
     """
-    directory = os.path.abspath(directory)
-    parent, name = os.path.split(directory)
-    return cls(directory, mode, lock_path=os.path.join(parent, f".{name}{LOCK_NAME}"))
+    directory = storage.abspath(directory)
+    parent, name = storage.dirname(directory), directory.rstrip("/").rsplit("/", 1)[-1]
+    if not storage.is_remote(directory):
+      parent, name = os.path.split(directory)
+    return cls(directory, mode, lock_path=storage.join(parent, f".{name}{LOCK_NAME}"))
 
   def _content(self) -> str:
     self._token = uuid.uuid4().hex
@@ -198,9 +204,10 @@ class WorkdirLock:
       UserError: the directory cannot be created or written.
     """
     try:
-      parent = os.path.dirname(self.path)
-      self._created = not os.path.isdir(parent)
-      os.makedirs(parent, exist_ok=True)
+      parent = storage.dirname(self.path)
+      # (An object store has no empty directories: nothing to clean up there.)
+      self._created = not storage.is_remote(parent) and not os.path.isdir(parent)
+      storage.makedirs(parent)
       for _ in range(100):  # a lock that vanishes while read: try again
         if _create_exclusive(self.path, self._content()):
           return self
@@ -232,8 +239,8 @@ class WorkdirLock:
     marker = self.path + ".takeover"
     if not _create_exclusive(marker, str(os.getpid())):
       with contextlib.suppress(FileNotFoundError):
-        if time.time() - os.path.getmtime(marker) > _TAKEOVER_TIMEOUT_S:
-          os.remove(marker)  # its creator died while taking over
+        if time.time() - storage.mtime(marker) > _TAKEOVER_TIMEOUT_S:
+          storage.remove(marker)  # its creator died while taking over
       return False
     try:
       # Still the same stale holder? (Another process may have taken over and finished.)
@@ -244,11 +251,11 @@ class WorkdirLock:
       if current is not None:
         if current.get("token") != stale.get("token") or current["pid"] != stale["pid"]:
           return False
-        os.remove(self.path)
+        storage.remove(self.path)
       if not _create_exclusive(self.path, self._content()):
         return False
     finally:
-      os.remove(marker)
+      storage.remove(marker)
     _warn(f"{self.path}: took over the lock of {_describe(stale)}, which is no longer running")
     return True
 
@@ -262,7 +269,7 @@ class WorkdirLock:
       holder = None
     if holder is not None and holder.get("token") == self._token:
       with contextlib.suppress(FileNotFoundError):
-        os.remove(self.path)
+        storage.remove(self.path)
     self._token = None
     if self._created:  # a run that wrote nothing (say, a mistyped workdir) leaves no trace
       with contextlib.suppress(OSError):

@@ -15,11 +15,15 @@ full disk is a one-line error naming DST. One convert at a time writes DST (a lo
 
 import os
 
+from tlm import storage
 from tlm.cli.inference import find_vocabulary, require_flags
 from tlm.errors import ConfigError, DataError
 
 
 def _inside(path: str, directory: str) -> bool:
+  if storage.is_remote(path) or storage.is_remote(directory):
+    path, directory = storage.abspath(path), storage.abspath(directory)
+    return path == directory or path.startswith(directory + "/")
   path, directory = os.path.realpath(path), os.path.realpath(directory)
   return path == directory or path.startswith(directory + os.sep)
 
@@ -37,8 +41,7 @@ def main(flags) -> None:
   vocab_path = find_vocabulary(flags)
   if vocab_path is not None:
     try:
-      with open(vocab_path, "rb") as f:
-        spiece_model = f.read()
+      spiece_model = storage.read_bytes(vocab_path)
     except OSError as e:
       raise DataError(f"cannot read vocabulary ({e.strerror})", vocab_path) from None
 

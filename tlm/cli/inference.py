@@ -37,10 +37,9 @@ weights (only the checkpoint's config is read).
 """
 
 import json
-import os
 import sys
 
-from tlm import configs
+from tlm import configs, storage
 from tlm.data.vocab import Vocabulary, find_spiece_model
 from tlm.errors import ConfigError, DataError
 from tlm.files import check_output_file, iter_jsonl, write_jsonl
@@ -88,18 +87,17 @@ def training_input_length(checkpoint: str) -> tuple[int, str]:
   (`data.input_length`); an HF directory's `config.json` in `n_positions` (512 for the
   public T5 checkpoints). Other layouts record none: tlm's default `data.input_length`.
   """
-  path = os.path.abspath(checkpoint)
-  if os.path.basename(os.path.dirname(path)) == "checkpoints":
-    path = os.path.dirname(os.path.dirname(path))  # WORKDIR/checkpoints/STEP
-  config_path = os.path.join(path, "config.json")
+  path = storage.abspath(checkpoint)
+  if storage.dirname(path).endswith("/checkpoints"):
+    path = storage.dirname(storage.dirname(path))  # WORKDIR/checkpoints/STEP
+  config_path = storage.join(path, "config.json")
   # Unreadable or odd files are load_checkpoint's to report; here they just say nothing.
   try:
-    with open(config_path, encoding="utf-8") as f:
-      config = json.load(f)
+    config = json.loads(storage.read_bytes(config_path))
   except (OSError, ValueError, RecursionError):
     config = None
   if isinstance(config, dict):
-    if os.path.isfile(os.path.join(path, "model_config.json")):
+    if storage.isfile(storage.join(path, "model_config.json")):
       data = config.get("data")
       value = data.get("input_length") if isinstance(data, dict) else None
       where = f"{config_path} data.input_length"

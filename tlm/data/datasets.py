@@ -21,6 +21,7 @@ import shutil
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
 
+from tlm import storage
 from tlm.data.formatting import TextExample, ssm_text, templama_text
 from tlm.data.sampling import NEWS_SSM, TEMPLAMA
 from tlm.errors import ConfigError, DataError
@@ -162,7 +163,7 @@ def _build_ssm(world: str, out: str, seed: int) -> None:
 
 
 def _load_ssm_year(path: str, year: int) -> list[TextExample]:
-  if not os.path.isfile(path):
+  if not storage.isfile(path):
     raise DataError("no such file (SSM examples for this split and year)", path)
   examples = []
   for line_no, obj in iter_jsonl(path):

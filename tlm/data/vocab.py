@@ -11,12 +11,12 @@ inputs can be written as plain strings ("... won the <extra_id_0> in 2014.").
 """
 
 import io
-import os
 import re
 from collections.abc import Iterable, Sequence
 
 import sentencepiece as spm
 
+from tlm import storage
 from tlm.errors import DataError
 
 PAD_ID = 0
@@ -38,8 +38,7 @@ class Vocabulary:
     path = model if isinstance(model, str) else None  # named in errors
     if path is not None:
       try:
-        with open(path, "rb") as f:
-          model = f.read()
+        model = storage.read_bytes(path)
       except OSError as e:
         raise DataError(f"cannot read SentencePiece model ({e.strerror})", path) from None
     self._proto = model
@@ -146,14 +145,14 @@ def find_spiece_model(checkpoint: str) -> str | None:
   Looked for in the checkpoint directory (HF directory, tlm model directory, training
   workdir), beside a Mesh-TF prefix or a file, and in the workdir of `WORKDIR/checkpoints/STEP`.
   """
-  path = os.path.abspath(checkpoint)
-  parent = os.path.dirname(path)
+  path = storage.abspath(checkpoint)
+  parent = storage.dirname(path)
   candidates = [path, parent]
-  if os.path.basename(parent) == "checkpoints":
-    candidates.append(os.path.dirname(parent))
+  if parent.rstrip("/").endswith("/checkpoints"):
+    candidates.append(storage.dirname(parent))
   for directory in candidates:
-    candidate = os.path.join(directory, "spiece.model")
-    if os.path.isfile(candidate):
+    candidate = storage.join(directory, "spiece.model")
+    if storage.isfile(candidate):
       return candidate
   return None
 

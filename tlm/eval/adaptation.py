@@ -25,7 +25,7 @@ results in `WORKDIR/results/adapt.json` and `figure5.png`.
 import math
 import os
 
-from tlm import configs
+from tlm import configs, storage
 from tlm.configs import Config
 from tlm.errors import ConfigError
 from tlm.eval import experiments, figures
@@ -63,7 +63,7 @@ def adapted_config(config: Config, alpha: float, base_workdir: str, steps: int) 
       "data.new_years": (a.new_year,),
       "data.new_year_prob": float(alpha),
       "train.steps": int(steps),
-      "model.init_checkpoint": os.path.abspath(base_workdir),
+      "model.init_checkpoint": storage.abspath(base_workdir),
     },
   )
 
@@ -159,6 +159,8 @@ def adapt(config: Config, workdir: str, log=print, data=None) -> dict:
   out["retrained_from"] = start
   out["matched_by_slice"] = match_steps(out["curve"], out["retrained"])
   out["matched_at_step"] = out["matched_by_slice"]["all"]
+  if not experiments.writes_results():
+    return out
   results = os.path.join(workdir, "results")
   write_json(os.path.join(results, "adapt.json"), out)
   draw_figure5({config.name: out}, os.path.join(results, "figure5.png"), log)

@@ -12,7 +12,7 @@ import os
 
 import numpy as np
 
-from tlm import configs
+from tlm import configs, storage
 from tlm.configs import Config
 from tlm.data import metrics
 from tlm.data.cronquestions import load_cronquestions, to_inputs_targets
@@ -21,6 +21,7 @@ from tlm.data.sampling import MixtureSampler
 from tlm.data.vocab import Vocabulary
 from tlm.errors import ConfigError
 from tlm.eval import tables
+from tlm.eval.experiments import writes_results
 from tlm.eval.trained_models import predictor, require_model
 from tlm.files import atomic_output_file, write_json
 
@@ -107,7 +108,7 @@ def cronquestions(config: Config, workdir: str, log=print, data: str | None = No
     {
       "train.steps": config.eval.finetune_steps,
       "train.eval_every": 0,
-      "model.init_checkpoint": os.path.abspath(workdir),
+      "model.init_checkpoint": storage.abspath(workdir),
     },
   )
   pairs = [to_inputs_targets(q) for q in train_questions]
@@ -116,6 +117,8 @@ def cronquestions(config: Config, workdir: str, log=print, data: str | None = No
   log(f"answering {len(test_questions)} test questions")
   result = evaluate_questions(predictor(ft_dir, config), test_questions)
   result["model"] = config.name
+  if not writes_results():
+    return result
   out = os.path.join(workdir, "results")
   write_json(os.path.join(out, "table4.json"), result)
   with atomic_output_file(os.path.join(out, "table4.md")) as f:

@@ -21,7 +21,7 @@ from collections.abc import Callable
 
 import numpy as np
 
-from tlm import configs
+from tlm import configs, storage
 from tlm.configs import Config
 from tlm.data import datasets, fact_durations, metrics
 from tlm.data.formatting import templama_query_input
@@ -78,7 +78,7 @@ def eval_data(config: Config) -> EvalData:
   templama = load_templama(os.path.join(templama_dir, f"{ec.split}.json"))
   templama = [ex for ex in templama if ex.year in ec.years]
   news = {}
-  ssm_dir = sources.ssm_dir or (data.ssm_dir if os.path.isdir(data.ssm_dir) else "")
+  ssm_dir = sources.ssm_dir or (data.ssm_dir if storage.isdir(data.ssm_dir) else "")
   if ssm_dir:
     loaded = datasets.load_sources(ssm_dir, None, years=ec.years, split=ec.split)[NEWS_SSM]
     news = {y: _spread(rows, ec.max_examples) for y, rows in loaded.items()}
@@ -101,9 +101,17 @@ def _spread(rows: list, k: int) -> list:
 # ---- experiments -----------------------------------------------------------------------------
 
 
+def writes_results() -> bool:
+  """Whether this process writes the result files: process 0 of a multi-host run (every
+  process computes the same results; one writer keeps them whole)."""
+  import jax
+
+  return jax.process_index() == 0
+
+
 def _results_dir(workdir: str) -> str:
-  path = os.path.join(workdir, "results")
-  os.makedirs(path, exist_ok=True)
+  path = storage.join(workdir, "results")
+  storage.makedirs(path)
   return path
 
 
@@ -140,6 +148,8 @@ def evaluate(config: Config, workdir: str, log: Log = print, data: EvalData | No
   result = evaluate_model(model, data, log, config.name)
   result["config"] = configs.to_dict(config)
   result["answer_baselines"] = answer_baselines(data.templama, data.durations)
+  if not writes_results():
+    return result
   out = _results_dir(workdir)
   write_json(os.path.join(out, "eval.json"), result)
   with atomic_output_file(os.path.join(out, "table2_row.md")) as f:
@@ -163,8 +173,8 @@ def future_results(
 def _predictions_2018(config: Config, workdir: str, data: EvalData, log: Log) -> dict[str, str]:
   """{id: prediction} of the 2018 TempLAMA queries: from `--mode=eval`'s eval.json if there is
   one, else decoded now."""
-  eval_path = os.path.join(workdir, "results", "eval.json")
-  if not os.path.isfile(eval_path):
+  eval_path = storage.join(workdir, "results", "eval.json")
+  if not storage.isfile(eval_path):
     log(f"{eval_path} not found: decoding the 2018 TempLAMA queries first")
     model = load_model(config, workdir)
     queries_2018 = [ex for ex in data.templama if ex.year == future.REFERENCE_YEAR]
@@ -172,8 +182,7 @@ def _predictions_2018(config: Config, workdir: str, data: EvalData, log: Log) ->
                           [ex.year for ex in queries_2018])  # fmt: skip
     return {ex.id: p for ex, p in zip(queries_2018, preds)}
   try:
-    with open(eval_path, encoding="utf-8") as f:
-      return results.predictions_by_id(json.load(f))
+    return results.predictions_by_id(json.loads(storage.read_bytes(eval_path)))
   except (OSError, ValueError, results.MissingResult, KeyError, TypeError) as e:
     message = f"not an eval.json written by --mode=eval ({type(e).__name__}: {e})"
     raise DataError(message, eval_path) from None
@@ -187,6 +196,8 @@ def eval_future(
   data = data or eval_data(config)
   predictions = _predictions_2018(config, workdir, data, log)
   result = future_results(config, workdir, data, predictions, log)
+  if not writes_results():
+    return result
   out = _results_dir(workdir)
   write_json(os.path.join(out, "future.json"), result)
   name = config.name

@@ -14,6 +14,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from tlm import storage
 from tlm.errors import DataError
 from tlm.eval import claim_summary, figures, tables
 from tlm.files import atomic_output_file, write_json
@@ -91,8 +92,7 @@ def load_saved_seed(seed_dir: str) -> dict:
   for name in ("per_query.json", "eval.json", "seed_summary.json"):
     path = os.path.join(results, name)
     try:
-      with open(path, encoding="utf-8") as f:
-        loaded[name] = json.load(f)
+      loaded[name] = json.loads(storage.read_bytes(path))
     except (OSError, ValueError) as e:
       raise DataError(f"cannot read a seed's results ({e})", path) from None
   names = {v: c["name"] for v, c in loaded["seed_summary.json"]["configs"].items()}

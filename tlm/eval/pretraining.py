@@ -16,7 +16,7 @@ Uniform, Temporal, every Yearly expert, and the Figure 5 retraining all start fr
 
 import os
 
-from tlm import configs
+from tlm import configs, storage
 from tlm.configs import Config
 
 STARTS = ("t5", "cbqa")  # the pre-trained starting points, in training order
@@ -41,7 +41,7 @@ def starting_configs(overrides: list[str], workdir: str) -> dict[str, Config]:
 
 def from_start(config: Config, start_dir: str) -> Config:
   """`config` initialised from the pre-trained start in `start_dir` (the public T5's role)."""
-  return configs.replace(config, "model.init_checkpoint", os.path.abspath(start_dir))
+  return configs.replace(config, "model.init_checkpoint", storage.abspath(start_dir))
 
 
 def train_starts(cfgs: dict[str, Config], workdir: str, log) -> None:

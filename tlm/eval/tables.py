@@ -9,6 +9,7 @@ import json
 import os
 from collections.abc import Mapping, Sequence
 
+from tlm import storage
 from tlm.errors import ConfigError, DataError
 from tlm.eval.results import (
   MissingResult,
@@ -93,12 +94,11 @@ def read_eval_results(workdirs: Sequence[str]) -> dict[str, dict]:
   """
   results = {}
   for workdir in workdirs:
-    path = os.path.join(workdir, "results", "eval.json")
-    if not os.path.isfile(path):
+    path = storage.join(workdir, "results", "eval.json")
+    if not storage.isfile(path):
       raise ConfigError(f"{path}: no such file; run --mode=eval --workdir={workdir} first")
     try:
-      with open(path, encoding="utf-8") as f:
-        result = json.load(f)
+      result = json.loads(storage.read_bytes(path))
       name = result["config"]["name"]
       # Every number the tables read is there (MissingResult names the one that is not).
       table2_row(name, result)

@@ -14,11 +14,11 @@ the future probes; Yearly routes each query to its year's expert, the 2018 exper
 years (`YearlyEnsemble`).
 """
 
-import glob
+import fnmatch
 import json
 import os
 
-from tlm import configs
+from tlm import configs, storage
 from tlm.configs import Config
 from tlm.errors import ConfigError
 from tlm.eval.predictor import Predictor, TimeConditioned, YearlyEnsemble
@@ -33,12 +33,12 @@ _EXPERT_DIR = "year={}"  # a Yearly expert's directory inside the Yearly workdir
 def trained(path: str) -> bool:
   """Whether `path` holds a model: a training workdir with a saved step, a tlm model
   directory, or an HF directory with weights."""
-  steps_dir = os.path.join(path, "checkpoints")
-  if os.path.isdir(steps_dir):
-    return any(name.isdigit() for name in os.listdir(steps_dir))
-  if os.path.isdir(os.path.join(path, "params")):
-    return os.path.isfile(os.path.join(path, "model_config.json"))
-  return any(os.path.isfile(os.path.join(path, w)) for w in _WEIGHTS)
+  steps_dir = storage.join(path, "checkpoints")
+  if storage.isdir(steps_dir):
+    return any(name.isdigit() for name in storage.listdir(steps_dir))
+  if storage.isdir(storage.join(path, "params")):
+    return storage.isfile(storage.join(path, "model_config.json"))
+  return any(storage.isfile(storage.join(path, w)) for w in _WEIGHTS)
 
 
 def expert_dir(workdir: str, year: int) -> str:
@@ -77,15 +77,13 @@ def saved_config(workdir: str) -> Config | None:
   Raises:
     ConfigError: a saved config that cannot be read.
   """
-  paths = [os.path.join(workdir, "config.json")]
-  paths += sorted(glob.glob(os.path.join(workdir, _EXPERT_DIR.format("*"), "config.json")))
-  for path in paths:
-    if os.path.isfile(path) and os.path.isfile(
-      os.path.join(os.path.dirname(path), "model_config.json")
-    ):
+  names = storage.listdir(workdir) if storage.isdir(workdir) else []
+  experts = sorted(n for n in names if fnmatch.fnmatch(n, _EXPERT_DIR.format("*")))
+  for directory in [workdir] + [storage.join(workdir, n) for n in experts]:
+    path = storage.join(directory, "config.json")
+    if storage.isfile(path) and storage.isfile(storage.join(directory, "model_config.json")):
       try:
-        with open(path, encoding="utf-8") as f:
-          return configs.from_dict(json.load(f))
+        return configs.from_dict(json.loads(storage.read_bytes(path)))
       except (OSError, ValueError) as e:
         raise ConfigError(f"{path}: cannot read the saved config ({e})") from None
   return None

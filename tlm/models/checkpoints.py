@@ -20,9 +20,9 @@ import re
 
 import numpy as np
 
-from tlm import checksums
+from tlm import checksums, storage
 from tlm.errors import CheckpointError, ConfigError
-from tlm.files import atomic_output_dir, write_json
+from tlm.files import atomic_output_dir, atomic_output_file, write_json
 from tlm.models import t5
 from tlm.models.formats import guards
 from tlm.models.formats.hf_config import (
@@ -124,18 +124,18 @@ def _mesh_tf_prefix(path: str) -> str | None:
 
 
 def _latest_step_dir(workdir: str) -> str:
-  root = os.path.join(workdir, "checkpoints")
-  names = os.listdir(root) if os.path.isdir(root) else []
+  root = storage.join(workdir, "checkpoints")
+  names = storage.listdir(root) if storage.isdir(root) else []
   # Complete orbax steps only (in-progress saves live in temporary, non-numeric names).
-  steps = [int(d) for d in names if d.isdigit() and os.path.isdir(os.path.join(root, d, "params"))]
+  steps = [int(d) for d in names if d.isdigit() and storage.isdir(storage.join(root, d, "params"))]
   if not steps:
     raise CheckpointError(f"{workdir}: training workdir without checkpoints/<step>/params")
   # The newest whose params match their checksums (a corrupt one is named in a warning).
-  return os.path.join(root, str(checksums.newest_good_step(root, steps, ("params",))), "params")
+  return storage.join(root, str(checksums.newest_good_step(root, steps, ("params",))), "params")
 
 
 def _tlm_config(config_path: str) -> t5.T5Config:
-  if not os.path.isfile(config_path):
+  if not storage.isfile(config_path):
     raise CheckpointError(f"{config_path}: no such file (the model config of a tlm workdir)")
   try:
     return check_checkpoint_limits(t5.T5Config.from_dict(_read_json(config_path)))
@@ -163,23 +163,23 @@ def load_checkpoint(path: str) -> tuple[t5.T5Config, dict]:
   Raises:
     CheckpointError: unknown layout, unreadable file, or names/shapes not matching.
   """
-  if not os.path.exists(path) and not os.path.isfile(path + ".index"):
+  if not storage.exists(path) and not storage.isfile(path + ".index"):
     raise CheckpointError(f"{path}: no such checkpoint")
   path = path.rstrip(os.sep) or path
-  step_root = os.path.dirname(os.path.abspath(path))
-  if os.path.basename(step_root) == "checkpoints" and os.path.isdir(os.path.join(path, "params")):
+  step_root = storage.dirname(storage.abspath(path))
+  if step_root.endswith(f"{os.sep}checkpoints") and storage.isdir(storage.join(path, "params")):
     # One step of a training workdir, WORKDIR/checkpoints/STEP: its config is the workdir's.
-    workdir = os.path.dirname(step_root)
-    cfg = _tlm_config(os.path.join(workdir, "model_config.json"))
+    workdir = storage.dirname(step_root)
+    cfg = _tlm_config(storage.join(workdir, "model_config.json"))
     if (reason := checksums.check(path, ("params",))) is not None:
       raise CheckpointError(f"{path}: checkpoint is {reason}")
-    return cfg, _tlm_params(os.path.join(path, "params"), cfg)
+    return cfg, _tlm_params(storage.join(path, "params"), cfg)
   # A training workdir also holds a config.json (the experiment config), so the tlm layouts
-  # are recognised first, by their model_config.json.
-  if os.path.isfile(os.path.join(path, "model_config.json")):
-    cfg = _tlm_config(os.path.join(path, "model_config.json"))
-    params_dir = os.path.join(path, "params")
-    if not os.path.isdir(params_dir):
+  # are recognised first, by their model_config.json. (Remote: these tlm layouts only.)
+  if storage.isfile(storage.join(path, "model_config.json")):
+    cfg = _tlm_config(storage.join(path, "model_config.json"))
+    params_dir = storage.join(path, "params")
+    if not storage.isdir(params_dir):
       params_dir = _latest_step_dir(path)
     return cfg, _tlm_params(params_dir, cfg)
   if os.path.isfile(os.path.join(path, "config.json")):
@@ -210,9 +210,8 @@ def _write_spiece(directory: str, spiece_model: bytes | str | None) -> None:
   if spiece_model is None:
     return
   if isinstance(spiece_model, str):
-    with open(spiece_model, "rb") as f:
-      spiece_model = f.read()
-  with open(os.path.join(directory, "spiece.model"), "wb") as f:
+    spiece_model = storage.read_bytes(spiece_model)
+  with atomic_output_file(storage.join(directory, "spiece.model"), "wb") as f:
     f.write(spiece_model)
 
 

@@ -16,8 +16,8 @@ alike); process 0 writes the files.
 """
 
 import json
-import os
 
+from tlm import storage
 from tlm.errors import ConfigError
 from tlm.files import atomic_output_file, write_json
 from tlm.train.checkpointing import CheckpointManager
@@ -27,7 +27,7 @@ COPIED = ("model_config.json", "spiece.model", "config.json")
 
 def best_dir(workdir: str) -> str:
   """WORKDIR/best."""
-  return os.path.join(os.path.abspath(workdir), "best")
+  return storage.join(storage.abspath(workdir), "best")
 
 
 def mode_of(metric: str) -> str:
@@ -53,18 +53,17 @@ class BestKeeper:
   """
 
   def __init__(self, workdir: str, metric: str, main: bool):
-    self.workdir = os.path.abspath(workdir)
+    self.workdir = storage.abspath(workdir)
     self.metric, self.mode, self.main = metric, mode_of(metric), main
     self.directory = best_dir(workdir)
     self.manager = CheckpointManager(self.directory, keep=1)
     self.value, self.step = self._load()
 
   def _load(self) -> tuple[float | None, int | None]:
-    path = os.path.join(self.directory, "best.json")
-    if not os.path.isfile(path):
+    path = storage.join(self.directory, "best.json")
+    if not storage.isfile(path):
       return None, None
-    with open(path, encoding="utf-8") as f:
-      saved = json.load(f)
+    saved = json.loads(storage.read_bytes(path))
     # A crash between best.json and the end of its (asynchronous) save leaves an older step:
     # then the value is not backed by a checkpoint and the next record replaces it.
     if saved.get("metric") != self.metric or saved.get("step") != self.manager.latest_step():
@@ -86,15 +85,12 @@ class BestKeeper:
     self.value, self.step = float(value), step
     if self.main:
       for name in COPIED:
-        source = os.path.join(self.workdir, name)
-        if os.path.isfile(source):
-          with (
-            open(source, "rb") as f,
-            atomic_output_file(os.path.join(self.directory, name), "wb") as out,
-          ):
-            out.write(f.read())
+        source = storage.join(self.workdir, name)
+        if storage.isfile(source):
+          with atomic_output_file(storage.join(self.directory, name), "wb") as out:
+            out.write(storage.read_bytes(source))
       write_json(
-        os.path.join(self.directory, "best.json"),
+        storage.join(self.directory, "best.json"),
         {"metric": self.metric, "mode": self.mode, "value": self.value, "step": step},
       )
     return True

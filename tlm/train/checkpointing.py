@@ -17,6 +17,11 @@ checkpoint is reported in one line and the previous one is used. A failed save (
 permissions) is a one-line `CheckpointError` naming the directory; orbax's temporary directory
 of that step is removed, so the workdir holds only complete checkpoints.
 
+On an object store (`gs://`, `tlm.storage`) orbax writes each step in place and commits it
+with `commit_success.txt`, written last (its COMMIT_FILE atomicity, chosen explicitly here for
+every remote scheme); a step directory without it is incomplete (`tlm.checksums.check`).
+Nothing here renames a directory there: setting a bad checkpoint aside copies it.
+
 When the workdir has no checkpoint, `load_init_params` starts from `model.init_checkpoint`: any
 format `tlm.models.checkpoints.load_checkpoint` reads (HF directory, Mesh-TF prefix, tlm model
 directory or workdir), strictly: the architecture and every parameter name and shape must match.
@@ -25,8 +30,6 @@ directory or workdir), strictly: the architecture and every parameter name and s
 import contextlib
 import dataclasses
 import json
-import os
-import shutil
 import threading
 from typing import Any
 
@@ -35,7 +38,7 @@ import numpy as np
 import orbax.checkpoint as ocp
 from flax import traverse_util
 
-from tlm import checksums
+from tlm import checksums, storage
 from tlm.errors import CheckpointError, UserError
 from tlm.files import io_error_reason
 
@@ -46,7 +49,7 @@ _RUNTIME_FIELDS = ("dropout_rate", "dtype", "remat")
 
 def checkpoints_dir(workdir: str) -> str:
   """WORKDIR/checkpoints."""
-  return os.path.join(os.path.abspath(workdir), "checkpoints")
+  return storage.join(storage.abspath(workdir), "checkpoints")
 
 
 class CheckpointManager:
@@ -61,10 +64,17 @@ class CheckpointManager:
   def __init__(self, workdir: str, keep: int = 3, async_save: bool = True):
     if keep < 1:
       raise CheckpointError(f"train.keep_checkpoints must be >= 1, got {keep}")
-    options = ocp.CheckpointManagerOptions(
-      max_to_keep=keep, create=True, enable_async_checkpointing=async_save
-    )
     self.directory = checkpoints_dir(workdir)
+    remote = storage.is_remote(self.directory)
+    options = ocp.CheckpointManagerOptions(
+      max_to_keep=keep,
+      create=True,
+      enable_async_checkpointing=async_save,
+      # No directory rename on an object store: write in place, commit_success.txt last.
+      atomicity_options=(
+        ocp.options.AtomicityOptions(mode=ocp.options.AtomicityMode.COMMIT_FILE) if remote else None
+      ),
+    )
     self._keep = keep
     self._manager = ocp.CheckpointManager(self.directory, options=options, item_names=ITEMS)
     self._main = jax.process_index() == 0
@@ -147,11 +157,11 @@ class CheckpointManager:
       return
     if self._main:
       for step in bad:
-        path = os.path.join(self.directory, str(step))
+        path = storage.join(self.directory, str(step))
         target, n = f"{path}.bad", 1
-        while os.path.exists(target):
+        while storage.exists(target):
           target, n = f"{path}.bad{n}", n + 1
-        os.rename(path, target)
+        storage.move_tree(path, target)
       checksums.warn(f"moved the bad checkpoint(s) {bad} in {self.directory} aside to STEP.bad")
     if jax.process_count() > 1:
       from jax.experimental import multihost_utils
@@ -175,7 +185,7 @@ class CheckpointManager:
     self._good = step  # saved by this run: the newest intact checkpoint
     if not self._main:
       return
-    step_dir = os.path.join(self.directory, str(step))
+    step_dir = storage.join(self.directory, str(step))
     self._manifest = threading.Thread(target=self._write_manifest, args=(step_dir,), daemon=True)
     self._manifest.start()
     if wait_manifest or self._keep == 1:
@@ -185,7 +195,7 @@ class CheckpointManager:
     try:
       checksums.write_manifest(step_dir)
     except BaseException as e:  # re-raised by _join_manifest, in the training thread
-      if os.path.isdir(step_dir):
+      if storage.isdir(step_dir):
         self._manifest_error = e
 
   def _join_manifest(self) -> None:
@@ -208,11 +218,13 @@ class CheckpointManager:
         raise
       self._failed = True
       step, self._pending = self._pending, None
-      if step is not None and self._main and os.path.isdir(self.directory):
-        # orbax's temporary directory of the failed step: free its space, leave no debris.
-        for name in os.listdir(self.directory):
-          if name.startswith(f"{step}.orbax-checkpoint-tmp"):
-            shutil.rmtree(os.path.join(self.directory, name), ignore_errors=True)
+      if step is not None and self._main and storage.isdir(self.directory):
+        # orbax's temporary directory of the failed step (on an object store the uncommitted
+        # step itself): free its space, leave no debris.
+        remote = storage.is_remote(self.directory)
+        for name in storage.listdir(self.directory):
+          if name.startswith(f"{step}.orbax-checkpoint-tmp") or remote and name == str(step):
+            storage.rmtree(storage.join(self.directory, name))
       which = f"checkpoint {step}" if step is not None else "a checkpoint"
       raise CheckpointError(
         f"{self.directory}: cannot save {which} ({detail}); nothing of it was kept"
@@ -242,12 +254,12 @@ class CheckpointManager:
         ),
       )
     except (ValueError, KeyError, TypeError) as e:
-      step_dir = os.path.join(self.directory, str(step))
+      step_dir = storage.join(self.directory, str(step))
       if _opt_layout_changed(step_dir, abstract_params, abstract_opt_state):
         raise CheckpointError(
           f"{self.directory}/{step}: optimizer state layout changed (written by an earlier tlm, "
           "before Adafactor's state became optax's); use a new workdir, or restore params only "
-          f"with model.init_checkpoint={os.path.dirname(self.directory)} in a new workdir"
+          f"with model.init_checkpoint={storage.dirname(self.directory)} in a new workdir"
         ) from None
       raise CheckpointError(
         f"{self.directory}/{step}: does not match the model and optimizer of this config "
@@ -318,7 +330,7 @@ def _opt_layout_changed(step_dir: str, abstract_params: Any, abstract_opt_state:
   keys = lambda tree: set(ocp.tree.to_flat_dict(tree))
   try:
     saved = [
-      keys(ocp.StandardCheckpointer().metadata(os.path.join(step_dir, item)).item_metadata)
+      keys(ocp.StandardCheckpointer().metadata(storage.join(step_dir, item)).item_metadata)
       for item in ("params", "opt_state")
     ]
   except (OSError, ValueError, KeyError, TypeError, AttributeError):
@@ -398,17 +410,16 @@ def load_init_params(path: str, model_config: Any, abstract_params: Any) -> Any:
   from tlm.models import t5
   from tlm.models.checkpoints import load_checkpoint
 
-  if not os.path.exists(path) and not any(
-    os.path.exists(path + suffix) for suffix in (".index", ".meta")
+  if not storage.exists(path) and not any(
+    storage.exists(path + suffix) for suffix in (".index", ".meta")
   ):
     raise CheckpointError(f"model.init_checkpoint: no such file or directory: {path}")
-  config_path = os.path.join(path, "model_config.json")
-  if os.path.isdir(checkpoints_dir(path)) and os.path.isfile(config_path):
-    with open(config_path, encoding="utf-8") as f:
-      try:
-        checkpoint_config = t5.T5Config.from_dict(json.load(f))
-      except (ValueError, UserError) as e:
-        raise CheckpointError(f"{config_path}: {e}") from None
+  config_path = storage.join(path, "model_config.json")
+  if storage.isdir(checkpoints_dir(path)) and storage.isfile(config_path):
+    try:
+      checkpoint_config = t5.T5Config.from_dict(json.loads(storage.read_bytes(config_path)))
+    except (ValueError, UserError) as e:
+      raise CheckpointError(f"{config_path}: {e}") from None
     check_architecture(model_config, checkpoint_config, path)
     manager = CheckpointManager(path)
     try:

@@ -14,6 +14,7 @@ import os
 
 import numpy as np
 
+from tlm import storage
 from tlm.configs import Config, DataConfig
 from tlm.data import datasets
 from tlm.data.packing import Batcher, BatchStats
@@ -68,7 +69,7 @@ def resolve_sources(data: DataConfig) -> Sources:
   else:
     ssm, templama, vocab = data.ssm_dir, data.templama_dir, ""
     for key, path, needed in (("ssm_dir", ssm, use_news), ("templama_dir", templama, True)):
-      if needed and not os.path.isdir(path):
+      if needed and not storage.isdir(path):
         raise ConfigError(
           f"data.{key}={path!r} is not a directory; build it with --mode=build_ssm / "
           "--mode=build_templama, or set data.synthetic=true for the embedded world"
@@ -153,8 +154,8 @@ def local_batch(
 
 def _checkpoint_vocab(path: str) -> str:
   """The spiece.model beside an init checkpoint (HF, tlm model or workdir), or ""."""
-  if path and os.path.isdir(path) and os.path.isfile(os.path.join(path, "spiece.model")):
-    return os.path.join(path, "spiece.model")
+  if path and storage.isdir(path) and storage.isfile(storage.join(path, "spiece.model")):
+    return storage.join(path, "spiece.model")
   return ""
 
 

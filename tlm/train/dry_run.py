@@ -22,7 +22,6 @@ step on 2 cores (1 for `small`).
 """
 
 import json
-import os
 import time
 from collections.abc import Callable
 
@@ -31,6 +30,7 @@ import numpy as np
 from flax import linen as nn
 from jax.sharding import Mesh, NamedSharding
 
+from tlm import storage
 from tlm.configs import Config
 from tlm.errors import CheckpointError, ConfigError
 from tlm.models import decoding
@@ -259,17 +259,16 @@ def saved_model_config(path: str) -> T5Config:
   Raises:
     CheckpointError: for other layouts (a Mesh-TF checkpoint: convert it first).
   """
-  path = os.path.abspath(path)
-  candidates = [(os.path.join(path, "model_config.json"), T5Config.from_dict)]
-  if os.path.basename(os.path.dirname(path)) == "checkpoints":  # WORKDIR/checkpoints/STEP
-    workdir = os.path.dirname(os.path.dirname(path))
-    candidates.append((os.path.join(workdir, "model_config.json"), T5Config.from_dict))
-  candidates.append((os.path.join(path, "config.json"), from_hf_config))
+  path = storage.abspath(path)
+  candidates = [(storage.join(path, "model_config.json"), T5Config.from_dict)]
+  if storage.dirname(path).endswith("/checkpoints"):  # WORKDIR/checkpoints/STEP
+    workdir = storage.dirname(storage.dirname(path))
+    candidates.append((storage.join(workdir, "model_config.json"), T5Config.from_dict))
+  candidates.append((storage.join(path, "config.json"), from_hf_config))
   for config_path, parse in candidates:
-    if os.path.isfile(config_path):
+    if storage.isfile(config_path):
       try:
-        with open(config_path, encoding="utf-8") as f:
-          return parse(json.load(f))
+        return parse(json.loads(storage.read_bytes(config_path)))
       except (OSError, ValueError, ConfigError) as e:
         raise CheckpointError(f"{config_path}: cannot read the model config ({e})") from None
   raise CheckpointError(

@@ -31,7 +31,7 @@ import jax.numpy as jnp
 import numpy as np
 from flax import linen as nn
 
-from tlm import configs
+from tlm import configs, storage
 from tlm.configs import Config
 from tlm.errors import ConfigError, UserError
 from tlm.files import atomic_output_file, write_json, write_jsonl
@@ -110,7 +110,7 @@ class Trainer:
     check_window(tc.profile_steps)
     check_metric(tc.keep_best, logged_fields(tc))
     self.config, self.log = config, log
-    self.workdir = os.path.abspath(workdir)
+    self.workdir = storage.abspath(workdir)
     self.main = jax.process_index() == 0
     self.metrics_path = os.path.join(self.workdir, "metrics.jsonl")
     # --- Mesh and data ---

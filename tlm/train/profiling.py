@@ -9,16 +9,17 @@ plugin reads (`tensorboard --logdir=WORKDIR/profile`); Perfetto opens the trace 
 """
 
 import contextlib
-import os
 
 import jax
 
+from tlm import storage
 from tlm.errors import ConfigError
 
 
 def profile_dir(workdir: str) -> str:
   """WORKDIR/profile."""
-  return os.path.join(os.path.abspath(workdir), "profile")
+  # jax.profiler writes the trace itself, through its own file layer (gs:// untested here).
+  return storage.join(storage.abspath(workdir), "profile")
 
 
 def check_window(steps: tuple[int, ...]) -> tuple[int, int] | None:
@@ -55,7 +56,7 @@ class ProfileWindow:
     if self.window is None or not self.window[0] <= step < self.window[1]:
       return contextlib.nullcontext()
     if not self.active:
-      os.makedirs(self.directory, exist_ok=True)
+      storage.makedirs(self.directory)
       jax.profiler.start_trace(self.directory)
       self.active = True
     return jax.profiler.StepTraceAnnotation("train", step_num=step)

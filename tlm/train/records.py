@@ -8,10 +8,9 @@ steps since the previous record, the other fields as named.
 """
 
 import dataclasses
-import os
 import time
 
-from tlm import configs
+from tlm import configs, storage
 from tlm.errors import UserError
 from tlm.files import read_jsonl
 from tlm.train import task_eval
@@ -105,7 +104,7 @@ def progress_line(record: dict, steps: int, best_metric: str | None = None) -> s
 
 def resume_metrics(path: str, step: int) -> list[dict]:
   """The records of metrics.jsonl up to `step` (where a resumed run continues from)."""
-  if not os.path.isfile(path):
+  if not storage.isfile(path):
     return []
   try:
     return [r for r in read_jsonl(path, required=("step",)) if r["step"] <= step]

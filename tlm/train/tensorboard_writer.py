@@ -8,10 +8,18 @@ under `eval/`, the rest under `train/`. A Yearly expert trains in WORKDIR/year=Y
 `tensorboard --logdir=WORKDIR` shows one run per expert. A resumed run purges the events at and
 after its first step (written by the interrupted run past its last checkpoint), as TensorBoard
 expects of a restart.
+
+On an object store (`gs://`, `tlm.storage`), where a file cannot be appended to, the events
+are written to a local staging directory and each event file is uploaded whole after every
+flush (the files are small: a few scalars per logged step).
 """
 
 import os
+import shutil
+import tempfile
 from collections.abc import Callable
+
+from tlm import storage
 
 INSTALL = "pip install tensorboardX==2.6.5"
 # Record fields logged under eval/ (the rest go under train/).
@@ -20,7 +28,7 @@ EVAL_FIELDS = ("eval_loss", "templama_f1", "templama_em", "news_f1")
 
 def tensorboard_dir(workdir: str) -> str:
   """WORKDIR/tensorboard."""
-  return os.path.join(os.path.abspath(workdir), "tensorboard")
+  return storage.join(storage.abspath(workdir), "tensorboard")
 
 
 def tag(field: str) -> str:
@@ -41,6 +49,7 @@ class ScalarWriter:
 
   def __init__(self, workdir: str, start_step: int, log: Callable[[str], None]):
     self.directory = tensorboard_dir(workdir)
+    self._staging = None
     try:
       from tensorboardX import SummaryWriter
     except ImportError:
@@ -49,8 +58,11 @@ class ScalarWriter:
       return
     # The file name has the time in seconds and the host: the suffix keeps a run resumed
     # within the same second from overwriting the events of the one before.
+    local = self.directory
+    if storage.is_remote(self.directory):
+      self._staging = local = tempfile.mkdtemp(prefix="tlm-tensorboard-")
     self._writer = SummaryWriter(
-      self.directory, purge_step=start_step or None, filename_suffix=f".from_step_{start_step}"
+      local, purge_step=start_step or None, filename_suffix=f".from_step_{start_step}"
     )
 
   @property
@@ -66,8 +78,20 @@ class ScalarWriter:
       if field != "step" and isinstance(value, int | float):
         self._writer.add_scalar(tag(field), float(value), step)
     self._writer.flush()
+    self._upload()
+
+  def _upload(self) -> None:
+    if self._staging is None:
+      return
+    for rel in storage.walk_files(self._staging):
+      with open(os.path.join(self._staging, rel), "rb") as f:
+        storage.write_object(storage.join(self.directory, rel), f.read())
 
   def close(self) -> None:
     if self._writer is not None:
       self._writer.close()
       self._writer = None
+      self._upload()
+    if self._staging is not None:
+      shutil.rmtree(self._staging, ignore_errors=True)
+      self._staging = None

@@ -17,6 +17,7 @@ import json
 import os
 import re
 
+from tlm import storage
 from tlm.errors import CheckpointError
 
 # No checkpoint JSON nests deeper than a few levels (a safetensors header: 3, an HF config.json
@@ -98,7 +99,7 @@ def read_bounded(path: str, max_bytes: int, what: str) -> bytes:
       larger than `max_bytes`.
   """
   try:
-    with open(path, "rb") as f:
+    with storage.open_file(path, "rb") as f:
       raw = f.read(max_bytes + 1)
   except OSError as e:
     raise CheckpointError(f"{path}: cannot read {what} ({e.strerror or e})") from None

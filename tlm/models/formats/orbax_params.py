@@ -8,12 +8,12 @@ Any orbax or tensorstore failure becomes a one-line `CheckpointError` naming the
 """
 
 import logging
-import os
 
 import jax
 import numpy as np
 import orbax.checkpoint as ocp
 
+from tlm import storage
 from tlm.errors import CheckpointError
 
 
@@ -55,8 +55,8 @@ def save(directory: str, params) -> None:
   Raises:
     CheckpointError: if the directory exists or orbax fails.
   """
-  directory = os.path.abspath(directory)
-  if os.path.exists(directory):
+  directory = storage.abspath(directory)
+  if storage.exists(directory):
     raise CheckpointError(f"{directory}: already exists (refusing to overwrite)")
   for name, leaf in _keys(params).items():
     if not hasattr(leaf, "shape") or not hasattr(leaf, "dtype"):
@@ -69,7 +69,7 @@ def save(directory: str, params) -> None:
 
 def metadata(directory: str) -> dict:
   """The saved tree with `ArrayMetadata` leaves (`.shape`, `.dtype`), read without the data."""
-  if not os.path.isdir(directory):
+  if not storage.isdir(directory):
     raise CheckpointError(f"{directory}: no such orbax checkpoint directory")
   try:
     meta = ocp.PyTreeCheckpointer().metadata(directory)

@@ -1,0 +1,273 @@
+"""Where tlm reads and writes: local POSIX paths, or object-store URIs through `etils.epath`.
+
+Every workdir, checkpoint, data and output path may be local (`runs/x`) or remote
+(`gs://bucket/runs/x`, and the other schemes epath routes to fsspec: `s3://`, `az://`, `hf://`;
+the matching fsspec backend, e.g. gcsfs for `gs://`, must be installed). This module owns the
+difference: `is_remote` decides, and the helpers below (exists, listdir, open, remove, ...) call
+`os` for a local path, so that local behaviour and error types stay exactly POSIX, and
+`epath.Path` for a remote one.
+
+An object store has no atomic rename (a "directory" is a key prefix; moving one copies every
+object), no hard links and no `fcntl` locks, but a single object appears whole or not at all
+and can be created only-if-absent. The protocols built on that (`tlm.files`,
+`tlm.workdir_lock`, `tlm.train.checkpointing`) are:
+
+- a file: produced locally, then uploaded as one object (`write_object`): readers see the old
+  object or the new one, never a part;
+- a directory: produced in a local staging directory, uploaded, and only then marked
+  complete by a commit marker object written last (`COMMIT_MARKER`, the protocol orbax
+  uses for checkpoints on GCS with `commit_success.txt`); `is_committed` is the reader's test;
+- a lock: an exclusive create (`create_exclusive`: fsspec's `mode="xb"`, which gcsfs maps to
+  GCS `ifGenerationMatch=0`) or, where the backend cannot, a lease: the content (with the
+  owner's token) is written and read back after a settling delay, and the writer owns it only
+  if its token is still there.
+"""
+
+import contextlib
+import io
+import os
+import posixpath
+import re
+import shutil
+import time
+from collections.abc import Iterator
+from typing import IO, Any
+
+from tlm.errors import UserError
+
+# Written last into a directory committed by `tlm.files.atomic_output_dir` on an object store
+# (hidden: builders that replace their output directory ignore hidden names).
+COMMIT_MARKER = ".tlm_committed"
+# The schemes etils.epath routes to fsspec (etils/epath/gpath.py `_URI_SCHEMES`).
+SCHEMES = ("gs", "s3", "az", "hf")
+_URI = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]+)://")
+# A lease (no exclusive create): how long a writer waits before reading its lock back. Two
+# writers that both wrote within this window both read the later one's token.
+LEASE_SETTLE_S = 2.0
+
+
+def scheme(path: str) -> str | None:
+  """The URI scheme of `path` ("gs" for gs://bucket/x), None for a local path."""
+  match = _URI.match(os.fspath(path))
+  return match.group(1).lower() if match else None
+
+
+def is_remote(path: str) -> bool:
+  """True for an object-store URI (gs://, s3://, az://, hf://); False for a local path.
+
+  Raises:
+    UserError: another scheme (`http://`, a typo): tlm cannot read or write it.
+  """
+  found = scheme(path)
+  if found is None or found == "file":
+    return False
+  if found not in SCHEMES:
+    raise UserError(
+      f"{path}: unsupported storage scheme {found}:// (local paths and "
+      + ", ".join(f"{s}://" for s in SCHEMES)
+      + " are)"
+    )
+  return True
+
+
+def local(path: str) -> str:
+  """A local path as given (a `file://` URI without its scheme)."""
+  path = os.fspath(path)
+  return path[len("file://") :] if path.startswith("file://") else path
+
+
+def epath_of(path: str):
+  """`etils.epath.Path` of a remote path (imported lazily: numpy-only modes stay light)."""
+  from etils import epath
+
+  return epath.Path(path)
+
+
+def abspath(path: str) -> str:
+  """The absolute form of a local path; a remote URI unchanged (without a trailing slash)."""
+  if is_remote(path):
+    return os.fspath(path).rstrip("/")
+  return os.path.abspath(local(path))
+
+
+def join(path: str, *names: str) -> str:
+  """`os.path.join` for a local path; "/"-joined for a URI."""
+  if is_remote(path):
+    return posixpath.join(os.fspath(path), *names)
+  return os.path.join(local(path), *names)
+
+
+def dirname(path: str) -> str:
+  """The parent; for a URI never above its bucket (`gs://b/x` -> `gs://b`)."""
+  if is_remote(path):
+    path = os.fspath(path).rstrip("/")
+    head, _, tail = path.rpartition("/")
+    return path if head.endswith(":/") or not tail else head
+  return os.path.dirname(local(path))
+
+
+def exists(path: str) -> bool:
+  return epath_of(path).exists() if is_remote(path) else os.path.exists(local(path))
+
+
+def isdir(path: str) -> bool:
+  return epath_of(path).is_dir() if is_remote(path) else os.path.isdir(local(path))
+
+
+def isfile(path: str) -> bool:
+  return epath_of(path).is_file() if is_remote(path) else os.path.isfile(local(path))
+
+
+def listdir(path: str) -> list[str]:
+  """Names in a directory (for a URI: the next level of keys under the prefix)."""
+  if is_remote(path):
+    return sorted(p.name for p in epath_of(path).iterdir())
+  return os.listdir(local(path))
+
+
+def makedirs(path: str) -> None:
+  """Creates a directory and its parents; nothing on an object store, which has no
+  directories (a prefix exists once an object is written under it)."""
+  if not is_remote(path):
+    os.makedirs(local(path), exist_ok=True)
+
+
+def getsize(path: str) -> int:
+  if is_remote(path):
+    return int(epath_of(path).stat().length)
+  return os.path.getsize(local(path))
+
+
+def mtime(path: str) -> float:
+  if is_remote(path):
+    return float(epath_of(path).stat().mtime)
+  return os.path.getmtime(local(path))
+
+
+def remove(path: str) -> None:
+  """Removes a file; FileNotFoundError if absent."""
+  if is_remote(path):
+    epath_of(path).unlink()
+  else:
+    os.remove(local(path))
+
+
+def rmtree(path: str) -> None:
+  """Removes a directory tree, ignoring errors (an absent one included)."""
+  if is_remote(path):
+    with contextlib.suppress(OSError):
+      epath_of(path).rmtree(missing_ok=True)
+  else:
+    shutil.rmtree(local(path), ignore_errors=True)
+
+
+def open_file(path: str, mode: str = "r", encoding: str | None = None) -> IO[Any]:
+  """`open` for a local path; epath's for a URI (text modes UTF-8).
+
+  A remote file opened for writing becomes visible when it is closed, whole (one object);
+  writers that must not publish a part on an exception use `write_object` instead.
+  """
+  if not is_remote(path):
+    return open(local(path), mode, encoding=encoding)  # noqa: SIM115 (the caller closes it)
+  binary = epath_of(path).open(mode.replace("t", "").replace("b", "") + "b")
+  if "b" in mode:
+    return binary
+  return io.TextIOWrapper(binary, encoding=encoding or "utf-8")
+
+
+def read_bytes(path: str) -> bytes:
+  with open_file(path, "rb") as f:
+    return f.read()
+
+
+def read_text(path: str) -> str:
+  return read_bytes(path).decode("utf-8")
+
+
+def write_object(path: str, data: bytes) -> None:
+  """Writes `data` to a URI as one object, in one write (never seen half-written)."""
+  epath_of(path).write_bytes(data)
+
+
+def walk_files(root: str) -> Iterator[str]:
+  """Paths of every file under `root`, relative to it ("/"-separated), in sorted order."""
+  if not is_remote(root):
+    root = local(root)
+    for top, dirs, names in os.walk(root):
+      dirs.sort()
+      for name in sorted(names):
+        yield os.path.relpath(os.path.join(top, name), root).replace(os.sep, "/")
+    return
+  # By listing, level by level (epath's walk yields fsspec's keys, without the scheme).
+  pending, out = ([""] if isdir(root) else []), []
+  while pending:
+    prefix = pending.pop()
+    for child in epath_of(join(root, prefix) if prefix else root).iterdir():
+      rel = f"{prefix}/{child.name}" if prefix else child.name
+      (pending if child.is_dir() else out).append(rel)
+  yield from sorted(out)
+
+
+def upload_tree(local_dir: str, dst: str) -> None:
+  """Uploads every file of a local directory to the remote directory `dst`, streamed."""
+  for rel in walk_files(local_dir):
+    with open(os.path.join(local_dir, rel), "rb") as src, epath_of(join(dst, rel)).open("wb") as f:
+      shutil.copyfileobj(src, f, 1 << 24)
+
+
+def copy_tree(src: str, dst: str) -> None:
+  """Copies every file of a remote directory `src` to `dst` (object by object)."""
+  for rel in walk_files(src):
+    epath_of(join(src, rel)).copy(join(dst, rel), overwrite=True)
+
+
+def move_tree(src: str, dst: str) -> None:
+  """Moves a directory: one rename locally; on an object store a copy, then the deletion of
+  `src` (not atomic: a crash between leaves both, and `src` is then moved again)."""
+  if not is_remote(src):
+    os.rename(local(src), local(dst))
+    return
+  copy_tree(src, dst)
+  rmtree(src)
+
+
+def is_committed(directory: str) -> bool:
+  """Whether a directory written by `atomic_output_dir` is complete: always locally (renamed
+  into place whole); on an object store, when its commit marker exists."""
+  return not is_remote(directory) or isfile(join(directory, COMMIT_MARKER))
+
+
+def create_exclusive(path: str, content: str) -> bool:
+  """Creates the remote object `path` holding `content` unless it exists; False if it does.
+
+  Uses the backend's exclusive create (fsspec `open(path, "xb")`; gcsfs sends GCS
+  `ifGenerationMatch=0`, so of several concurrent creators exactly one succeeds), then reads
+  the object back (a backend that took "xb" for "wb" is caught when another writer won).
+  A backend without one (it rejects mode "xb") gets a lease instead: an absent object is
+  written, left `LEASE_SETTLE_S` for a concurrent writer's object to land, and read back:
+  ours only if it still holds our content (which carries a unique token).
+  """
+  import fsspec
+
+  fs, key = fsspec.core.url_to_fs(path)
+  try:
+    with fs.open(key, "xb") as f:
+      f.write(content.encode("utf-8"))
+    # A backend that accepts "xb" but overwrites is caught here when the other writer won.
+    return _holds(path, content)
+  except FileExistsError:
+    return False
+  except (ValueError, NotImplementedError, TypeError):
+    pass  # no exclusive create in this backend: a lease
+  if exists(path):
+    return False
+  write_object(path, content.encode("utf-8"))
+  time.sleep(LEASE_SETTLE_S)
+  return _holds(path, content)
+
+
+def _holds(path: str, content: str) -> bool:
+  try:
+    return read_text(path) == content
+  except FileNotFoundError:
+    return False

@@ -5,10 +5,12 @@ Layouts read by `load_checkpoint` (docs/ARCHITECTURE.md): an HF directory (`conf
 `model.safetensors` | `pytorch_model.bin` | `flax_model.msgpack`, or their sharded `.index.json`
 forms), a Mesh-TF checkpoint prefix (`model.ckpt-1000000`, or a directory with a TF
 `checkpoint` file), a tlm model directory (`model_config.json` + `params/`) and a tlm training
-workdir (`model_config.json` + `checkpoints/<step>/params`, newest step). Every file is read
-as possibly hostile: file names taken from an index (`weight_map`) or a TF `checkpoint` state
-file must stay inside the checkpoint directory (formats/guards.py), JSON is size- and
-depth-limited, and configs must be within `CHECKPOINT_LIMITS`.
+workdir (`model_config.json` + `checkpoints/<step>/params`, newest step). Each may be local or
+on an object store (`gs://...`): files are read through `tlm.storage`, by ranged reads where
+the format allows. Every file is read as possibly hostile: file names taken from an index
+(`weight_map`) or a TF `checkpoint` state file must stay inside the checkpoint directory
+(formats/guards.py), JSON is size- and depth-limited, and configs must be within
+`CHECKPOINT_LIMITS`.
 
 The name maps are param_map.py (`PARAM_MAP`, `FORMATS`, `HOOKS`) and their strict application
 param_convert.py; the conversions are re-exported here (`checkpoints.params_to_hf`,

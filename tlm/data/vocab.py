@@ -40,7 +40,7 @@ class Vocabulary:
       try:
         model = storage.read_bytes(path)
       except OSError as e:
-        raise DataError(f"cannot read SentencePiece model ({e.strerror})", path) from None
+        raise DataError(f"cannot read SentencePiece model ({e.strerror or e})", path) from None
     self._proto = model
     self._sp = spm.SentencePieceProcessor()
     try:

@@ -5,10 +5,12 @@ Layouts read by `load_checkpoint` (docs/ARCHITECTURE.md): an HF directory (`conf
 `model.safetensors` | `pytorch_model.bin` | `flax_model.msgpack`, or their sharded `.index.json`
 forms), a Mesh-TF checkpoint prefix (`model.ckpt-1000000`, or a directory with a TF
 `checkpoint` file), a tlm model directory (`model_config.json` + `params/`) and a tlm training
-workdir (`model_config.json` + `checkpoints/<step>/params`, newest step). Every file is read
-as possibly hostile: file names taken from an index (`weight_map`) or a TF `checkpoint` state
-file must stay inside the checkpoint directory (formats/guards.py), JSON is size- and
-depth-limited, and configs must be within `CHECKPOINT_LIMITS`.
+workdir (`model_config.json` + `checkpoints/<step>/params`, newest step). Each may be local or
+on an object store (`gs://...`): files are read through `tlm.storage`, by ranged reads where
+the format allows. Every file is read as possibly hostile: file names taken from an index
+(`weight_map`) or a TF `checkpoint` state file must stay inside the checkpoint directory
+(formats/guards.py), JSON is size- and depth-limited, and configs must be within
+`CHECKPOINT_LIMITS`.
 
 The name maps are param_map.py (`PARAM_MAP`, `FORMATS`, `HOOKS`) and their strict application
 param_convert.py; the conversions are re-exported here (`checkpoints.params_to_hf`,
@@ -71,11 +73,11 @@ def _read_hf_tensors(directory: str) -> tuple[dict[str, np.ndarray], str, bool]:
     ("pytorch_model.bin", torch_pickle.read, False),
     ("flax_model.msgpack", flax_msgpack.read, True),
   ):
-    path = os.path.join(directory, filename)
-    if os.path.isfile(path):
+    path = storage.join(directory, filename)
+    if storage.isfile(path):
       return reader(path), path, is_flax
     index = path + ".index.json"
-    if os.path.isfile(index):
+    if storage.isfile(index):
       tensors = {}
       for shard in _shard_files(index, directory):
         part = reader(shard)
@@ -94,10 +96,10 @@ _MAX_STATE_FILE = 1 << 20
 
 
 def _mesh_tf_prefix(path: str) -> str | None:
-  if os.path.isfile(path + ".index"):
+  if storage.isfile(path + ".index"):
     return path
-  state = os.path.join(path, "checkpoint")
-  if os.path.isdir(path) and os.path.isfile(state):
+  state = storage.join(path, "checkpoint")
+  if storage.isdir(path) and storage.isfile(state):
     # TF's `checkpoint` state file: model_checkpoint_path: "model.ckpt-1000000"
     raw = guards.read_bounded(state, _MAX_STATE_FILE, "a TF checkpoint state file")
     try:
@@ -111,16 +113,30 @@ def _mesh_tf_prefix(path: str) -> str | None:
       prefix = match.group(1)
       # TF may have written an absolute path (where the checkpoint was saved). Only files in
       # this directory are opened: a state file must not make tlm read anything else.
-      inside = prefix.startswith(os.path.abspath(path) + os.sep)
-      if "://" in prefix or (os.path.isabs(prefix) and not inside):
+      relative = _relative_state_prefix(path, prefix)
+      if relative is None:
         raise CheckpointError(
           f"{state}: model_checkpoint_path {guards.shown(prefix)} is outside this directory; "
           f"pass the checkpoint prefix itself, e.g. "
-          f"{os.path.join(path, os.path.basename(prefix))}"
+          f"{storage.join(path, os.path.basename(prefix))}"
         )
-      relative = os.path.relpath(prefix, os.path.abspath(path)) if os.path.isabs(prefix) else prefix
       return guards.confined_path(path, relative + ".index", state)[: -len(".index")]
   return None
+
+
+def _relative_state_prefix(path: str, prefix: str) -> str | None:
+  """A state file's `model_checkpoint_path` relative to its directory `path`; None if the
+  prefix is absolute (a local path or, for a checkpoint on an object store, a URI as TF
+  writes on GCS) and outside `path`."""
+  if storage.is_remote(path):
+    if storage.scheme(prefix) is None:
+      return None if os.path.isabs(prefix) else prefix
+    root = path.rstrip("/") + "/"
+    return prefix[len(root) :] if prefix.startswith(root) else None
+  inside = prefix.startswith(os.path.abspath(path) + os.sep)
+  if "://" in prefix or (os.path.isabs(prefix) and not inside):
+    return None
+  return os.path.relpath(prefix, os.path.abspath(path)) if os.path.isabs(prefix) else prefix
 
 
 def _latest_step_dir(workdir: str) -> str:
@@ -175,19 +191,19 @@ def load_checkpoint(path: str) -> tuple[t5.T5Config, dict]:
       raise CheckpointError(f"{path}: checkpoint is {reason}")
     return cfg, _tlm_params(storage.join(path, "params"), cfg)
   # A training workdir also holds a config.json (the experiment config), so the tlm layouts
-  # are recognised first, by their model_config.json. (Remote: these tlm layouts only.)
+  # are recognised first, by their model_config.json.
   if storage.isfile(storage.join(path, "model_config.json")):
     cfg = _tlm_config(storage.join(path, "model_config.json"))
     params_dir = storage.join(path, "params")
     if not storage.isdir(params_dir):
       params_dir = _latest_step_dir(path)
     return cfg, _tlm_params(params_dir, cfg)
-  if os.path.isfile(os.path.join(path, "config.json")):
-    hf_config = _read_json(os.path.join(path, "config.json"))
+  if storage.isfile(storage.join(path, "config.json")):
+    hf_config = _read_json(storage.join(path, "config.json"))
     try:
       cfg = from_hf_config(hf_config)
     except ConfigError as e:
-      raise CheckpointError(f"{os.path.join(path, 'config.json')}: {e}") from None
+      raise CheckpointError(f"{storage.join(path, 'config.json')}: {e}") from None
     tensors, source, is_flax = _read_hf_tensors(path)
     tied = hf_config.get("tie_word_embeddings", True) is not False
     params = params_from_hf(tensors, cfg, tie_word_embeddings=tied, flax=is_flax, source=source)

@@ -13,6 +13,7 @@ job of the checkpoint maps.
 import numpy as np
 from flax import serialization
 
+from tlm import storage
 from tlm.errors import CheckpointError
 from tlm.models.formats.guards import shown
 
@@ -46,10 +47,10 @@ def read(path: str) -> dict[str, np.ndarray]:
     CheckpointError: naming the file if it is missing, truncated or not a Flax checkpoint.
   """
   try:
-    with open(path, "rb") as f:
+    with storage.open_file(path, "rb") as f:
       data = f.read()
   except OSError as e:
-    raise CheckpointError(f"{path}: cannot read ({e.strerror})") from None
+    raise CheckpointError(f"{path}: cannot read ({e.strerror or e})") from None
   try:
     tree = serialization.msgpack_restore(data)
   except Exception as e:  # msgpack raises its own exception types, ValueError, ...

@@ -126,7 +126,7 @@ def confined_path(directory: str, name, source: str) -> str:
   The name must be a relative path without `..` components; the file it names may be a
   symlink only to a file inside `directory`, or, when `directory` is a snapshot of the HF hub
   cache (`.../snapshots/REV`, whose files are symlinks to `../../blobs/HASH`), to a blob of
-  that cache.
+  that cache. In a remote `directory` (`gs://...`: no symlinks) the name must not be a URI.
 
   Args:
     directory: the checkpoint directory.
@@ -142,10 +142,22 @@ def confined_path(directory: str, name, source: str) -> str:
   if not isinstance(name, str):
     raise CheckpointError(f"{source}: file name {shown(name)} is not a string")
   parts = re.split(r"[\\/]", name)
-  if not name or "\0" in name or os.path.isabs(name) or ".." in parts or re.match(r"^\w:", name):
+  remote = storage.is_remote(directory)
+  if (
+    not name
+    or "\0" in name
+    or os.path.isabs(name)
+    or ".." in parts
+    or re.match(r"^\w:", name)
+    # In a bucket, a URI (`gs://other-bucket/x`) would name another object store location.
+    or (remote and storage.scheme(name) is not None)
+  ):
     raise CheckpointError(
       f"{source}: file name {shown(name)} leads outside the checkpoint directory"
     )
+  if remote:
+    # An object store has no symlinks: a relative key without `..` stays under the prefix.
+    return storage.join(directory, name)
   path = os.path.join(directory, name)
   real_dir = os.path.realpath(directory)
   real = os.path.realpath(path)

@@ -11,12 +11,12 @@ an independent reference. bfloat16 and float8 come from ml_dtypes (a jax depende
 
 import json
 import math
-import os
 import struct
 
 import ml_dtypes
 import numpy as np
 
+from tlm import storage
 from tlm.errors import CheckpointError
 from tlm.files import atomic_output_file
 from tlm.models.formats.guards import parse_json, shown
@@ -71,8 +71,8 @@ def read_header(path: str) -> tuple[dict, dict, int]:
     CheckpointError: naming the file (and tensor) if the file is truncated or corrupt.
   """
   try:
-    file_size = os.path.getsize(path)
-    with open(path, "rb") as f:
+    file_size = storage.getsize(path)
+    with storage.open_file(path, "rb") as f:
       prefix = f.read(8)
       if len(prefix) < 8:
         raise _error(path, f"truncated safetensors file ({file_size} bytes)")
@@ -81,7 +81,7 @@ def read_header(path: str) -> tuple[dict, dict, int]:
         raise _error(path, f"truncated or corrupt safetensors header (length {header_size})")
       raw = f.read(header_size)
   except OSError as e:
-    raise _error(path, f"cannot read ({e.strerror})") from None
+    raise _error(path, f"cannot read ({e.strerror or e})") from None
   header = parse_json(raw, f"{path}: corrupt safetensors header")
   if not isinstance(header, dict):
     raise _error(path, "corrupt safetensors header (not a JSON object)")
@@ -138,7 +138,7 @@ def read(path: str) -> dict[str, np.ndarray]:
   """
   entries, _, data_start = read_header(path)
   tensors = {}
-  with open(path, "rb") as f:
+  with storage.open_file(path, "rb") as f:
     for name, (dtype, shape, begin, end) in entries.items():
       array = np.empty(shape, dtype)
       f.seek(data_start + begin)

@@ -10,6 +10,7 @@ problem is one `CheckpointError` naming the file.
 
 import struct
 
+from tlm import storage
 from tlm.errors import CheckpointError
 from tlm.models.formats.crc32c import crc32c, unmask_crc
 from tlm.models.formats.protowire import varint
@@ -107,10 +108,10 @@ def read_table(path: str) -> list[tuple[bytes, bytes]]:
     CheckpointError: naming the file, if it is missing, truncated or fails a checksum.
   """
   try:
-    with open(path, "rb") as f:
+    with storage.open_file(path, "rb") as f:
       data = f.read()
   except OSError as e:
-    raise CheckpointError(f"{path}: cannot read checkpoint index ({e.strerror})") from None
+    raise CheckpointError(f"{path}: cannot read checkpoint index ({e.strerror or e})") from None
   if len(data) < _FOOTER_SIZE:
     raise CheckpointError(f"{path}: truncated checkpoint index ({len(data)} bytes)")
   footer = data[-_FOOTER_SIZE:]

@@ -24,12 +24,12 @@ data files.
 """
 
 import math
-import os
 import struct
 
 import ml_dtypes
 import numpy as np
 
+from tlm import storage
 from tlm.errors import CheckpointError
 from tlm.models.formats.crc32c import crc32c, unmask_crc
 from tlm.models.formats.guards import shown
@@ -148,9 +148,9 @@ class _Bundle:
     path = self.data_path(shard)
     if shard not in self._sizes:
       try:
-        self._sizes[shard] = os.path.getsize(path)
+        self._sizes[shard] = storage.getsize(path)
       except OSError as e:
-        raise CheckpointError(f"{path}: cannot read checkpoint data ({e.strerror})") from None
+        raise CheckpointError(f"{path}: cannot read checkpoint data ({e.strerror or e})") from None
     offset, size = entry["offset"], entry["size"]
     if offset < 0 or size < 0 or offset + size > self._sizes[shard]:
       raise CheckpointError(
@@ -163,7 +163,7 @@ class _Bundle:
     path = self.locate(name, entry)
     size = entry["size"]
     buf = out.reshape(-1).view(np.uint8) if out is not None else np.empty(size, np.uint8)
-    with open(path, "rb") as f:
+    with storage.open_file(path, "rb") as f:
       f.seek(entry["offset"])
       if f.readinto(buf) != size:
         raise CheckpointError(f"{path}: truncated checkpoint data (variable {shown(name)})")

@@ -30,7 +30,6 @@ times costs nothing.
 
 import io
 import math
-import os
 import pickle
 import pickletools
 import struct
@@ -40,6 +39,7 @@ from collections import OrderedDict
 import ml_dtypes
 import numpy as np
 
+from tlm import storage as tlm_storage  # `storage` names torch storages here
 from tlm.errors import CheckpointError
 from tlm.models.formats.guards import shown
 
@@ -340,10 +340,9 @@ def _stored_member(archive: zipfile.ZipFile, name: str, path: str, file_size: in
   return info
 
 
-def _read_zip(path: str) -> dict:
-  file_size = os.path.getsize(path)
+def _read_zip(f, path: str, file_size: int) -> dict:
   try:
-    archive = zipfile.ZipFile(path)
+    archive = zipfile.ZipFile(f)  # random access: only the members' bytes are read
   except zipfile.BadZipFile:
     raise CheckpointError(f"{path}: corrupt or truncated zip checkpoint") from None
   with archive:
@@ -381,8 +380,7 @@ def _read_zip(path: str) -> dict:
     return _Unpickler(f, path, load_storage).load()
 
 
-def _read_legacy(f, path: str) -> dict:
-  file_size = os.fstat(f.fileno()).st_size
+def _read_legacy(f, path: str, file_size: int) -> dict:
   f = _Bounded(f, file_size)
 
   def plain():  # one pickle, no storages allowed
@@ -465,13 +463,11 @@ def read(path: str) -> dict[str, np.ndarray]:
       a pickle that needs anything besides tensors and dicts.
   """
   try:
-    with open(path, "rb") as f:
+    with tlm_storage.open_file(path, "rb") as f:
+      file_size = tlm_storage.getsize(path)
       head = f.read(4)
-      if head.startswith(b"PK"):
-        obj = _read_zip(path)
-      else:
-        f.seek(0)
-        obj = _read_legacy(f, path)
+      f.seek(0)
+      obj = (_read_zip if head.startswith(b"PK") else _read_legacy)(f, path, file_size)
   except OSError as e:
     raise CheckpointError(f"{path}: cannot read ({e.strerror or e})") from None
   except (

@@ -1,0 +1,111 @@
+"""The lever experiment (`tlm.eval.levers`, benchmarks/miniature_levers.py): C1, C5 and M1 over
+seeds on hand-made numbers, the goal's criterion, and a few steps on a tiny world: a setting
+continued from a shorter one's checkpoint is the model trained for all its steps."""
+
+import importlib.util
+import json
+import os
+
+import pytest
+
+from tlm.errors import DataError
+from tlm.eval import levers, measurements
+
+ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+YEARS = range(2010, 2021)
+SUBJECTS = 8
+
+
+def _evaluation(f1) -> dict:
+  """An `experiments.evaluate` result whose query (s, y) scores f1(s, y); a subject's answer
+  changes in 2015, so its 2015-18 queries are not the most frequent answer."""
+  records = []
+  for s in range(SUBJECTS):
+    for y in YEARS:
+      records.append({
+        "id": f"S{s}_P54_{y}", "year": y, "subject": f"S{s}", "relation": "P54",
+        "duration": 5, "f1": f1(s, y), "prediction": "A", "answers": ["A" if y < 2015 else "B"],
+        "most_frequent_is_correct": y < 2015,
+      })  # fmt: skip
+  return {"templama": {"records": records}}
+
+
+def _seed(seed: int, temporal_gain: float) -> dict:
+  """Uniform scores 0.4 or 0.6 (by subject); Temporal `temporal_gain` more everywhere."""
+  uniform = lambda s, y: 0.4 + 0.2 * (s % 2)  # noqa: E731
+  temporal = lambda s, y: uniform(s, y) + temporal_gain  # noqa: E731
+  return measurements.collect(seed, {"uniform": _evaluation(uniform),
+                                     "temporal": _evaluation(temporal)})  # fmt: skip
+
+
+def _summary(gains, planned=(0, 1, 2)):
+  setting = levers.Setting("s", "hand-made", 10)
+  results = {"s": {seed: {10: _seed(seed, g)} for seed, g in zip(planned, gains)}}
+  return levers.summarize([setting], results, planned, resamples=50)
+
+
+def test_claims_margins_per_seed_and_the_goal():
+  summary = _summary([0.10, 0.05, 0.02])
+  (row,) = summary["rows"]
+  assert set(row["claims"]) == {"C1", "C5", "M1"} and row["complete"]
+  margins = [p["margin"] for p in row["claims"]["C1"]["per_seed"]]
+  assert margins == pytest.approx([10.0, 5.0, 2.0])  # F1 points
+  for c in row["claims"].values():
+    assert c["holds"] and c["margin_ci95"][0] > 0
+  assert row["gets_there"] is True
+  assert row["f1"]["uniform"]["2010-18"] == pytest.approx([50.0] * 3)
+  assert row["f1"]["temporal"]["M1 subset"] == pytest.approx([60.0, 55.0, 52.0])
+  md = levers.markdown(summary)
+  assert "+10.00 / +5.00 / +2.00" in md and "| yes |" in md
+
+
+def test_one_seed_below_zero_misses_the_goal():
+  row = _summary([0.10, -0.01, 0.05])["rows"][0]
+  assert row["claims"]["C1"]["holds"] is False and row["gets_there"] is False
+
+
+def test_the_goal_needs_every_seed_and_an_interval_above_zero():
+  ok = {"holds": True, "margin_ci95": [0.1, 2.0]}
+  assert levers.gets_there({"C1": ok, "C5": ok, "M1": ok}) is True
+  assert levers.gets_there({"C1": ok, "C5": ok, "M1": {**ok, "margin_ci95": [-0.1, 2.0]}}) is False
+  assert levers.gets_there({"C1": ok, "C5": {**ok, "holds": False}}) is False
+  assert levers.gets_there({"C1": ok, "C5": {**ok, "holds": None}}) is None
+
+
+def test_an_unfinished_seed_has_no_verdict():
+  row = _summary([0.10, 0.05], planned=(0, 1, 2))["rows"][0]
+  assert row["seeds"] == [0, 1] and not row["complete"] and row["gets_there"] is None
+  assert "incomplete" in levers.markdown(_summary([0.10, 0.05], planned=(0, 1, 2)))
+
+
+def test_the_baseline_is_read_from_a_reproduction(tmp_path):
+  seed_dir = tmp_path / "seed=1"
+  (seed_dir / "results").mkdir(parents=True)
+  meas = _seed(1, 0.05)
+  meas["models"]["yearly"] = meas["models"]["uniform"]
+  (seed_dir / "results" / "per_query.json").write_text(json.dumps(meas))
+  setting = levers.Setting("base", "reused", 800, reuse=str(tmp_path / "seed={seed}"))
+  got = levers.seed_measurements(setting, 1, str(tmp_path / "levers"))
+  assert list(got) == [800] and set(got[800]["models"]) == {"uniform", "temporal"}
+  with pytest.raises(DataError, match="cannot read"):
+    levers.seed_measurements(setting, 2, str(tmp_path / "levers"))
+  (tmp_path / "seed=2" / "results").mkdir(parents=True)  # seed 1's numbers filed as seed 2's
+  (tmp_path / "seed=2" / "results" / "per_query.json").write_text(json.dumps(meas))
+  with pytest.raises(DataError, match="expected seed 2"):
+    levers.seed_measurements(setting, 2, str(tmp_path / "levers"))
+
+
+def test_the_pre_registered_settings():
+  spec = importlib.util.spec_from_file_location(
+    "miniature_levers", os.path.join(ROOT, "benchmarks", "miniature_levers.py")
+  )
+  script = importlib.util.module_from_spec(spec)
+  spec.loader.exec_module(script)
+  s = {x.name: x for x in script.settings("/r/seed={seed}", "/L")}
+  assert list(s) == ["tiny-800", "tiny-3200", "wide-800", "wide-3200"]
+  assert s["tiny-800"].reuse == "/r/seed={seed}" and s["tiny-800"].steps == 800
+  assert s["tiny-3200"].start == "/r/seed={seed}/t5" and s["tiny-3200"].continue_from
+  assert s["tiny-3200"].points() == [1600, 2400, 3200]
+  assert s["wide-800"].start == "" and "model.emb_dim=128" in s["wide-800"].overrides
+  assert s["wide-3200"].continue_from == "/L/wide-800/seed={seed}"
+  assert "PRE-REGISTRATION" in script.__doc__ and "Criterion" in script.__doc__

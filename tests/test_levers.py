@@ -109,3 +109,47 @@ def test_the_pre_registered_settings():
   assert s["wide-800"].start == "" and "model.emb_dim=128" in s["wide-800"].overrides
   assert s["wide-3200"].continue_from == "/L/wide-800/seed={seed}"
   assert "PRE-REGISTRATION" in script.__doc__ and "Criterion" in script.__doc__
+
+
+SMALL = [
+  "data.world_scale=0.2",
+  "data.train_years=2017,2018",
+  "eval.years=2017,2018,2019",
+  "train.log_every=1",
+  "train.eval_every=0",
+  "train.checkpoint_every=1",
+  "eval.max_decode_length=4",
+]
+
+
+def _losses(workdir) -> dict[int, float]:
+  with open(os.path.join(workdir, "metrics.jsonl")) as f:
+    return {r["step"]: r["loss"] for r in map(json.loads, f) if "loss" in r}
+
+
+def test_continuing_a_shorter_setting_is_training_for_all_its_steps(tmp_path):
+  """short: 2 steps from its own start; continued: short's checkpoint + 2 steps; whole: 4
+  steps from short's start. continued resumes at step 2 and ends where whole ends."""
+  overrides = SMALL + [f"data.cache_dir={tmp_path / 'cache'}", "train.steps=2"]
+  root, lines = str(tmp_path / "levers"), []
+  short = levers.Setting("short", "", 2)
+  start = os.path.join(root, "short", "seed={seed}", "t5")
+  continued = levers.Setting("continued", "", 4, start=start,
+                             continue_from=os.path.join(root, "short", "seed={seed}"))  # fmt: skip
+  whole = levers.Setting("whole", "", 4, start=start, eval_steps=(2,))
+  summary = levers.run([short, continued, whole], [0], root, overrides, lines.append,
+                       resamples=20)  # fmt: skip
+  work = {s.name: os.path.join(root, s.name, "seed=0") for s in (short, continued, whole)}
+  assert any("resumed from step 2" in line for line in lines)
+  for v in levers.VARIANTS:
+    got, want = _losses(os.path.join(work["continued"], v)), _losses(os.path.join(work["whole"], v))
+    assert set(got) == set(want) == {1, 2, 3, 4}
+    assert got[4] == want[4] and got[3] == want[3]
+  assert [(r["setting"], r["steps"]) for r in summary["rows"]] == [
+    ("short", 2), ("continued", 4), ("whole", 2), ("whole", 4)
+  ]  # fmt: skip
+  rows = {(r["setting"], r["steps"]): r for r in summary["rows"]}
+  assert rows[("short", 2)]["f1"] == rows[("whole", 2)]["f1"]  # same start, same steps
+  assert rows[("continued", 4)]["f1"] == rows[("whole", 4)]["f1"]
+  assert rows[("whole", 4)]["training"]["temporal"][0]["parameters"] > 100_000
+  assert os.path.isfile(os.path.join(root, "levers.md"))

@@ -31,6 +31,14 @@ Settings, in the order they run (seeds 0, 1, 2 each; everything else as the tiny
               with the miniature's recipe (`tiny_t5`, 400 steps) at that size.
   wide-3200   (if time remains) wide-800 continued to 3200 steps; also evaluated at 1600, 2400.
 
+Schedule (amended at 16:36 UTC, after the run had started: the machine's load made a step
+take ~0.4-0.55 s instead of ~0.2, so the settings cannot all finish by the session's deadline
+in the order above; the settings and the criterion are unchanged). Breadth-first, each pass
+over seeds 0, 1, 2: tiny-3200 to step 1600, wide-800, tiny-3200 to 2400, then to 3200,
+wide-3200 (`SCHEDULE`). Seed 0's step-1600 line of tiny-3200 had been printed when this was
+decided; the order is chosen to measure both levers on every seed at their first point before
+deepening either.
+
 Criterion (the goal of issue 13, unchanged): a setting gets there iff C1, C5 and M1 each hold
 on every one of the seeds 0, 1, 2 (margin > 0) and the 95% interval of each claim's mean
 margin (`tlm.eval.claim_summary`: paired bootstrap over queries, two-level over seeds, 1000
@@ -47,6 +55,15 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from tlm.eval.levers import Setting, run  # noqa: E402
 
+# The order of the work: (setting, up to step), each pass over every seed (see the docstring).
+SCHEDULE = (
+  ("tiny-800", 800),
+  ("tiny-3200", 1600),
+  ("wide-800", 800),
+  ("tiny-3200", 2400),
+  ("tiny-3200", 3200),
+  ("wide-3200", 3200),
+)
 WIDE = ("model.emb_dim=128", "model.num_heads=8", "model.head_dim=16", "model.mlp_dim=256")
 CURVE = (1600, 2400)
 
@@ -107,7 +124,9 @@ def main(argv=None) -> None:
       p.error(f"unknown settings {unknown}; choose from {[s.name for s in chosen]}")
     chosen = [s for s in chosen if s.name in names]
   seeds = [int(s) for s in args.seeds.split(",")]
-  summary = run(chosen, seeds, root, args.overrides, resamples=args.resamples or None)
+  summary = run(
+    chosen, seeds, root, args.overrides, schedule=SCHEDULE, resamples=args.resamples or None
+  )
   print(f"{len(summary['rows'])} rows in {os.path.join(root, 'levers.md')}")
 
 

@@ -109,6 +109,9 @@ def test_the_pre_registered_settings():
   assert s["wide-800"].start == "" and "model.emb_dim=128" in s["wide-800"].overrides
   assert s["wide-3200"].continue_from == "/L/wide-800/seed={seed}"
   assert "PRE-REGISTRATION" in script.__doc__ and "Criterion" in script.__doc__
+  assert {name for name, _ in script.SCHEDULE} == set(s)  # every setting is scheduled
+  for name, up_to in script.SCHEDULE:
+    assert up_to in s[name].points()
 
 
 SMALL = [
@@ -153,3 +156,23 @@ def test_continuing_a_shorter_setting_is_training_for_all_its_steps(tmp_path):
   assert rows[("continued", 4)]["f1"] == rows[("whole", 4)]["f1"]
   assert rows[("whole", 4)]["training"]["temporal"][0]["parameters"] > 100_000
   assert os.path.isfile(os.path.join(root, "levers.md"))
+
+
+def test_the_schedule_orders_the_passes(tmp_path):
+  for seed in (0, 1):
+    (tmp_path / f"seed={seed}" / "results").mkdir(parents=True)
+    (tmp_path / f"seed={seed}" / "results" / "per_query.json").write_text(
+      json.dumps(_seed(seed, 0.05))
+    )
+  reuse = str(tmp_path / "seed={seed}")
+  a, b = levers.Setting("a", "", 800, reuse=reuse), levers.Setting("b", "", 800, reuse=reuse)
+  lines = []
+  summary = levers.run([a, b], [0, 1], str(tmp_path / "out"), log=lines.append,
+                       schedule=[("b", 800), ("gone", 800), ("a", 800)], resamples=20)  # fmt: skip
+  passes = [line.split(":")[0].strip("\n# ") for line in lines if line.startswith("\n#####")]
+  assert passes == ["b to step 800, seed 0", "b to step 800, seed 1",
+                    "a to step 800, seed 0", "a to step 800, seed 1"]  # fmt: skip
+  assert [r["setting"] for r in summary["rows"]] == [
+    "a",
+    "b",
+  ]  # the report keeps the settings' order

@@ -176,9 +176,15 @@ def _pretrained_start(base: list[str], work: str, log: Log) -> str:
 
 
 def seed_measurements(
-  setting: Setting, seed: int, root: str, overrides: Sequence[str] = (), log: Log = print
+  setting: Setting,
+  seed: int,
+  root: str,
+  overrides: Sequence[str] = (),
+  log: Log = print,
+  up_to: int | None = None,
 ) -> dict[int, dict]:
-  """{step: Uniform's and Temporal's per-query numbers} of one seed (see the module docstring).
+  """{step: Uniform's and Temporal's per-query numbers} of one seed (see the module docstring):
+  those already measured, and the missing ones up to step `up_to` (None: all).
 
   Args:
     overrides: applied to every model, before the seed's and the setting's (tests: a small
@@ -193,7 +199,7 @@ def seed_measurements(
   out = {
     k: _read_json(p) for k in setting.points() if os.path.isfile(p := _measurement_path(work, k))
   }
-  todo = [k for k in setting.points() if k not in out]
+  todo = [k for k in setting.points() if k not in out and (up_to is None or k <= up_to)]
   if not todo:
     return out
   base = list(overrides) + reproduce.seed_overrides(seed) + list(setting.overrides)
@@ -376,17 +382,28 @@ def run(
   root: str,
   overrides: Sequence[str] = (),
   log: Log = print,
+  schedule: Sequence[tuple[str, int]] = (),
   **kwargs,
 ) -> dict:
-  """Measures every setting on every seed, in order (one training at a time), rewriting the
-  report after each (setting, seed), so an interrupted run leaves a report of what finished."""
+  """Measures the settings on every seed, one training at a time, rewriting the report after
+  each (setting, seed), so an interrupted run leaves a report of what finished.
+
+  Args:
+    schedule: the order of the work, as passes (setting name, up to step), each over every
+      seed in turn: e.g. [("a", 1600), ("b", 800), ("a", 3200)] takes setting a to step 1600
+      on every seed before b. Default: each setting to its last step, in order.
+  """
+  by_name = {s.name: s for s in settings}
+  schedule = list(schedule) or [(s.name, s.steps) for s in settings]
   results: dict = {}
   summary = report(root, settings, results, seeds, log, **kwargs)
-  for setting in settings:
+  for name, up_to in schedule:
+    if name not in by_name:
+      continue  # a setting left out of this run
     for seed in seeds:
-      log(f"\n##### {setting.name}, seed {seed}: {setting.description}")
-      results.setdefault(setting.name, {})[seed] = seed_measurements(
-        setting, seed, root, overrides, log
+      log(f"\n##### {name} to step {up_to}, seed {seed}: {by_name[name].description}")
+      results.setdefault(name, {})[seed] = seed_measurements(
+        by_name[name], seed, root, overrides, log, up_to
       )
       summary = report(root, settings, results, seeds, log, **kwargs)
   return summary

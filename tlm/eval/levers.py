@@ -326,9 +326,9 @@ def _claim_cell(c: Mapping) -> str:
   return f"{per_seed}; mean {_signed(c['margin_mean'])} {interval}"
 
 
-def _mean(xs) -> str:
+def _mean(xs, digits: int = 1) -> str:
   xs = [x for x in xs if x is not None and np.isfinite(x)]
-  return f"{np.mean(xs):.1f}" if xs else "-"
+  return f"{np.mean(xs):.{digits}f}" if xs else "-"
 
 
 def markdown(summary: Mapping) -> str:
@@ -346,7 +346,7 @@ def markdown(summary: Mapping) -> str:
                        + [_claim_cell(r["claims"][i]) for i in summary["claims"]]
                        + [verdict[r["gets_there"]]])  # fmt: skip
     f1, tr = r["f1"], r["training"]
-    loss = lambda v, k, tr=tr: _mean([t.get(k) for t in tr[v]])  # noqa: E731
+    loss = lambda v, k, tr=tr: _mean([t.get(k) for t in tr[v]], 3)  # noqa: E731
     f1_rows.append([label, r["steps"]]
                    + [f"{_mean(f1['uniform'][s])} / {_mean(f1['temporal'][s])}"
                       for s in ("2010-18", "2019-20", "M1 subset")]

@@ -128,8 +128,9 @@ def reproduce(flags) -> None:
 
 
 def combine_seeds(flags) -> None:
-  """--mode=combine_seeds: the claims and Table 2 over seeds that ran separately (each a
-  `--mode=reproduce --set=reproduce.seeds=S` run, e.g. in parallel), from their seed=S dirs."""
+  """--mode=combine_seeds: the claims, Tables 2 and 7 and Figures 2-5 with bands over seeds
+  that ran separately (each a `--mode=reproduce --set=reproduce.seeds=S` run, e.g. in
+  parallel), from their seed=S dirs."""
   from tlm.eval import claim_summary, over_seeds
 
   if len(flags.workdirs) < 1 or not flags.output_dir:

@@ -168,13 +168,11 @@ def adapt(config: Config, workdir: str, log=print, data=None) -> dict:
 
 
 def draw_figure5(results: dict, path: str, log=print) -> None:
-  """Figure 5 from {model name: adapt() result}: TempLAMA F1 against alpha."""
-  adapted, retrained = {}, {}
-  for name, r in results.items():
-    new = str(r["new_year"])
-    adapted[name] = {float(alpha): {SEEN: s[SEEN], new: s[new]} for alpha, s in r["alphas"].items()}
-    retrained[name] = {SEEN: r["retrained"][SEEN], new: r["retrained"][new]}
+  """Figure 5 from {model name: adapt() result}: F1 against alpha on TempLAMA and, where it was
+  evaluated, the news, on 2010-18 and on the new year (`over_seeds.figure5_inputs`)."""
+  from tlm.eval import over_seeds
+
   try:
-    figures.figure5(adapted, retrained, path)
+    figures.figure5(*over_seeds.figure5_inputs([results]), path)
   except figures.FiguresUnavailable as e:
     log(f"note: {e}")

@@ -126,22 +126,34 @@ def figure4(entropy: Mapping[str, Mapping[str, Mapping]], path: str) -> None:
 def figure5(
   adapted: Mapping[str, Mapping], retrained: Mapping[str, Mapping[str, float]], path: str
 ) -> None:
-  """Figure 5: F1 after adaptation against alpha, `adapted[model][alpha][slice]`, one panel per
-  slice, with the retrained-from-scratch model `retrained[model][slice]` as a dashed line."""
+  """Figure 5: F1 after adaptation against alpha, `adapted[model][alpha][panel]`, one panel per
+  key (e.g. "TempLAMA 2010-18", "TempLAMA 2019", "news 2010-18", "news 2019": the paper's
+  TempLAMA and CustomNews panels), in the order first seen, two to a row; the model
+  retrained from scratch, `retrained[model][panel]`, as a dashed line of the same colour."""
+  import math
+
   plt = _pyplot()
-  slices = sorted({s for curves in adapted.values() for row in curves.values() for s in row})
-  fig, axes = plt.subplots(1, len(slices), figsize=(4.5 * len(slices), 3.8), squeeze=False)
-  for ax, slice_name in zip(axes[0], slices):
+  panels = list(dict.fromkeys(p for curves in adapted.values() for row in curves.values()
+                              for p in row))  # fmt: skip
+  cols = max(1, min(2, len(panels)))
+  rows = math.ceil(len(panels) / cols)
+  fig, axes = plt.subplots(rows, cols, figsize=(4.5 * cols, 3.8 * rows), squeeze=False)
+  for ax, panel in zip(axes.flat, panels):
     for model, curve in adapted.items():
-      line = _line(ax, {a: row[slice_name] for a, row in curve.items()}, f"{model} adapted")
-      if model in retrained and slice_name in retrained[model]:
-        level = _values(retrained[model][slice_name])
+      points = {a: row[panel] for a, row in curve.items() if panel in row}
+      if not points:
+        continue
+      line = _line(ax, points, f"{model} adapted")
+      if panel in retrained.get(model, {}):
+        level = _values(retrained[model][panel])
         color = line.get_color()
         ax.axhline(sum(level) / len(level), color=color, ls="--", label=f"{model} retrained")
         if len(level) > 1:
           ax.axhspan(min(level), max(level), color=color, alpha=0.1, lw=0)
-    ax.set_title(f"F1 on {slice_name}")
+    ax.set_title(f"F1 on {panel}")
     ax.set_xlabel("alpha (share of the new year)")
     ax.set_ylabel("F1")
     ax.legend(fontsize="small")
+  for ax in list(axes.flat)[len(panels) :]:
+    ax.set_visible(False)
   _save(fig, path)

@@ -5,7 +5,9 @@ it) and hands each seed's results here; `write` puts the combined ones in `WORKD
 `summary.json` (every claim, `tlm.eval.claim_summary`), `claims.md`, `table2.md` (the mean
 over seeds, and the standard deviation over seeds when there are several), `table7.md` (the
 mean) and `figure2.png` .. `figure5.png` (one line per model, the mean, with a band from the
-lowest to the highest seed).
+lowest to the highest seed; Figure 5 with a TempLAMA and a news panel per slice).
+`combine_saved` (`--mode=combine_seeds`) does the same from the files of seeds that ran
+separately (`load_saved_seed`).
 """
 
 import json
@@ -17,6 +19,7 @@ import numpy as np
 from tlm import storage
 from tlm.errors import DataError
 from tlm.eval import claim_summary, figures, tables
+from tlm.eval import results as results_lib
 from tlm.files import atomic_output_file, write_json
 
 
@@ -57,7 +60,7 @@ def table2(per_seed: Sequence[Mapping]) -> str:
 def table7(per_seed: Sequence[Mapping]) -> str:
   """Table 7 (news perplexity per year), the mean over seeds."""
   by_name = stack([
-    {seed["names"][v]: (r.get("news") or {}).get("by_year", {}) for v, r in seed["evals"].items()}
+    {seed["names"][v]: results_lib.news_by_year(r) for v, r in seed["evals"].items()}
     for seed in per_seed
   ])  # fmt: skip
   mean = {name: {"news": {"by_year": {y: {"perplexity": float(np.mean(v["perplexity"]))}
@@ -66,23 +69,75 @@ def table7(per_seed: Sequence[Mapping]) -> str:
   return tables.table7(mean)
 
 
-def _figure5_inputs(per_seed: Sequence[Mapping]) -> tuple[dict, dict]:
+def _figure5_panels(slices: Mapping, new_year) -> dict:
+  """One adapted or retrained model's Figure 5 numbers: F1 on TempLAMA and, where evaluated,
+  the news (the paper's CustomNews panel), on 2010-18 and on the new year."""
+  out = {}
+  for source, part in (("TempLAMA", slices), ("news", slices.get("news") or {})):
+    for name in ("2010-18", str(new_year)):
+      if part.get(name) is not None:
+        out[f"{source} {name}"] = part[name]
+  return out
+
+
+def figure5_inputs(per_seed: Sequence[Mapping[str, Mapping]]) -> tuple[dict, dict]:
+  """`figures.figure5`'s inputs from `adaptation.adapt` results, one {model name: result} per
+  seed: ({model: {alpha: {panel: [F1 per seed]}}}, {model: {panel: [F1 per seed]}}), a panel
+  per source (TempLAMA, news) and slice (2010-18, the new year)."""
   adapted, retrained = [], []
-  for seed in per_seed:
+  for results in per_seed:
     a, r = {}, {}
-    for v, res in seed["adapted"].items():
-      name, new = seed["names"][v], str(res["new_year"])
-      a[name] = {float(x): {"2010-18": s["2010-18"], new: s[new]} for x, s in res["alphas"].items()}
+    for name, res in results.items():
+      new = res["new_year"]
+      a[name] = {float(x): _figure5_panels(s, new) for x, s in res["alphas"].items()}
       if res.get("retrained"):
-        r[name] = {"2010-18": res["retrained"]["2010-18"], new: res["retrained"][new]}
+        r[name] = _figure5_panels(res["retrained"], new)
     adapted.append(a)
     retrained.append(r)
   return stack(adapted), stack(retrained)
 
 
+# The saved files of a seed's figures: file -> the keys of `load_saved_seed`'s result it fills.
+FIGURE_FILES = {"figure2.json": ("gap", "by_duration"), "future.json": ("future",),
+                "adapt.json": ("adapted",)}  # fmt: skip
+
+
+def _read_json(path: str):
+  try:
+    return json.loads(storage.read_bytes(path))
+  except (OSError, ValueError) as e:
+    raise DataError(f"cannot read a seed's results ({e})", path) from None
+
+
+def load_figure_numbers(results: str, variant: Mapping[str, str]) -> dict:
+  """The numbers of a seed's figures, from the files `reproduce` wrote in `results`
+  (figure2.json, future.json, adapt.json; a missing file leaves its keys out), keyed as
+  `reproduce` keeps them in memory: by variant ("uniform", ...), `variant` mapping the model
+  names of future.json and adapt.json to variants."""
+  out = {}
+  for name in FIGURE_FILES:
+    path = os.path.join(results, name)
+    if not storage.isfile(path):
+      continue
+    saved = _read_json(path)
+    if not isinstance(saved, dict):
+      raise DataError("expected a JSON object", path)
+    if name == "figure2.json":
+      if not {"by_gap", "by_duration"} <= set(saved):
+        raise DataError("expected the keys by_gap and by_duration", path)
+      out["gap"], out["by_duration"] = saved["by_gap"], saved["by_duration"]
+      continue
+    unknown = sorted(set(saved) - set(variant))
+    if unknown:
+      raise DataError(f"models {unknown} are not in seed_summary.json", path)
+    out[FIGURE_FILES[name][0]] = {variant[n]: r for n, r in saved.items()}
+  return out
+
+
 def load_saved_seed(seed_dir: str) -> dict:
   """The part of one seed's results that `combine_saved` needs, read back from the files
-  `reproduce` wrote in `seed_dir/results/` (`per_query.json`, `eval.json`, `seed_summary.json`).
+  `reproduce` wrote in `seed_dir/results/` (`per_query.json`, `eval.json`, `seed_summary.json`
+  and, where present, the figures' numbers: `load_figure_numbers`).
 
   Raises:
     DataError: naming a missing or unreadable file.
@@ -90,39 +145,29 @@ def load_saved_seed(seed_dir: str) -> dict:
   results = os.path.join(seed_dir, "results")
   loaded = {}
   for name in ("per_query.json", "eval.json", "seed_summary.json"):
-    path = os.path.join(results, name)
-    try:
-      loaded[name] = json.loads(storage.read_bytes(path))
-    except (OSError, ValueError) as e:
-      raise DataError(f"cannot read a seed's results ({e})", path) from None
+    loaded[name] = _read_json(os.path.join(results, name))
   names = {v: c["name"] for v, c in loaded["seed_summary.json"]["configs"].items()}
   variant = {n: v for v, n in names.items()}
   unknown = sorted(set(loaded["eval.json"]) - set(variant))
   if unknown:
     raise DataError(f"models {unknown} are not in seed_summary.json", results)
   evals = {variant[n]: r for n, r in loaded["eval.json"].items()}  # in Table 2's row order
-  return {"seed": loaded["per_query.json"]["seed"], "names": names, "evals": evals,
+  seed = {"seed": loaded["per_query.json"]["seed"], "names": names, "evals": evals,
           "measurements": loaded["per_query.json"],
-          "baselines": evals["temporal"]["answer_baselines"]}  # fmt: skip
+          "baselines": results_lib.answer_baselines(evals["temporal"])}  # fmt: skip
+  return seed | load_figure_numbers(results, variant)
 
 
 def combine_saved(seed_dirs: Sequence[str], results: str, log=print) -> dict:
   """Combines seeds that were run separately (e.g. in parallel, one `reproduce.seeds=S` run
-  each): `summary.json`, `claims.md` and `table2.md` over them, written to `results`, as
-  `write` does for the seeds of one run (the figures with bands need the in-memory results;
-  each seed's own figures are in its results/). Returns the summary."""
+  each), from the files each wrote in its results/, into what `write` writes for the seeds of
+  one run: the same summary.json, claims.md, table2.md, table7.md and figures with bands.
+  Returns the summary."""
   per_seed = [load_saved_seed(d) for d in seed_dirs]
   seeds = [s["seed"] for s in per_seed]
   if len(set(seeds)) != len(seeds):
     raise DataError(f"the seed directories repeat a seed: {seeds}", ",".join(seed_dirs))
-  summary = claim_summary.summarize([s["measurements"] for s in per_seed])
-  write_json(os.path.join(results, "summary.json"), summary)
-  for name, text in (
-    ("claims.md", claim_summary.claims_table(summary)),
-    ("table2.md", table2(per_seed)),
-  ):
-    with atomic_output_file(os.path.join(results, name)) as f:
-      f.write(text)
+  summary = write(results, per_seed, log)
   log(f"combined seeds {seeds} into {results}")
   return summary
 
@@ -138,20 +183,38 @@ def write(results: str, per_seed: Sequence[Mapping], log=print) -> dict:
   ):
     with atomic_output_file(os.path.join(results, name)) as f:
       f.write(text)
+  draw_figures(results, per_seed, log)
+  return summary
+
+
+def draw_figures(results: str, per_seed: Sequence[Mapping], log=print) -> None:
+  """figure2.png .. figure5.png over the seeds: one line per model (the mean over the seeds)
+  with a band from the lowest to the highest seed. A figure whose numbers a seed lacks (its
+  figure2.json, future.json or adapt.json) is not drawn, and a note says so."""
 
   def named(key, pick=lambda r: r):
     return stack([{s["names"][v]: pick(r) for v, r in s[key].items()} for s in per_seed])
 
-  groups = lambda r: {g: r["loglik_change"].get(g, {}) for g in ("single", "multiple")}  # noqa: E731
-  draws = [
-    (figures.figure2, stack([s["gap"] for s in per_seed]), named("by_duration"), "figure2.png"),
-    (figures.figure3, named("future", groups), "figure3.png"),
-    (figures.figure4, named("future", lambda r: r["entropy"]["entropy"]), "figure4.png"),
-    (figures.figure5, *_figure5_inputs(per_seed), "figure5.png"),
-  ]
-  for fn, *args, name in draws:
+  groups = lambda r: {  # noqa: E731
+    g: results_lib.future_loglik_change(r).get(g, {}) for g in ("single", "multiple")
+  }
+  adapted = lambda: [{s["names"][v]: r for v, r in s["adapted"].items()} for s in per_seed]  # noqa: E731
+  draws = {  # file: (the keys it needs, its function and inputs)
+    "figure2.png": (("gap", "by_duration"), lambda: (
+      figures.figure2, stack([s["gap"] for s in per_seed]), named("by_duration"))),
+    "figure3.png": (("future",), lambda: (figures.figure3, named("future", groups))),
+    "figure4.png": (("future",), lambda: (
+      figures.figure4, named("future", results_lib.future_entropy_by_set))),
+    "figure5.png": (("adapted",), lambda: (figures.figure5, *figure5_inputs(adapted()))),
+  }  # fmt: skip
+  for name, (keys, inputs) in draws.items():
+    lacking = [s["seed"] for s in per_seed if any(k not in s for k in keys)]
+    if lacking:
+      log(f"note: {name} not drawn: no saved numbers for it on seed(s) {lacking}")
+      continue
+    fn, *args = inputs()
     try:
       fn(*args, os.path.join(results, name))
     except figures.FiguresUnavailable as e:
       log(f"note: {e}")
-  return summary
+      return

@@ -10,7 +10,6 @@ import shutil
 
 import pytest
 
-from tests import objstore
 from tests.test_checkpoints import (
   _assert_same,
   _write_hf_dir,
@@ -25,19 +24,6 @@ from tlm.models import checkpoints, t5
 from tlm.models.formats import safetensors
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures", "meshtf")
-
-
-@pytest.fixture
-def bucket(tmp_path, monkeypatch):
-  """gs://bucket served from tmp_path/store; cwd in tmp_path/cwd, where a gs:// path mistaken
-  for a local one would land."""
-  objstore.install(str(tmp_path / "store"))
-  cwd = tmp_path / "cwd"
-  cwd.mkdir()
-  monkeypatch.chdir(cwd)
-  yield "gs://bucket"
-  objstore.uninstall()
-  assert os.listdir(cwd) == [], "a gs:// path was used as a local path"
 
 
 @pytest.fixture(scope="module")

@@ -110,19 +110,6 @@ def test_remote_checkpoints_choose_orbax_commit_file(monkeypatch):
 # --- On a filesystem that behaves like an object store -----------------------------------------
 
 
-@pytest.fixture
-def bucket(tmp_path, monkeypatch):
-  """gs://bucket served from tmp_path/store by tests/objstore.py; cwd in tmp_path/cwd, where a
-  gs:// path mistaken for a local one would land."""
-  objstore.install(str(tmp_path / "store"))
-  cwd = tmp_path / "cwd"
-  cwd.mkdir()
-  monkeypatch.chdir(cwd)
-  yield "gs://bucket"
-  objstore.uninstall()
-  assert os.listdir(cwd) == [], "a gs:// path was written as a local path"
-
-
 def _local(uri):
   return objstore.local_path(uri)
 

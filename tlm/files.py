@@ -166,12 +166,8 @@ def atomic_output_dir(path: str) -> Iterator[str]:
     os.chmod(tmp, _default_mode(directory=True))
   except OSError as e:
     raise _output_error(path, e, existed) from None
-  try:
+  with _cleaned_on_failure(tmp, path, existed):
     yield tmp
-  except BaseException as e:
-    shutil.rmtree(tmp, ignore_errors=True)
-    _reraise_inner(e, tmp, path, existed)
-    raise
   try:
     if os.path.exists(path):
       old = tmp + ".old"
@@ -183,6 +179,18 @@ def atomic_output_dir(path: str) -> Iterator[str]:
   except OSError as e:
     shutil.rmtree(tmp, ignore_errors=True)
     raise _output_error(path, e, existed) from None
+
+
+@contextlib.contextmanager
+def _cleaned_on_failure(tmp: str, path: str, existed: bool) -> Iterator[None]:
+  """The caller's block writing into the temporary `tmp`: if it fails, `tmp` is removed and a
+  write error inside it is reported as an OutputError naming the destination `path`."""
+  try:
+    yield
+  except BaseException as e:
+    shutil.rmtree(tmp, ignore_errors=True)
+    _reraise_inner(e, tmp, path, existed)
+    raise
 
 
 def _reraise_inner(e: BaseException, tmp: str, path: str, existed: bool) -> None:
@@ -211,12 +219,8 @@ def _remote_output_dir(path: str) -> Iterator[str]:
     tmp = tempfile.mkdtemp(prefix=".tlm-staging.", suffix=".tmp")
   except OSError as e:
     raise _output_error(path, e, existed) from None
-  try:
+  with _cleaned_on_failure(tmp, path, existed):
     yield tmp
-  except BaseException as e:
-    shutil.rmtree(tmp, ignore_errors=True)
-    _reraise_inner(e, tmp, path, existed)
-    raise
   try:
     marker = storage.join(path, storage.COMMIT_MARKER)
     if existed:

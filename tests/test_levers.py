@@ -102,13 +102,17 @@ def test_the_pre_registered_settings():
   script = importlib.util.module_from_spec(spec)
   spec.loader.exec_module(script)
   s = {x.name: x for x in script.settings("/r/seed={seed}", "/L")}
-  assert list(s) == ["tiny-800", "tiny-3200", "wide-800", "wide-3200"]
+  assert list(s) == ["tiny-800", "tiny-3200", "wide-800", "wide-3200", "years-800", "years-3200"]
   assert s["tiny-800"].reuse == "/r/seed={seed}" and s["tiny-800"].steps == 800
   assert s["tiny-3200"].start == "/r/seed={seed}/t5" and s["tiny-3200"].continue_from
   assert s["tiny-3200"].points() == [1600, 2400, 3200]
   assert s["wide-800"].start == "" and "model.emb_dim=128" in s["wide-800"].overrides
   assert s["wide-3200"].continue_from == "/L/wide-800/seed={seed}"
+  assert s["years-800"].start == "" and s["years-800"].start_corpus == "generic_years"
+  assert s["years-3200"].continue_from == "/L/years-800/seed={seed}"
+  assert s["years-3200"].start == "/L/years-800/seed={seed}/t5"
   assert "PRE-REGISTRATION" in script.__doc__ and "Criterion" in script.__doc__
+  assert "SECOND PRE-REGISTRATION" in script.__doc__
   assert {name for name, _ in script.SCHEDULE} == set(s)  # every setting is scheduled
   for name, up_to in script.SCHEDULE:
     assert up_to in s[name].points()
@@ -156,6 +160,45 @@ def test_continuing_a_shorter_setting_is_training_for_all_its_steps(tmp_path):
   assert rows[("continued", 4)]["f1"] == rows[("whole", 4)]["f1"]
   assert rows[("whole", 4)]["training"]["temporal"][0]["parameters"] > 100_000
   assert os.path.isfile(os.path.join(root, "levers.md"))
+
+
+def test_persistence_compares_2019_20_answers_with_the_2018_ones():
+  """Temporal repeats its 2018 answer ("B") in 2019 and changes it in 2020 (to "C"); Uniform
+  answers "A" throughout. Gold: "B" from 2015 on."""
+
+  def evaluation(prediction):
+    records = [{"id": f"S0_P54_{y}", "year": y, "subject": "S0", "relation": "P54",
+                "duration": 5, "f1": 0.0, "prediction": prediction(y),
+                "answers": ["A" if y < 2015 else "B"], "most_frequent_is_correct": y < 2015}
+               for y in YEARS]  # fmt: skip
+    return {"templama": {"records": records}}
+
+  meas = measurements.collect(0, {
+    "uniform": evaluation(lambda y: "A"),
+    "temporal": evaluation(lambda y: "C" if y == 2020 else ("B" if y >= 2015 else "A")),
+  })  # fmt: skip
+  t, u = levers.persistence(meas, "temporal"), levers.persistence(meas, "uniform")
+  assert t == {"same": 50.0, "f1_first": 50.0, "f1_2018_first": 100.0}
+  assert u == {"same": 100.0, "f1_first": 0.0, "f1_2018_first": 0.0}
+
+
+def test_a_start_pretrained_on_another_corpus(tmp_path, monkeypatch):
+  """start_corpus: the start's corpus is written beside it and read instead of the world's."""
+  seen = {}
+  monkeypatch.setitem(levers.START_CORPORA, "mine", lambda config: ["A b c d e f g h."] * 4)
+  from tlm.train import loop
+
+  def fake_run(config, workdir, log=print):
+    seen["corpus"], seen["workdir"] = config.data.pretrain_corpus, workdir
+
+  monkeypatch.setattr(loop, "run", fake_run)
+  setting = levers.Setting("y", "", 4, start_corpus="mine")
+  path = levers._pretrained_start(setting, [], str(tmp_path), print)
+  assert path == seen["workdir"] == str(tmp_path / "t5")
+  with open(seen["corpus"], encoding="utf-8") as f:
+    assert [json.loads(line)["text"] for line in f] == ["A b c d e f g h."] * 4
+  with pytest.raises(DataError, match="unknown start corpus"):
+    levers._pretrained_start(levers.Setting("z", "", 4, start_corpus="nope"), [], "/x", print)
 
 
 def test_the_schedule_orders_the_passes(tmp_path):

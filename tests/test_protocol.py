@@ -116,3 +116,38 @@ def test_a_checkpoint_of_an_older_world_version_is_not_resumed():
   older = {k: v for k, v in state.items() if k != "world"}  # saved before the version existed
   with pytest.raises(ConfigError, match="synthetic world"):
     check_data_state(older, config, "ckpt/10")
+
+
+def test_a_checkpoint_from_before_a_data_key_existed_is_resumed():
+  """A DataConfig key added later (data.pretrain_corpus) counts as its default when a saved
+  data state lacks it; a saved non-default value is still refused."""
+  from tlm.errors import ConfigError
+  from tlm.train.data_state import check_data_state, data_state
+
+  config = configs.get("tiny_t5")
+  state = data_state(config, 10)
+  older = dict(state, data={k: v for k, v in state["data"].items() if k != "pretrain_corpus"})
+  check_data_state(older, config, "ckpt/10")
+  other = configs.replace(config, "data.pretrain_corpus", "/c.jsonl")
+  with pytest.raises(ConfigError, match="data.pretrain_corpus"):
+    check_data_state(older, other, "ckpt/10")
+
+
+def test_pretrain_corpus_replaces_the_worlds_and_only_for_pretraining(tmp_path):
+  from tlm.errors import ConfigError
+  from tlm.train.data import PretrainingData, TrainingData
+
+  small = ["data.world_scale=0.2", f"data.cache_dir={tmp_path / 'cache'}", "train.batch_size=2"]
+  corpus = tmp_path / "c.jsonl"
+  corpus.write_text('{"text": "Kelvar FC was founded in 2019 and won in 2020."}\n' * 3)
+  config = configs.override(configs.get("tiny_t5"), small)
+  world = PretrainingData(config).train_batch(0, 0, 2)[0]
+  mine = configs.replace(config, "data.pretrain_corpus", str(corpus))
+  data = PretrainingData(mine)
+  batch = data.train_batch(0, 0, 2)[0]
+  text = " ".join(data.vocab.decode(list(row)) for row in batch["encoder_input_tokens"])
+  assert "Kelvar" in text
+  assert not np.array_equal(batch["encoder_input_tokens"], world["encoder_input_tokens"])
+  with pytest.raises(ConfigError, match="data.pretrain_corpus is for the pre-training"):
+    TrainingData(configs.replace(configs.override(configs.get("tiny_temporal"), small),
+                                 "data.pretrain_corpus", str(corpus)))  # fmt: skip

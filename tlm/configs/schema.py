@@ -81,6 +81,9 @@ class DataConfig:
     templama_dir: TempLAMA `train.json`, `val.json`, `test.json` (`--mode=build_templama`, or
       the released files).
     vocab: SentencePiece model; "" takes the init checkpoint's, else the synthetic world's.
+    pretrain_corpus: pre-training variants ("t5", "cbqa") only: a `{"text": ...}` JSON-lines
+      corpus to pre-train on instead of the synthetic world's (`pretrain/generic.jsonl` for
+      "t5", `pretrain/encyclopedia.jsonl` for "cbqa"); "" reads the world's.
     conditioning: "temporal" (`year: 2014 ` prefix) or "none" (Uniform, Yearly, CBQA).
     train_years: the year slices sampled uniformly.
     year: Yearly experts only: train the expert of this year alone; 0 trains one expert per
@@ -102,6 +105,7 @@ class DataConfig:
   ssm_dir: str = ""
   templama_dir: str = ""
   vocab: str = ""
+  pretrain_corpus: str = ""
   conditioning: str = "temporal"
   train_years: tuple[int, ...] = PAPER_YEARS
   year: int = 0

@@ -16,6 +16,9 @@ A `Setting`:
 - `start`: a path template ("{seed}") of a pretrained start (a reproduction's `seed=S/t5`), or
   "" to pretrain one per seed with the miniature's recipe (`tiny_t5`) at the setting's size,
   in ROOT/<setting>/seed=S/t5.
+- `start_corpus`: with `start` "", the corpus that start is pretrained on: "" the world's
+  generic text (the protocol's), or a name in `START_CORPORA` (written to
+  ROOT/<setting>/seed=S/start_corpus.jsonl from the seed's world).
 - `continue_from`: optional path template of a directory holding `uniform/` and `temporal/`
   workdirs of the same setting trained for fewer steps (e.g. a reproduction's seed directory).
   Their newest checkpoint is copied and training resumes from it. The learning rate is
@@ -64,6 +67,7 @@ class Setting:
   steps: int
   overrides: tuple[str, ...] = ()
   start: str = ""
+  start_corpus: str = ""
   continue_from: str = ""
   reuse: str = ""
   eval_steps: tuple[int, ...] = ()
@@ -165,13 +169,38 @@ def _copy_newest_checkpoint(source: str, workdir: str, max_step: int, log: Log) 
     shutil.copy(metrics, os.path.join(workdir, "metrics.jsonl"))
 
 
-def _pretrained_start(base: list[str], work: str, log: Log) -> str:
-  """The setting's own start: `tiny_t5` (the miniature's recipe) at the setting's size."""
+def _dated_generic(config) -> list[str]:
+  from tlm.data.synthetic.facts import generate_world
+  from tlm.data.synthetic.pretrain import dated_generic_texts
+  from tlm.data.synthetic.settings import WORLD
+
+  world = generate_world(WORLD, config.data.world_seed, config.data.world_scale)
+  return dated_generic_texts(world, world.seed)
+
+
+# Corpora a setting's start may be pretrained on instead of the world's generic text.
+START_CORPORA = {"generic_years": _dated_generic}
+
+
+def _pretrained_start(setting: Setting, base: list[str], work: str, log: Log) -> str:
+  """The setting's own start: `tiny_t5` (the miniature's recipe) at the setting's size, on
+  the world's generic text or on the setting's `start_corpus`."""
+  from tlm.files import write_jsonl
   from tlm.train.loop import run
 
+  config = configs.override(configs.get("tiny_t5"), base)
+  if setting.start_corpus:
+    if setting.start_corpus not in START_CORPORA:
+      raise DataError(f"unknown start corpus {setting.start_corpus!r}; expected one of "
+                      f"{sorted(START_CORPORA)}", setting.name)  # fmt: skip
+    corpus = os.path.join(work, "start_corpus.jsonl")
+    texts = START_CORPORA[setting.start_corpus](config)
+    write_jsonl(corpus, ({"text": t} for t in texts))
+    config = configs.replace(config, "data.pretrain_corpus", corpus)
   path = os.path.join(work, "t5")
-  log(f"pre-training the start (tiny_t5 recipe) in {path}")
-  run(configs.override(configs.get("tiny_t5"), base), path, log=log)
+  log(f"pre-training the start (tiny_t5 recipe, corpus {setting.start_corpus or 'generic'}) "
+      f"in {path}")  # fmt: skip
+  run(config, path, log=log)
   return path
 
 
@@ -203,7 +232,8 @@ def seed_measurements(
   if not todo:
     return out
   base = list(overrides) + reproduce.seed_overrides(seed) + list(setting.overrides)
-  start = setting.start.format(seed=seed) if setting.start else _pretrained_start(base, work, log)
+  start = (setting.start.format(seed=seed) if setting.start
+           else _pretrained_start(setting, base, work, log))  # fmt: skip
   cfgs = {
     v: pretraining.from_start(configs.override(configs.get(f"tiny_{v}"), base), start)
     for v in VARIANTS
@@ -252,6 +282,35 @@ def _f1(meas: Mapping, model: str, years, keep: str = "") -> float:
   return float(100.0 * np.mean(f1)) if len(f1) else float("nan")
 
 
+def persistence(meas: Mapping, model: str) -> dict[str, float]:
+  """How a model answers the 2019-20 queries relative to its own 2018 answer (a diagnostic
+  of C5, added after the first levers had been measured; not a claim).
+
+  Over the 2019-20 queries whose (subject, relation) also has a 2018 query: `same`, the % whose
+  prediction equals the model's 2018 prediction for that pair; `f1_first`, the model's F1 (%)
+  against the query's first gold answer; `f1_2018_first`, the F1 (%) its 2018 prediction
+  would have against that answer, i.e. Temporal fed "year: 2018" instead of its own year (the
+  queries of a pair differ in nothing else; Uniform's answers never depend on the year).
+  """
+  from tlm.data.metrics import token_f1
+
+  cols = measurements.templama(meas, model, claims.SEEN + claims.FUTURE)
+  in_2018 = {
+    (s, r): p
+    for s, r, y, p in zip(cols["subject"], cols["relation"], cols["year"], cols["prediction"])
+    if y == 2018
+  }
+  same, now, carried = [], [], []
+  for s, r, y, p, gold in zip(cols["subject"], cols["relation"], cols["year"],
+                              cols["prediction"], cols["first_answer"]):  # fmt: skip
+    if y in claims.FUTURE and (s, r) in in_2018:
+      same.append(p == in_2018[(s, r)])
+      now.append(token_f1(str(p), str(gold)))
+      carried.append(token_f1(str(in_2018[(s, r)]), str(gold)))
+  pct = lambda xs: float(100.0 * np.mean(xs)) if xs else float("nan")  # noqa: E731
+  return {"same": pct(same), "f1_first": pct(now), "f1_2018_first": pct(carried)}
+
+
 def _row(setting: Setting, step: int, seeds: Sequence[int], metas: Sequence[Mapping],
          planned: Sequence[int], resamples: int | None) -> dict:  # fmt: skip
   summaries = {c.id: claim_summary.summarize_claim(c, metas, resamples=resamples)
@@ -262,6 +321,7 @@ def _row(setting: Setting, step: int, seeds: Sequence[int], metas: Sequence[Mapp
     for v in VARIANTS
   }
   training = {v: [m.get("training", {}).get(v, {}) for m in metas] for v in VARIANTS}
+  persisted = {v: [persistence(m, v) for m in metas] for v in VARIANTS}
   complete = list(seeds) == list(planned)
   return {
     "setting": setting.name,
@@ -277,6 +337,7 @@ def _row(setting: Setting, step: int, seeds: Sequence[int], metas: Sequence[Mapp
     },
     "f1": f1,
     "training": training,
+    "persistence": persisted,
     "gets_there": gets_there(summaries) if complete else None,
   }
 
@@ -335,7 +396,7 @@ def markdown(summary: Mapping) -> str:
   """levers.md: the claims' margins per seed with the interval, then the F1 and losses."""
   from tlm.eval.tables import markdown_table
 
-  claims_rows, f1_rows = [], []
+  claims_rows, f1_rows, persist_rows = [], [], []
   for r in summary["rows"]:
     label = r["setting"] + ("" if r["final"] else f" (at step {r['steps']})")
     params = {t.get("parameters") for t in r["training"]["temporal"]} - {None}
@@ -352,6 +413,12 @@ def markdown(summary: Mapping) -> str:
                       for s in ("2010-18", "2019-20", "M1 subset")]
                    + [f"{loss('uniform', k)} / {loss('temporal', k)}"
                       for k in ("loss", "eval_loss")])  # fmt: skip
+    if "persistence" in r:
+      ps = r["persistence"]
+      cell = lambda v, k, ps=ps: _mean([p[k] for p in ps[v]])  # noqa: E731
+      persist_rows.append([label, r["steps"], cell("temporal", "same")]
+                          + [f"{cell('uniform', k)} / {cell('temporal', k)}"
+                             for k in ("f1_first", "f1_2018_first")])  # fmt: skip
   head = ["Setting", "Steps", "Parameters", "Seeds"]
   claims_md = markdown_table(
     head + [f"{i}: margin per seed; mean [95%]" for i in summary["claims"]] + ["Gets there"],
@@ -362,8 +429,16 @@ def markdown(summary: Mapping) -> str:
      "M1 subset F1 (U / T)", "train loss (U / T)", "held-out loss (U / T)"],
     f1_rows,
   )  # fmt: skip
+  persist_md = markdown_table(
+    ["Setting", "Steps", "Temporal 2019-20 answers = its 2018 answer (%)",
+     "F1 2019-20 vs first answer (U / T)", "the 2018 answer carried to 2019-20 (U / T)"],
+    persist_rows,
+  )  # fmt: skip
   return (f"Criterion: {summary['criterion']} (seeds {summary['planned_seeds']}).\n\n"
-          f"{claims_md}\nF1 and losses, the mean over the seeds measured:\n\n{f1_md}")  # fmt: skip
+          f"{claims_md}\nF1 and losses, the mean over the seeds measured:\n\n{f1_md}\n"
+          "2019-20 against each model's own 2018 answers (a diagnostic of C5, added after the "
+          "first levers were measured; `levers.persistence`), the mean over the seeds:\n\n"
+          f"{persist_md}")  # fmt: skip
 
 
 def report(root: str, settings, results, planned, log: Log = print, **kwargs) -> dict:

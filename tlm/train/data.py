@@ -199,7 +199,7 @@ class PretrainingData:
     self.vocab = Vocabulary(data.vocab or paths.vocab_path)
     corpus, objective = PRETRAINING[config.variant]
     pairs = pretraining.examples(
-      os.path.join(paths.world_dir, "pretrain", f"{corpus}.jsonl"),
+      data.pretrain_corpus or os.path.join(paths.world_dir, "pretrain", f"{corpus}.jsonl"),
       objective,
       seed=data.seed,
       copies=SPAN_CORRUPTION_COPIES,
@@ -242,6 +242,11 @@ class TrainingData:
   """
 
   def __init__(self, config: Config):
+    if config.data.pretrain_corpus:
+      raise ConfigError(
+        f"data.pretrain_corpus is for the pre-training variants {sorted(PRETRAINING)}; config "
+        f"{config.name!r} has variant {config.variant!r}"
+      )
     self.sources = resolve_sources(config.data)
     vocab_path = self.sources.vocab_path or _checkpoint_vocab(config.model.init_checkpoint)
     if not vocab_path:

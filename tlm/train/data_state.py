@@ -7,10 +7,12 @@ data) the world's generator version: a checkpoint stores them beside the step
 than silently training on another stream.
 """
 
+import dataclasses
 import os
 
 from tlm import configs
 from tlm.configs import Config
+from tlm.configs.schema import DataConfig
 from tlm.errors import ConfigError
 
 
@@ -40,9 +42,13 @@ def check_data_state(saved: dict, config: Config, path: str) -> None:
   if saved.get("world", "") != current["world"]:
     diff.append(f"synthetic world ({saved.get('world') or 'an older version'})")
   saved_data = saved.get("data", {})
+  # A key added to DataConfig after the checkpoint was written had its default then.
+  defaults = configs.to_dict(dataclasses.replace(config, data=DataConfig()))["data"]
   # Where the synthetic world is cached does not change it (world_seed / world_scale do).
   diff += [
-    f"data.{k}" for k, v in current["data"].items() if k != "cache_dir" and saved_data.get(k) != v
+    f"data.{k}"
+    for k, v in current["data"].items()
+    if k != "cache_dir" and saved_data.get(k, defaults[k]) != v
   ]
   if diff:
     raise ConfigError(

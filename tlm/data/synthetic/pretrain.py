@@ -112,23 +112,34 @@ def _facts_on(world: World, d: int, relations) -> dict[str, list[tuple[str, str]
   return out
 
 
-def generic_texts(world: World, seed: int) -> list[str]:
-  """The "public T5" corpus: undated generic text, no time-varying fact, no year.
+def _entity_order(world: World) -> list[str]:
+  return sorted(world.entities, key=lambda q: (len(q), q))
 
-  Per entity (in qid order): what it is, its never-changing facts, and its kind's general
-  statements; the documents are then shuffled with `seed`.
-  """
+
+def _generic_documents(world: World) -> dict[str, str]:
+  """Entity qid -> its generic document (what it is, its never-changing facts, its kind's
+  general statements), in qid order."""
   ent = world.entities
   static = _facts_on(world, SNAPSHOT, STATIC)
-  docs = []
-  for q in sorted(ent, key=lambda q: (len(q), q)):
+  docs = {}
+  for q in _entity_order(world):
     e = ent[q]
     sentences = [_describe(e)]
     for rel, obj in static.get(q, ()):
       sentences.append(_ENCYCLOPEDIA[rel].format(S=e.name, O=ent[obj].name))
     generic = _GENERIC["person" if e.kind == "person" else e.kind]
     sentences.extend(t.format(S=e.name) for t in generic)
-    docs.append(" ".join(sentences))
+    docs[q] = " ".join(sentences)
+  return docs
+
+
+def generic_texts(world: World, seed: int) -> list[str]:
+  """The "public T5" corpus: undated generic text, no time-varying fact, no year.
+
+  Per entity (in qid order): what it is, its never-changing facts, and its kind's general
+  statements; the documents are then shuffled with `seed`.
+  """
+  docs = list(_generic_documents(world).values())
   order = np.random.default_rng([seed, 11]).permutation(len(docs))
   return [docs[i] for i in order]
 
@@ -138,10 +149,75 @@ def encyclopedia_texts(world: World, snapshot: int = SNAPSHOT) -> list[str]:
   ent = world.entities
   current = _facts_on(world, snapshot, set(_ENCYCLOPEDIA))
   articles = []
-  for q in sorted(ent, key=lambda q: (len(q), q)):
+  for q in _entity_order(world):
     e = ent[q]
     sentences = [_describe(e)]
     for rel, obj in sorted(current.get(q, ())):
       sentences.append(_ENCYCLOPEDIA[rel].format(S=e.name, O=ent[obj].name))
     articles.append(" ".join(sentences))
   return articles
+
+
+# ---- the "public T5" corpus with years (a lever of issue 13, not the protocol's start) --------
+#
+# C4, the public T5's corpus, was crawled in April 2019 and names years everywhere: founding
+# dates, seasons ("2018-19"), reports, plans ("by 2025"), calendars. Its year tokens therefore
+# carry an order, which the paper's Temporal model can rely on when it first reads
+# "year: 2019". `generic_texts` names no year at all, so the miniature's start has no order of
+# years: a deviation from the paper. `dated_generic_texts` removes it: the same documents, each
+# with a year of origin and a pair of consecutive years, plus one calendar document per year.
+# Every year it names is undated background (no news sentence, no time-varying fact).
+
+YEARS_FROM, YEARS_TO = 2000, 2035  # the years the world's vocabulary has whole pieces for
+
+# The year an entity came to be (before the news period: no conflict with the world's facts).
+_ORIGIN = {
+  "person": ("{S} was born in {Y}.", 1950, 1999),
+  "country": ("{S} adopted its flag in {Y}.", 1950, 1999),
+  "city": ("{S} was granted a town charter in {Y}.", 1950, 1999),
+  "landmark": ("{S} was completed in {Y}.", 1950, 2009),
+  "event": ("{S} was first held in {Y}.", 1950, 2009),
+  "position": ("The office of {S} was created in {Y}.", 1950, 1999),
+  "other": ("{S} was founded in {Y}.", 1950, 2009),
+}
+# Two consecutive years (Y-1, Y), Y drawn in YEARS_FROM+1..YEARS_TO: what orders the years.
+_SEQUENCE = {
+  "person": "{S} gave an interview in {P} and another in {Y}.",
+  "country": "{S} published its {Y} census a year after the {P} one.",
+  "city": "{S} held its summer festival in {P} and again in {Y}.",
+  "landmark": "{S} welcomed more visitors in {Y} than in {P}.",
+  "event": "The {Y} edition of {S} came a year after the {P} edition.",
+  "position": "The {Y} budget of the office of {S} followed the {P} budget.",
+  "other": "{S} published its {Y} annual report a year after its {P} report.",
+}
+_CALENDAR = "The year {Y} came after {P} and before {N}. The {P}-{Y} season ended in {Y}."
+
+
+def _group(entity) -> str:
+  kind = entity.kind
+  return kind if kind in _SEQUENCE else "other"
+
+
+def dated_generic_texts(world: World, seed: int) -> list[str]:
+  """`generic_texts` plus years, as C4 names them (see the comment above); a lever of issue 13.
+
+  Each entity's document gets its year of origin and a sentence naming two consecutive years
+  in YEARS_FROM..YEARS_TO; one calendar document per year of that range orders the years
+  outright. The documents are shuffled with `seed`; a pure function of (world, seed).
+  """
+  ent = world.entities
+  rng = np.random.default_rng([seed, 12])
+  docs = []
+  for q, document in _generic_documents(world).items():
+    group = _group(ent[q])
+    origin, lo, hi = _ORIGIN[group]
+    year = int(rng.integers(YEARS_FROM + 1, YEARS_TO + 1))
+    extra = [
+      origin.format(S=ent[q].name, Y=int(rng.integers(lo, hi + 1))),
+      _SEQUENCE[group].format(S=ent[q].name, P=year - 1, Y=year),
+    ]
+    docs.append(" ".join([document, *extra]))
+  for year in range(YEARS_FROM, YEARS_TO + 1):
+    docs.append(_CALENDAR.format(P=year - 1, Y=year, N=year + 1))
+  order = rng.permutation(len(docs))
+  return [docs[i] for i in order]

@@ -4,6 +4,7 @@ continued from a shorter one's checkpoint is the model trained for all its steps
 
 import importlib.util
 import json
+import math
 import os
 
 import pytest
@@ -178,8 +179,12 @@ def test_persistence_compares_2019_20_answers_with_the_2018_ones():
     "temporal": evaluation(lambda y: "C" if y == 2020 else ("B" if y >= 2015 else "A")),
   })  # fmt: skip
   t, u = levers.persistence(meas, "temporal"), levers.persistence(meas, "uniform")
-  assert t == {"same": 50.0, "f1_first": 50.0, "f1_2018_first": 100.0}
-  assert u == {"same": 100.0, "f1_first": 0.0, "f1_2018_first": 0.0}
+  assert t == {"same": 50.0, "f1_first": 50.0, "f1_2018_first": 100.0,
+               "varying_same": 50.0, "varying_none": 50.0}  # fmt: skip
+  assert {k: u[k] for k in ("same", "f1_first", "f1_2018_first")} == {
+    "same": 100.0, "f1_first": 0.0, "f1_2018_first": 0.0
+  }  # fmt: skip
+  assert math.isnan(u["varying_same"]) and math.isnan(u["varying_none"])  # never varies
 
 
 def test_a_start_pretrained_on_another_corpus(tmp_path, monkeypatch):

@@ -291,24 +291,32 @@ def persistence(meas: Mapping, model: str) -> dict[str, float]:
   against the query's first gold answer; `f1_2018_first`, the F1 (%) its 2018 prediction
   would have against that answer, i.e. Temporal fed "year: 2018" instead of its own year (the
   queries of a pair differ in nothing else; Uniform's answers never depend on the year).
+  Over those of the queries whose pair the model answers differently across 2010-18:
+  `varying_same`, the % answered with the 2018 answer, and `varying_none`, the % answered
+  with none of the 2010-18 answers (NaN if there is no such pair).
   """
   from tlm.data.metrics import token_f1
 
   cols = measurements.templama(meas, model, claims.SEEN + claims.FUTURE)
-  in_2018 = {
-    (s, r): p
-    for s, r, y, p in zip(cols["subject"], cols["relation"], cols["year"], cols["prediction"])
-    if y == 2018
-  }
-  same, now, carried = [], [], []
+  seen: dict[tuple, dict[int, str]] = {}  # (subject, relation) -> {seen year: prediction}
+  for s, r, y, p in zip(cols["subject"], cols["relation"], cols["year"], cols["prediction"]):
+    if y in claims.SEEN:
+      seen.setdefault((s, r), {})[int(y)] = str(p)
+  same, now, carried, varying_same, varying_none = [], [], [], [], []
   for s, r, y, p, gold in zip(cols["subject"], cols["relation"], cols["year"],
                               cols["prediction"], cols["first_answer"]):  # fmt: skip
-    if y in claims.FUTURE and (s, r) in in_2018:
-      same.append(p == in_2018[(s, r)])
-      now.append(token_f1(str(p), str(gold)))
-      carried.append(token_f1(str(in_2018[(s, r)]), str(gold)))
+    answers = seen.get((s, r), {})
+    if y not in claims.FUTURE or 2018 not in answers:
+      continue
+    same.append(str(p) == answers[2018])
+    now.append(token_f1(str(p), str(gold)))
+    carried.append(token_f1(answers[2018], str(gold)))
+    if len(set(answers.values())) > 1:
+      varying_same.append(same[-1])
+      varying_none.append(str(p) not in answers.values())
   pct = lambda xs: float(100.0 * np.mean(xs)) if xs else float("nan")  # noqa: E731
-  return {"same": pct(same), "f1_first": pct(now), "f1_2018_first": pct(carried)}
+  return {"same": pct(same), "f1_first": pct(now), "f1_2018_first": pct(carried),
+          "varying_same": pct(varying_same), "varying_none": pct(varying_none)}  # fmt: skip
 
 
 def _row(setting: Setting, step: int, seeds: Sequence[int], metas: Sequence[Mapping],
@@ -418,7 +426,9 @@ def markdown(summary: Mapping) -> str:
       cell = lambda v, k, ps=ps: _mean([p[k] for p in ps[v]])  # noqa: E731
       persist_rows.append([label, r["steps"], cell("temporal", "same")]
                           + [f"{cell('uniform', k)} / {cell('temporal', k)}"
-                             for k in ("f1_first", "f1_2018_first")])  # fmt: skip
+                             for k in ("f1_first", "f1_2018_first")]
+                          + [cell("temporal", "varying_same"),
+                             cell("temporal", "varying_none")])  # fmt: skip
   head = ["Setting", "Steps", "Parameters", "Seeds"]
   claims_md = markdown_table(
     head + [f"{i}: margin per seed; mean [95%]" for i in summary["claims"]] + ["Gets there"],
@@ -431,7 +441,8 @@ def markdown(summary: Mapping) -> str:
   )  # fmt: skip
   persist_md = markdown_table(
     ["Setting", "Steps", "Temporal 2019-20 answers = its 2018 answer (%)",
-     "F1 2019-20 vs first answer (U / T)", "the 2018 answer carried to 2019-20 (U / T)"],
+     "F1 2019-20 vs first answer (U / T)", "the 2018 answer carried to 2019-20 (U / T)",
+     "Temporal, pairs varying over 2010-18: the 2018 answer (%)", "... none of 2010-18's (%)"],
     persist_rows,
   )  # fmt: skip
   return (f"Criterion: {summary['criterion']} (seeds {summary['planned_seeds']}).\n\n"

@@ -18,6 +18,9 @@ on Wikipedia). The miniature needs both starting points, from text of its own wo
 
 Neither corpus contains a news sentence (the templates differ from the news templates, and
 tests/test_synthetic.py checks it) nor a year. Both are pure functions of the world and seed.
+
+`dated_generic_texts` (not written by `build_world`; a lever of issue 13, README "What would
+get there") is the generic corpus with years added, as C4 names them.
 """
 
 import numpy as np

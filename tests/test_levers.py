@@ -9,7 +9,7 @@ import os
 
 import pytest
 
-from tlm.errors import DataError
+from tlm.errors import ConfigError, DataError
 from tlm.eval import levers, measurements
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -202,8 +202,8 @@ def test_a_start_pretrained_on_another_corpus(tmp_path, monkeypatch):
   assert path == seen["workdir"] == str(tmp_path / "t5")
   with open(seen["corpus"], encoding="utf-8") as f:
     assert [json.loads(line)["text"] for line in f] == ["A b c d e f g h."] * 4
-  with pytest.raises(DataError, match="unknown start corpus"):
-    levers._pretrained_start(levers.Setting("z", "", 4, start_corpus="nope"), [], "/x", print)
+  with pytest.raises(ConfigError, match="unknown start_corpus 'nope'"):
+    levers.Setting("z", "", 4, start_corpus="nope")  # refused before any work starts
 
 
 def test_the_schedule_orders_the_passes(tmp_path):

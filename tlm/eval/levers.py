@@ -48,7 +48,7 @@ from collections.abc import Callable, Mapping, Sequence
 import numpy as np
 
 from tlm import configs
-from tlm.errors import DataError
+from tlm.errors import ConfigError, DataError
 from tlm.eval import claim_summary, claims, measurements
 from tlm.files import atomic_output_file, write_json
 
@@ -71,6 +71,11 @@ class Setting:
   continue_from: str = ""
   reuse: str = ""
   eval_steps: tuple[int, ...] = ()
+
+  def __post_init__(self):
+    if self.start_corpus and self.start_corpus not in START_CORPORA:
+      raise ConfigError(f"setting {self.name!r}: unknown start_corpus {self.start_corpus!r}; "
+                        f"expected one of {sorted(START_CORPORA)}")  # fmt: skip
 
   def points(self) -> list[int]:
     """The steps at which the models are evaluated, the setting's own last."""
@@ -190,9 +195,6 @@ def _pretrained_start(setting: Setting, base: list[str], work: str, log: Log) ->
 
   config = configs.override(configs.get("tiny_t5"), base)
   if setting.start_corpus:
-    if setting.start_corpus not in START_CORPORA:
-      raise DataError(f"unknown start corpus {setting.start_corpus!r}; expected one of "
-                      f"{sorted(START_CORPORA)}", setting.name)  # fmt: skip
     corpus = os.path.join(work, "start_corpus.jsonl")
     texts = START_CORPORA[setting.start_corpus](config)
     write_jsonl(corpus, ({"text": t} for t in texts))

@@ -1,6 +1,6 @@
 """Inference on the mesh: the Predictor on 8 simulated devices (4 x 2, and 8 with FSDP) gives
-the single-device outputs; `--mode=predict` / `score` on two processes (gloo) write the files
-one process writes; predict / score reject the `--set` keys they do not use."""
+the single-device outputs, sampled ones included (same seed); `--mode=predict` / `score` on
+two processes (gloo) write the files one process writes; predict / score reject the `--set` keys they do not use."""
 
 import json
 import os
@@ -34,6 +34,17 @@ def test_meshes_give_the_single_device_outputs(meshes, name):
   # Sums of ~30 float32 log-probs of ~-10 each: within 1e-5 of their value.
   np.testing.assert_allclose(run["log_likelihood"], one["log_likelihood"], rtol=1e-5)
   np.testing.assert_allclose(run["rank"], one["rank"], rtol=1e-5)
+
+
+@pytest.mark.slow
+def test_a_seed_samples_the_same_texts_on_any_mesh_and_batch(meshes):
+  one = meshes["1"]
+  for name in ("4x2", "8_fsdp"):
+    assert meshes[name]["sampled"] == one["sampled"], name
+  assert one["sampled_batch_3"] == one["sampled"]
+  # Sampling happened: the texts are not the greedy ones.
+  differ = sum(s != g for s, g in zip(one["sampled"], one["predictions"]))
+  assert differ > len(one["sampled"]) // 2, (one["sampled"], one["predictions"])
 
 
 @pytest.mark.slow

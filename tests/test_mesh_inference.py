@@ -1,6 +1,7 @@
 """Inference on the mesh: the Predictor on 8 simulated devices (4 x 2, and 8 with FSDP) gives
 the single-device outputs, sampled ones included (same seed); `--mode=predict` / `score` on
-two processes (gloo) write the files one process writes; predict / score reject the `--set` keys they do not use."""
+two processes (gloo) write the files one process writes; predict / score reject the `--set`
+keys they do not use."""
 
 import json
 import os

@@ -83,14 +83,16 @@ def _inputs(path, n=7):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("mode", ["predict", "score"])
-def test_two_processes_write_what_one_writes(tmp_path, model_dir, mode):
+@pytest.mark.parametrize(
+  "mode,extra", [("predict", ()), ("predict", ("--temperature=1.0", "--seed=3")), ("score", ())]
+)
+def test_two_processes_write_what_one_writes(tmp_path, model_dir, mode, extra):
   inputs = str(tmp_path / "in.jsonl")
   _inputs(inputs)
   cache = str(tmp_path / "jax_cache")
   single = str(tmp_path / "single.jsonl")
   proc = subprocess.run(
-    _cli(mode, model_dir, inputs, single, "--set=mesh.data=2"),
+    _cli(mode, model_dir, inputs, single, "--set=mesh.data=2", *extra),
     cwd=ROOT, env=environment(2, cache), capture_output=True, text=True, timeout=600,
   )  # fmt: skip
   assert proc.returncode == 0, proc.stderr[-3000:]
@@ -104,6 +106,7 @@ def test_two_processes_write_what_one_writes(tmp_path, model_dir, mode):
         inputs,
         multi,
         "--set=mesh.data=2",
+        *extra,
         f"--coordinator_address=127.0.0.1:{port}",
         "--num_processes=2",
         f"--process_id={i}",

@@ -22,6 +22,7 @@ Both expose `predict(queries, years)`, `log_likelihood(queries, years, targets)`
 """
 
 import math
+import numbers
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -138,7 +139,7 @@ class Predictor:
       decoding.check_sampling(temperature, top_k, top_p)
     except ValueError as e:
       raise ConfigError(str(e)) from None
-    if isinstance(seed, bool) or not isinstance(seed, int) or not 0 <= seed < 2**32:
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or not 0 <= seed < 2**32:
       raise ConfigError(f"seed must be an integer in [0, 2**32), got {seed}")
     sampling = temperature > decoding.MIN_TEMPERATURE or top_k > 0 or top_p < 1
     if beam_size > 1 and sampling:

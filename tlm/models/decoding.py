@@ -294,7 +294,7 @@ def temperature_sample(
     example_ids = jnp.arange(batch, dtype=jnp.int32)
   if getattr(example_ids, "shape", None) != (batch,):
     raise ValueError(f"example_ids must have shape ({batch},), got {jnp.shape(example_ids)}")
-  if isinstance(seed, int) and not 0 <= seed < 2**32:
+  if isinstance(seed, numbers.Integral) and not 0 <= seed < 2**32:
     raise ValueError(f"seed must be in [0, 2**32), got {seed}")
   return _sample(
     *_arguments(model_or_config, params, encoder_input_tokens, example_ids),

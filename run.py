@@ -53,6 +53,9 @@ flags.DEFINE_enum("format", "hf", ["hf", "tlm"], "convert: output checkpoint for
 flags.DEFINE_integer("batch_size", 32, "predict/score: examples per batch.")
 flags.DEFINE_integer("max_decode_length", 32, "predict: maximum number of decoded tokens.")
 flags.DEFINE_integer("beam_size", 1, "predict: 1 is greedy decoding.")
+flags.DEFINE_float("temperature", 0.0, "predict: > 0 samples (T5X temperature_sample); 0 greedy.")
+flags.DEFINE_integer("top_k", 0, "predict, sampling: keep the k likeliest tokens; 0 all.")
+flags.DEFINE_float("top_p", 1.0, "predict, sampling: then the top-p nucleus, in (0, 1]; 1 all.")
 flags.DEFINE_string("vocab", None, "SentencePiece model (default: the one beside the checkpoint).")
 flags.DEFINE_bool(
   "truncate_inputs", False, "predict/score: cut inputs to the model's training input length."
@@ -69,7 +72,7 @@ flags.DEFINE_integer("min_year", 2010, "build_templama: first year.")
 flags.DEFINE_integer("max_year", 2020, "build_templama: last year.")
 flags.DEFINE_integer("max_subjects_per_relation", 1000, "build_templama: subjects kept.")
 flags.DEFINE_enum("granularity", "year", ["year", "quarter", "month"], "build_templama: bucket.")
-flags.DEFINE_integer("seed", 0, "Seed for data builders.")
+flags.DEFINE_integer("seed", 0, "Seed for data builders and predict's sampling.")
 flags.DEFINE_float("scale", 1.0, "build_world: size of the synthetic world.")
 # Multi-host (otherwise taken from the cluster environment, if any).
 flags.DEFINE_string("coordinator_address", None, "jax.distributed coordinator host:port.")

@@ -43,11 +43,18 @@ def _first_answer(s: int, y: int) -> str:
   return f"A{s}" if y < 2015 else f"B{s}"
 
 
+def _prediction(model: str, s: int, y: int) -> str:
+  """Temporal answers each year's gold answer; the Yearly expert of 2015 still gives the
+  2010-14 answer (it mixes years up once per pair); Uniform gives one answer per pair."""
+  if model == "temporal" or (model == "yearly" and y != 2015):
+    return _first_answer(s, y)
+  return f"A{s}"
+
+
 def _records(model, f1=_templama_f1):
   out = []
   for s in range(SUBJECTS):
     for y in YEARS:
-      changing = model in ("temporal", "yearly")
       out.append(
         {
           "id": f"S{s}_P54_{y}",
@@ -56,7 +63,7 @@ def _records(model, f1=_templama_f1):
           "relation": "P54",
           "duration": 8 if _is_long(s) else 2,
           "most_frequent_is_correct": y < 2015,
-          "prediction": _first_answer(s, y) if changing else f"A{s}",
+          "prediction": _prediction(model, s, y),
           "answers": [_first_answer(s, y)],
           "f1": f1(model, s, y),
         }
@@ -170,7 +177,12 @@ def test_every_claim_holds_in_the_paper_world():
   assert [c.id for c in claims.CLAIMS] == [f"C{i}" for i in range(1, 14)]
   assert out["C1"]["margin"] == pytest.approx(20.0)  # 70 - 50 F1 points on 2010-18
   assert out["C6"]["margin"] == pytest.approx(1.0)  # 2 - |49 - 50|, the smallest component
-  assert out["M2"]["margin"] == pytest.approx(1.0)  # Temporal changes on all 6 pairs, Uniform 0
+  # M2: Temporal's right-year rate is 1; the Yearly experts' 8/9 (the 2015 expert's slip); the
+  # chance rate of Temporal's answers is (5 * 5 + 4 * 4) / 9**2 = 41/81 (A in 5 years, B in 4).
+  m2 = {c["name"]: c["margin"] for c in out["M2"]["components"]}
+  assert m2 == {"temporal - chance (right-year rate)": pytest.approx(1 - 41 / 81),
+                "temporal - yearly (right-year rate)": pytest.approx(1 / 9)}  # fmt: skip
+  assert out["M2"]["margin"] == pytest.approx(1 / 9)
 
 
 def _seen_f1(model, value):
@@ -190,6 +202,15 @@ def _f1_with(model, fn):
   return lambda m, s, y: fn(s, y) if m == model else _templama_f1(m, s, y)
 
 
+def _random_answer(r) -> str:
+  """One of the subject's two answers, at random (a fixed draw per query id)."""
+  return str(
+    np.random.default_rng(list(r["id"].encode())).choice(
+      [f"A{r['subject'][1:]}", f"B{r['subject'][1:]}"]
+    )
+  )
+
+
 FLIPS = {
   "C1": dict(f1=_seen_f1("temporal", 0.45)),
   "C2": dict(f1=_f1_with("yearly", lambda s, y: 0.4 if y <= 2018 else 0.49)),
@@ -206,7 +227,7 @@ FLIPS = {
                       "temporal": _future(frequent=lambda y: 3 - 0.01 * (y - 2018))[0]}),
   "C13": dict(adapted=_adapted(temporal_seen_at_half=0.45)),
   "M1": dict(f1=_f1_with("uniform", lambda s, y: 0.8 if 2015 <= y <= 2018 else 0.4)),
-  "M2": dict(predictions={"temporal": lambda r: r["subject"]}),
+  "M2": dict(predictions={"temporal": lambda r: _random_answer(r)}),
 }  # fmt: skip
 
 
@@ -251,6 +272,14 @@ def test_summary_over_seeds():
   assert c2["holds"] is True and c2["hold_rate"] == 1.0
   m2 = summary["mechanism"]["M2"]
   assert m2["shares"]["temporal"] == [1.0, 1.0] and m2["shares"]["uniform"] == [0.0, 0.0]
+  assert m2["right_year_rate"]["temporal"] == [1.0, 1.0]
+  assert m2["right_year_rate"]["yearly"] == [pytest.approx(8 / 9)] * 2
+  # Uniform's one answer per pair (A, right in 5 of 9 years): its rate is its chance rate.
+  assert (
+    m2["right_year_rate"]["uniform"] == m2["chance_rate"]["uniform"] == [pytest.approx(5 / 9)] * 2
+  )
+  assert m2["chance_rate"]["temporal"] == [pytest.approx(41 / 81)] * 2
+  assert m2["answered_share"]["temporal"] == [1.0, 1.0]
   assert summary["mechanism"]["M1"]["f1"]["temporal"][0] == pytest.approx(70.0)
   json.dumps(summary)  # JSON-ready
   table = claim_summary.claims_table(summary)

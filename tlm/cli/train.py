@@ -17,6 +17,7 @@ import os
 
 from tlm import configs
 from tlm.errors import ConfigError
+from tlm.train import preflight
 
 # Environment variables of the clusters jax.distributed.initialize() configures itself from,
 # with the condition under which they mean more than one process.
@@ -64,6 +65,7 @@ def main(flags) -> None:
     if not flags.workdir:
       raise ConfigError("--workdir is required for --mode=train (checkpoints, metrics, config)")
     configs.check_required(config)  # before jax starts: fail at once
+    preflight.check_workdir(config, flags.workdir)  # ... and before the lock creates it
   initialize_distributed(flags.coordinator_address, flags.num_processes, flags.process_id)
   if flags.dry_run:
     from tlm.train.dry_run import dry_run

@@ -306,9 +306,9 @@ def test_cli_extreme_settings_are_one_line(tmp_path, args, fragment):
 @pytest.mark.parametrize(
   "args,fragment",
   [
-    (["--max_year=99999"], "--max_year must be a year in [1000, 9999], got 99999"),
-    (["--min_year=-5"], "--min_year must be a year in [1000, 9999], got -5"),
-    (["--seed=-1"], "--seed must be in [0, 2**64 - 1], got -1"),
+    (["--max_year=99999"], "error: max_year must be a year in [1000, 9999], got 99999"),
+    (["--min_year=-5"], "error: min_year must be a year in [1000, 9999], got -5"),
+    (["--seed=-1"], "error: seed must be in [0, 2**64 - 1], got -1"),
     (["--min_year=2015", "--max_year=2012"], "min_year 2015 is after max_year 2012"),
   ],
 )

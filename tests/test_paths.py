@@ -113,6 +113,9 @@ def test_path_keys_are_parsed_when_the_config_is_validated():
       saved[section][field] = text
       with pytest.raises(ConfigError, match=f"^{key}="):
         configs.from_dict(saved)
+  # The synthetic world's cache is built with local file operations: no object store there.
+  with pytest.raises(ConfigError, match=r"^data.cache_dir=hf://org/c: must be a local directory"):
+    configs.override(base, ["data.cache_dir=hf://org/c"])
 
 
 # --- the command line: one line, nothing written, from an empty directory ----------------------

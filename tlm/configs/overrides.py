@@ -16,6 +16,7 @@ from typing import Any
 
 from tlm import storage
 from tlm.configs.schema import (
+  LOCAL_PATH_KEYS,
   MAX_BATCH_TOKENS,
   MAX_INT,
   PATH_KEYS,
@@ -199,6 +200,8 @@ def validate(config: Config) -> Config:
         canonical = storage.parse(value, key)
       except UserError as e:  # the same line, as a config key's error
         raise ConfigError(str(e)) from None
+      if key in LOCAL_PATH_KEYS and storage.is_remote(canonical):
+        raise ConfigError(f"{key}={value}: must be a local directory (not an object store)")
       if canonical != value:
         parsed[key] = canonical
   return replace_many(config, parsed)

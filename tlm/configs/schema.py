@@ -293,6 +293,9 @@ PATH_KEYS = (
   "data.pretrain_corpus",
   "eval.future_relations",
 )
+# The path keys that must be local: the synthetic world's cache is built and read with local
+# file operations (README, "Remote storage").
+LOCAL_PATH_KEYS = ("data.cache_dir",)
 
 # The limits of what the code can honour, each with its reason. `validate` checks them when the
 # config is made, so a run that cannot work costs milliseconds, not a world build and a compile

@@ -183,6 +183,16 @@ def test_cli_workdir_layout_fails_before_any_work(tmp_path, entry, kind, extra):
   assert tree(str(tmp_path)) == before  # no world built, no lock, nothing
 
 
+def test_cli_checks_every_yearly_expert_workdir_first(tmp_path):
+  cache, w = tmp_path / "cache", tmp_path / "w"
+  (w / "year=2017").mkdir(parents=True)
+  (w / "year=2017" / "checkpoints").write_text("")
+  proc = run_tlm("--mode=train", "--config=tiny_yearly", f"--workdir={w}",
+                 f"--set=data.cache_dir={cache}", cwd=str(tmp_path))  # fmt: skip
+  one_error(proc, "year=2017/checkpoints: exists and is not a directory")
+  assert tree(str(tmp_path)) == ["w", "w/year=2017", "w/year=2017/checkpoints"]
+
+
 def test_trainer_checks_the_layout_before_building_the_data(tmp_path):
   """Runs that train without the train CLI (reproduce, adapt, cronquestions) get the same
   check from the Trainer, before the data (here: the synthetic world) is built."""

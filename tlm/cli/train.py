@@ -75,6 +75,9 @@ def main(flags) -> None:
   from tlm.train import loop
   from tlm.workdir_lock import acquire_on_main
 
+  for expert_config, expert_workdir in loop.expert_runs(config, flags.workdir):
+    if expert_workdir != flags.workdir:  # Yearly: every expert's workdir, at once
+      preflight.check_workdir(expert_config, expert_workdir)
   # One writer per workdir (process 0 of this job holds the lock; see tlm/workdir_lock.py).
   with acquire_on_main(flags.workdir, "train"):
     loop.run(config, flags.workdir)

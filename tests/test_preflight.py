@@ -301,10 +301,14 @@ _INFER = ["--checkpoint=m", "--input_file=i", "--output_file=o"]
     (["--mode=predict", *_INFER, "--max_decode_length=1000000000"],
      "--max_decode_length must be in [1, 131072]"),
     (["--mode=score", *_INFER, "--batch_size=0"], "--batch_size must be >= 1, got 0"),
+    (["--mode=eval", "--set=eval.batch_size=1000000000000"],
+     "eval.batch_size=1000000000000: every evaluation batch is padded to that many rows"),
+    (_TRAIN + ["--coordinator_address=localhost:1", "--num_processes=2", "--process_id=2"],
+     "--process_id=2 must be in [0, --num_processes=2)"),
   ],
 )  # fmt: skip
 def test_cli_extreme_settings_are_one_line(tmp_path, args, fragment):
-  if args[0] in ("--mode=train", "--mode=reproduce"):
+  if args[0] in ("--mode=train", "--mode=reproduce", "--mode=eval"):
     args = [*args, f"--workdir={tmp_path / 'w'}", f"--set=data.cache_dir={tmp_path / 'cache'}"]
   one_error(run_tlm(*args, cwd=str(tmp_path)), fragment)
   assert tree(str(tmp_path)) == []

@@ -35,13 +35,16 @@ def initialize_distributed(
   """Calls `jax.distributed.initialize` for a multi-process run; returns whether it did.
 
   Raises:
-    ConfigError: if only some of the three flags are given.
+    ConfigError: if only some of the three flags are given, or --process_id is not one of
+      --num_processes.
   """
   given = [coordinator_address is not None, num_processes is not None, process_id is not None]
   if any(given) and not all(given):
     raise ConfigError(
       "--coordinator_address, --num_processes and --process_id must be given together"
     )
+  if all(given) and not 0 <= process_id < num_processes:
+    raise ConfigError(f"--process_id={process_id} must be in [0, --num_processes={num_processes})")
   cluster = any(check(os.environ.get(name, "")) for name, check in _CLUSTER_HINTS)
   if not all(given) and not cluster:
     return False

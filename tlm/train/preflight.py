@@ -15,6 +15,8 @@ checked when the config is made; this module adds what needs the workdir and the
   no sequence parallelism here), and the parameters with their gradients; each split over
   every device it can be split over. A run above it cannot fit; a run below it may still not
   (activations, optimizer state, XLA's buffers): `--dry_run` measures the compiled step.
+- `check_eval_batch`: an evaluation batch, padded to `eval.batch_size` rows, against the
+  host's memory (the evaluation modes check it before they start).
 """
 
 import os
@@ -114,6 +116,8 @@ def check_memory(config: Config, mesh, host_rows: int) -> None:
   """
   import jax
 
+  if config.train.eval_every > 0 and config.train.eval_examples > 0:
+    check_eval_batch(config)
   floor = memory_floor(config, mesh.shape["data"], mesh.devices.size)
   have, which = device_memory(jax.local_devices()[0], jax.local_device_count())
   tc, dc = config.train, config.data
@@ -134,4 +138,25 @@ def check_memory(config: Config, mesh, host_rows: int) -> None:
     raise ConfigError(
       f"{shape}: this process assembles {_size(host)} of batch per step, more than the "
       f"{_size(host_memory())} of its host; {fix}"
+    )
+
+
+# `tlm.eval.predictor` pads every batch to eval.batch_size rows of at least this many int32
+# input tokens (its lengths are powers of two >= 8).
+_EVAL_MIN_INPUT = 8
+
+
+def check_eval_batch(config: Config) -> None:
+  """Raises ConfigError if one padded evaluation batch cannot fit the host's memory.
+
+  Evaluations (eval, eval_future, adapt, cronquestions, and training with
+  `train.eval_examples`) pad every batch to `eval.batch_size` rows, however few examples
+  there are: each holds at least 8 int32 input tokens on the host.
+  """
+  ec = config.eval
+  need = ec.batch_size * _EVAL_MIN_INPUT * _BYTES
+  if need > host_memory():
+    raise ConfigError(
+      f"eval.batch_size={ec.batch_size}: every evaluation batch is padded to that many rows, "
+      f"at least {_size(need)} on the host, more than its {_size(host_memory())}"
     )

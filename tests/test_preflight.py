@@ -254,6 +254,22 @@ def test_parameter_floor_is_below_the_real_count():
     assert floor <= real < 1.01 * floor + 10_000  # only norms and position biases left out
 
 
+def test_memory_floor_is_below_what_xla_allocates():
+  """The floor against XLA's own buffer assignment of the compiled step (`--dry_run`): a
+  config where the attention logits dominate, so the floor is not trivially small."""
+  from tlm.train import dry_run
+
+  config = configs.override(
+    configs.get("tiny_temporal"),
+    ["train.batch_size=8", "data.input_length=256", "data.target_length=16",
+     "model.num_layers=1", "model.emb_dim=32", "model.mlp_dim=64", "train.eval_every=0"],
+  )  # fmt: skip
+  floor = preflight.memory_floor(config, 1, 1)
+  compiled = dry_run.dry_run(config, log=lambda _: None)["memory_per_device"]
+  assert floor["attention"] > floor["batches"] + floor["parameters"]
+  assert floor["total"] <= compiled["peak_estimate"]
+
+
 def test_check_memory_against_small_devices(monkeypatch):
   from tlm.train.partitioning import make_mesh
 

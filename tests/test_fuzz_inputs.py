@@ -218,7 +218,10 @@ def _has_control(text: str) -> bool:
 
 @settings(max_examples=4, deadline=None, suppress_health_check=list(HealthCheck))
 @given(
-  assignment=st.tuples(st.sampled_from(KEYS), _VALUES).map(lambda kv: f"{kv[0]}={kv[1]}"),
+  # (A command line cannot hold a NUL: the operating system ends the argument there.)
+  assignment=st.tuples(st.sampled_from(KEYS), _VALUES)
+  .map(lambda kv: f"{kv[0]}={kv[1]}")
+  .filter(lambda a: "\x00" not in a),
   workdir=st.sampled_from(["w", "file://w", "gs://", "gs:/w", "w\nx", "ftp://h/w"]),
 )
 def test_cli_set_and_workdir_end_to_end(tmp_path_factory, assignment, workdir):

@@ -80,6 +80,24 @@ flags.DEFINE_integer("num_processes", None, "jax.distributed number of processes
 flags.DEFINE_integer("process_id", None, "jax.distributed index of this process.")
 
 FLAGS = flags.FLAGS
+# The flags that name a file or directory (--workdirs: a list of them), parsed once by
+# `tlm.storage.parse` before the mode starts.
+PATH_FLAGS = (
+  "workdir", "checkpoint", "input_file", "output_file", "output_dir", "vocab", "facts",
+  "entities", "news", "data", "workdirs",
+)  # fmt: skip
+
+
+def parse_path_flags(values) -> None:
+  """Replaces each path flag's value by its canonical form (`tlm.storage.parse`)."""
+  from tlm import storage
+
+  for name in PATH_FLAGS:
+    value = getattr(values, name)
+    if isinstance(value, list):
+      setattr(values, name, [storage.parse(v, f"--{name}") for v in value])
+    elif value:
+      setattr(values, name, storage.parse(value, f"--{name}"))
 
 
 def main(argv):
@@ -94,6 +112,7 @@ def main(argv):
   module_name, function_name = MODES[FLAGS.mode].split(":")
   fn = getattr(importlib.import_module(module_name), function_name)
   try:
+    parse_path_flags(FLAGS)
     fn(FLAGS)
   except UserError as e:
     print(f"error: {e}", file=sys.stderr)

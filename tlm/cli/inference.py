@@ -58,6 +58,13 @@ def require_flags(flags, mode: str, *names: str) -> None:
       raise ConfigError(f"--{name} is required for --mode={mode}")
 
 
+def _check_sizes(flags, *names: str) -> None:
+  """Checks --batch_size, --max_decode_length, --beam_size against the ranges of the config
+  keys eval.* that the evaluations use for the same sizes (tlm.configs.schema says why)."""
+  for name in names:
+    configs.check_value(f"eval.{name}", getattr(flags, name), f"--{name}")
+
+
 def find_vocabulary(flags) -> str | None:
   """`--vocab`, else the `spiece.model` stored with `--checkpoint` (`find_spiece_model`)."""
   return flags.vocab or find_spiece_model(flags.checkpoint)
@@ -250,9 +257,7 @@ def _write_results(path: str, rows: list[dict]) -> None:
 def predict(flags) -> None:
   """--mode=predict: decodes every input of --input_file into --output_file."""
   require_flags(flags, "predict", "checkpoint", "input_file", "output_file")
-  for name in ("batch_size", "max_decode_length", "beam_size"):
-    if getattr(flags, name) < 1:
-      raise ConfigError(f"--{name} must be >= 1, got {getattr(flags, name)}")
+  _check_sizes(flags, "batch_size", "max_decode_length", "beam_size")
   check_sampling_flags(flags)
   settings = inference_settings(flags, "predict")
   check_output_file(flags.output_file)
@@ -287,6 +292,7 @@ def predict(flags) -> None:
 def score(flags) -> None:
   """--mode=score: log p(target | input) of every line of --input_file into --output_file."""
   require_flags(flags, "score", "checkpoint", "input_file", "output_file")
+  _check_sizes(flags, "batch_size")
   settings = inference_settings(flags, "score")
   check_output_file(flags.output_file)
   lines, rows = _read_examples(flags.input_file, ("input", "target"))

@@ -36,7 +36,7 @@ from tlm.configs import Config
 from tlm.errors import ConfigError, UserError
 from tlm.files import atomic_output_file, write_json, write_jsonl
 from tlm.models.t5 import Transformer
-from tlm.train import mfu, partitioning, task_eval
+from tlm.train import mfu, partitioning, preflight, task_eval
 from tlm.train.best import BestKeeper, check_metric
 from tlm.train.checkpointing import CheckpointManager, load_init_params
 from tlm.train.data_state import check_data_state, data_state
@@ -111,6 +111,7 @@ class Trainer:
     check_metric(tc.keep_best, logged_fields(tc))
     self.config, self.log = config, log
     self.workdir = storage.abspath(workdir)
+    preflight.check_workdir(config, self.workdir)
     self.main = jax.process_index() == 0
     self.metrics_path = os.path.join(self.workdir, "metrics.jsonl")
     # --- Mesh and data ---
@@ -118,6 +119,7 @@ class Trainer:
     self.rules = partitioning.axis_rules(config.mesh.fsdp)
     partitioning.check_batch(self.mesh, tc.batch_size, tc.microbatches)
     self.rows = partitioning.process_rows(self.mesh, tc.batch_size)
+    preflight.check_memory(config, self.mesh, self.rows[1] - self.rows[0])
     self.data = data if data is not None else training_data(config)
     # --- Model, optimizer, state ---
     self.model_config = model_config(config.model, self.data.vocab.vocab_size)

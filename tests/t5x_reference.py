@@ -244,10 +244,7 @@ def save_orbax(model_dir: str, state_dict: dict, step: int, save_dtype=None) -> 
   )
   flat = traverse_util.flatten_dict(state_dict, sep="/")
   save_args = traverse_util.unflatten_dict(
-    {
-      k: ocp.SaveArgs(dtype=save_dtype if k.split("/")[0] == "target" else None)
-      for k in flat
-    },
+    {k: ocp.SaveArgs(dtype=save_dtype if k.split("/")[0] == "target" else None) for k in flat},
     sep="/",
   )
   args = ocp.args.Composite(state=ocp.args.PyTreeSave(state_dict, save_args=save_args))

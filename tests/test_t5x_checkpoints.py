@@ -63,14 +63,21 @@ def t5x_target(model) -> dict:
   gated = model.config.is_gated_act
   mlp = ("wi_0", "wi_1", "wo") if gated else ("wi", "wo")
   t = {"token_embedder": {"embedding": sd["shared.weight"]}}
-  for stack, layers in (("encoder", model.config.num_layers), ("decoder", model.config.num_decoder_layers)):
+  for stack, layers in (
+    ("encoder", model.config.num_layers),
+    ("decoder", model.config.num_decoder_layers),
+  ):
     rel = sd[f"{stack}.block.0.layer.0.SelfAttention.relative_attention_bias.weight"].T
     out = {"relpos_bias": {"rel_embedding": rel.copy()}}
     out[f"{stack}_norm"] = {"scale": sd[f"{stack}.final_layer_norm.weight"]}
     for i in range(layers):
       b = f"{stack}.block.{i}.layer"
       if stack == "encoder":
-        parts = {"pre_attention_layer_norm": 0, "attention": (0, "SelfAttention"), "pre_mlp_layer_norm": 1}
+        parts = {
+          "pre_attention_layer_norm": 0,
+          "attention": (0, "SelfAttention"),
+          "pre_mlp_layer_norm": 1,
+        }
         mlp_layer = 1
       else:
         parts = {
@@ -87,8 +94,12 @@ def t5x_target(model) -> dict:
           layer[name] = {"scale": sd[f"{b}.{where}.layer_norm.weight"]}
         else:
           n, module = where
-          layer[name] = {a: {"kernel": sd[f"{b}.{n}.{module}.{h}.weight"].T.copy()} for a, h in NAMES.items()}
-      layer["mlp"] = {k: {"kernel": sd[f"{b}.{mlp_layer}.DenseReluDense.{k}.weight"].T.copy()} for k in mlp}
+          layer[name] = {
+            a: {"kernel": sd[f"{b}.{n}.{module}.{h}.weight"].T.copy()} for a, h in NAMES.items()
+          }
+      layer["mlp"] = {
+        k: {"kernel": sd[f"{b}.{mlp_layer}.DenseReluDense.{k}.weight"].T.copy()} for k in mlp
+      }
       out[f"layers_{i}"] = layer
     t[stack] = out
   if gated:
@@ -163,7 +174,9 @@ def _hf_greedy(model, x):
 def test_legacy_checkpoint_gives_the_hf_logits_and_greedy_outputs(family, tmp_path):
   name, model, target, expected_cfg = family
   model_dir = str(tmp_path / "model")
-  step_dir = ref.save_legacy(model_dir, _state_dict(target, 1000), 1000, target_elements=SMALL_CHUNKS)
+  step_dir = ref.save_legacy(
+    model_dir, _state_dict(target, 1000), 1000, target_elements=SMALL_CHUNKS
+  )
   # Several chunk files per array, gzip-compressed, as T5X's TensorStore writes them.
   zarr_dir = os.path.join(step_dir, "target.encoder.layers_0.mlp.wo.kernel")
   with open(os.path.join(zarr_dir, ".zarray")) as f:
@@ -183,7 +196,11 @@ def test_bfloat16_legacy_checkpoint_reads_bfloat16(family, tmp_path):
   # T5X `Checkpointer(save_dtype=jnp.bfloat16)`: TensorStore casts the target to bfloat16.
   name, model, target, expected_cfg = family
   step_dir = ref.save_legacy(
-    str(tmp_path), _state_dict(target, 5), 5, save_dtype=ml_dtypes.bfloat16, target_elements=SMALL_CHUNKS
+    str(tmp_path),
+    _state_dict(target, 5),
+    5,
+    save_dtype=ml_dtypes.bfloat16,
+    target_elements=SMALL_CHUNKS,
   )
   with open(os.path.join(step_dir, "target.token_embedder.embedding", ".zarray")) as f:
     assert json.load(f)["dtype"] == "bfloat16"
@@ -234,7 +251,9 @@ def test_model_directory_newest_step_and_one_step(family, tmp_path):
   assert t5x.find(model_dir) == (os.path.join(model_dir, "checkpoint_200"), "legacy")
   _assert_params_equal(checkpoints.load_checkpoint(model_dir)[1], newer)
   _assert_params_equal(checkpoints.load_checkpoint(f"{model_dir}/checkpoint_100")[1], older)
-  _assert_params_equal(checkpoints.load_checkpoint(f"{model_dir}/checkpoint_100/checkpoint")[1], older)
+  _assert_params_equal(
+    checkpoints.load_checkpoint(f"{model_dir}/checkpoint_100/checkpoint")[1], older
+  )
   # A newer step in the Orbax layout (T5X's default now) is the newest.
   ref.save_orbax(model_dir, _state_dict(older, 400), 400)
   assert t5x.find(model_dir) == (os.path.join(model_dir, "checkpoint_400"), "orbax")
@@ -328,7 +347,9 @@ def test_config_inferred_from_the_shapes(tmp_path, overrides):
 def _convert(checkpoint, output_dir, fmt="t5x"):
   from tlm.cli import convert
 
-  flags = types.SimpleNamespace(checkpoint=checkpoint, output_dir=output_dir, format=fmt, vocab=None)
+  flags = types.SimpleNamespace(
+    checkpoint=checkpoint, output_dir=output_dir, format=fmt, vocab=None
+  )
   convert.main(flags)
 
 
@@ -361,7 +382,10 @@ def test_format_t5x_is_read_back_by_t5x_bit_for_bit(family, tmp_path):
     contents = t5x_msgpack.decode(f.read(), "checkpoint")
   assert contents["version"] == 3
   spec = contents["optimizer"]["target"]["encoder"]["layers_0"]["attention"]["query"]["kernel"]
-  assert spec["kvstore"] == {"driver": "file", "path": "target.encoder.layers_0.attention.query.kernel/"}
+  assert spec["kvstore"] == {
+    "driver": "file",
+    "path": "target.encoder.layers_0.attention.query.kernel/",
+  }
   v_row = contents["optimizer"]["state"]["param_states"]["token_embedder"]["embedding"]["v_row"]
   assert isinstance(v_row, np.ndarray)  # unpartitioned in T5X: inline in the msgpack
   # tlm reads it back as the same model, and the vocabulary beside it.
@@ -380,7 +404,9 @@ def test_t5x_checkpoints_on_gs(bucket, tmp_path):
   target = t5x_target(model)
   local = str(tmp_path / "legacy")
   # Written by T5X to GCS: the specs hold the gcs kvstore and the dummy bucket.
-  step_dir = ref.save_legacy(local, _state_dict(target, 9), 9, gcs=True, target_elements=SMALL_CHUNKS)
+  step_dir = ref.save_legacy(
+    local, _state_dict(target, 9), 9, gcs=True, target_elements=SMALL_CHUNKS
+  )
   with open(os.path.join(step_dir, "checkpoint"), "rb") as f:
     spec = t5x_msgpack.decode(f.read(), "x")["optimizer"]["target"]["token_embedder"]["embedding"]
   assert spec["kvstore"]["driver"] == "gcs" and spec["kvstore"]["bucket"] == ref.DUMMY_BUCKET

@@ -133,10 +133,10 @@ def read_contents(step_dir: str) -> tuple[dict, str]:
   contents = t5x_msgpack.decode(guards.read_bounded(path, size, "a T5X checkpoint"), path)
   version = contents.get("version", 0)
   if version not in READ_VERSIONS or "optimizer" not in contents:
+    version = version if isinstance(version, int) else shown(version)
     raise CheckpointError(
-      f"{path}: T5X checkpoint version {shown(version)} with keys "
-      f"{shown(sorted(map(str, contents))[:4])} is not supported (versions 2 and 3, with "
-      "'optimizer')"
+      f"{path}: T5X checkpoint version {version} is not supported (T5X restores versions "
+      "2 and 3, with an 'optimizer' map)"
     )
   if not isinstance(contents["optimizer"], dict):
     raise CheckpointError(f"{path}: 'optimizer' is not a map")

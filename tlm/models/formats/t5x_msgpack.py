@@ -136,9 +136,7 @@ def _unchunk(record: dict, path: str) -> np.ndarray:
     raise CheckpointError(f"{path}: chunked array whose chunks differ in dtype")
   total = sum(p.size for p in parts)
   if total != int(np.prod(shape, dtype=object)):
-    raise CheckpointError(
-      f"{path}: chunked array of shape {list(shape)} holds {total} elements"
-    )
+    raise CheckpointError(f"{path}: chunked array of shape {list(shape)} holds {total} elements")
   return np.concatenate(parts).reshape(shape)
 
 

@@ -26,7 +26,10 @@ import numpy as np
 from tlm.errors import CheckpointError
 
 # The first layer norm of each stack's layers: [embed] per layer, which locates the layer axis.
-_FIRST_NORM = {"encoder": "pre_attention_layer_norm/scale", "decoder": "pre_self_attention_layer_norm/scale"}
+_FIRST_NORM = {
+  "encoder": "pre_attention_layer_norm/scale",
+  "decoder": "pre_self_attention_layer_norm/scale",
+}
 _KERNEL_3D = re.compile(
   r"^(encoder|decoder)/layers_\d+/(attention|self_attention|encoder_decoder_attention)/"
   r"(query|key|value|out)/kernel$"
@@ -102,7 +105,9 @@ def _shared_relpos(tensors: dict[str, np.ndarray], source: str) -> dict[str, np.
     if shared in tensors:
       raise CheckpointError(f"{source}: {stack} has both {shared} and per-layer tables")
     first = tensors[names[0]]
-    if not all(tensors[n].shape == first.shape and np.array_equal(tensors[n], first) for n in names):
+    if not all(
+      tensors[n].shape == first.shape and np.array_equal(tensors[n], first) for n in names
+    ):
       raise CheckpointError(
         f"{source}: the {stack} layers have their own relative-position tables "
         f"({names[0]}, ...; scalable T5 / umT5); tlm's T5 shares one table per stack"

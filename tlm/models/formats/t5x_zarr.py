@@ -195,9 +195,7 @@ def _inflate(raw: bytes, wbits: int, expected: int, path: str) -> bytes:
   except zlib.error as e:
     raise CheckpointError(f"{path}: corrupt compressed chunk ({e})") from None
   if len(data) > expected or inflater.unconsumed_tail:
-    raise CheckpointError(
-      f"{path}: chunk decompresses to more than its declared {expected} bytes"
-    )
+    raise CheckpointError(f"{path}: chunk decompresses to more than its declared {expected} bytes")
   if not inflater.eof or len(data) != expected:
     raise CheckpointError(
       f"{path}: chunk decompresses to {len(data)} bytes, not its declared {expected}"

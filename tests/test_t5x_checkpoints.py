@@ -424,17 +424,33 @@ def test_t5x_checkpoints_on_gs(bucket, tmp_path):
     cfg, params = checkpoints.load_checkpoint(path)
     assert cfg == expected_cfg, path
     _assert_params_equal(params, target)
-  # --format=t5x into the bucket: the specs T5X writes on GCS, read back by T5X's code.
+  # --format=t5x into the bucket: relative `file` specs (T5X turns them into `gcs` ones when it
+  # reads from GCS), read back by T5X's code.
   out = f"{bucket}/exported"
   _convert(f"{bucket}/models/legacy", out)
   with storage.open_file(f"{out}/checkpoint_0/checkpoint", "rb") as f:
     spec = t5x_msgpack.decode(f.read(), "x")["optimizer"]["target"]["token_embedder"]["embedding"]
-  assert spec["kvstore"] == {
-    "bucket": ref.DUMMY_BUCKET,
-    "driver": "gcs",
-    "path": "target.token_embedder.embedding/",
-  }
+  assert spec["kvstore"] == {"driver": "file", "path": "target.token_embedder.embedding/"}
   store_root = str(tmp_path / "store" / "bucket")  # gs://bucket, as tests/objstore.py keeps it
   state = ref.load_legacy(os.path.join(store_root, "exported", "checkpoint_0"))
   _assert_params_equal(state["target"], target)
   _assert_params_equal(checkpoints.load_checkpoint(out)[1], target)
+
+
+def test_model_init_checkpoint_takes_a_t5x_model_directory(tmp_path):
+  from flax import linen as nn
+
+  from tlm.models.t5 import Transformer
+  from tlm.train import partitioning
+  from tlm.train.checkpointing import load_init_params
+  from tlm.train.optim import make_optimizer
+  from tlm.train.state import state_layout
+
+  target = t5x_target(_hf_model("1.1", seed=5))
+  ref.save_legacy(str(tmp_path), _state_dict(target, 10), 10)
+  cfg = dataclasses.replace(t5.get_preset("tiny-v1_1", vocab_size=VOCAB), dropout_rate=0.0)
+  mesh = partitioning.make_mesh(1, 1, jax.devices()[:1])
+  with jax.set_mesh(mesh), nn.logical_axis_rules(partitioning.AXIS_RULES):
+    layout = state_layout(Transformer(cfg), make_optimizer("constant", 1e-3), mesh)
+  params = load_init_params(str(tmp_path), cfg, layout.abstract.params)
+  _assert_params_equal(jax.tree.map(np.asarray, params), target)

@@ -296,11 +296,11 @@ def save_t5x(
 
   `checkpoint_STEP/` (msgpack `checkpoint`, version 3, and a gzip zarr directory per
   parameter, float32, as T5X's `Checkpointer.save` writes them; with T5X's initial Adafactor
-  state, so that a T5X training run restores it too) and `spiece.model` when given. On `gs://`
-  the specs name T5X's dummy bucket, as T5X writes them there. Atomic: the directory appears
-  complete or not at all.
+  state, so that a T5X training run restores it too) and `spiece.model` when given. The specs
+  are T5X's local (`file`) ones, on `gs://` too, which every T5X version reads locally and on
+  GCS (formats/t5x_zarr.py `spec_for`). Atomic: the directory appears complete or not at all.
   """
   flat = check_params(params, cfg)
   with atomic_output_dir(directory) as tmp:
-    t5x.write(tmp, flat, step, gcs=storage.scheme(directory) == "gs")
+    t5x.write(tmp, flat, step)
     _write_spiece(tmp, spiece_model)

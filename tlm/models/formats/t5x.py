@@ -323,7 +323,7 @@ def _nest(flat: dict) -> dict:
   return tree
 
 
-def write(local_dir: str, params: dict[str, np.ndarray], step: int, gcs: bool = False) -> str:
+def write(local_dir: str, params: dict[str, np.ndarray], step: int) -> str:
   """Writes `checkpoint_STEP` of a T5X model directory, as T5X's `Checkpointer.save` does.
 
   Every parameter goes to a zarr directory (`target.<name>`, gzip chunks of at most 64 MiB,
@@ -335,7 +335,6 @@ def write(local_dir: str, params: dict[str, np.ndarray], step: int, gcs: bool = 
     local_dir: the model directory (local: a remote one is staged by the caller).
     params: `{T5X name: array}` (tlm's parameter names are T5X's).
     step: the step number of the directory and of `state/step`.
-    gcs: write the specs T5X writes for a checkpoint on GCS (dummy bucket), not local ones.
 
   Returns:
     The `checkpoint_STEP` directory written.
@@ -344,13 +343,13 @@ def write(local_dir: str, params: dict[str, np.ndarray], step: int, gcs: bool = 
   os.makedirs(step_dir)
   target = {}
   for name, value in params.items():
-    spec = t5x_zarr.spec_for(f"target/{name}", value, gcs)
+    spec = t5x_zarr.spec_for(f"target/{name}", value)
     t5x_zarr.write(spec, step_dir, value)
     target[name] = spec
   states = {}
   for name, value in initial_adafactor_state(params).items():
     if name.endswith("/v") and value.shape != (1,):  # partitioned like its parameter
-      spec = t5x_zarr.spec_for(f"state/param_states/{name}", value, gcs)
+      spec = t5x_zarr.spec_for(f"state/param_states/{name}", value)
       t5x_zarr.write(spec, step_dir, value)
       states[name] = spec
     else:

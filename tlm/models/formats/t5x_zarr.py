@@ -12,7 +12,8 @@ kernel`), and puts the JSON of its `ts.Spec` into the msgpack in its place (t5x/
 
 The path is relative to the checkpoint directory; a checkpoint written to `gs://` has
 `{"driver": "gcs", "bucket": "t5x-dummy-bucket", "path": ...}` instead, the dummy bucket
-standing for the checkpoint's own (T5X substitutes it when reading, `_read_ts`); TensorStore
+standing for the checkpoint's own (T5X substitutes it when reading, `_read_ts`): tlm reads
+every kind from the checkpoint's own directory, whatever bucket a spec names. TensorStore
 before 0.1.14 put `path` beside `kvstore`. The directory holds `.zarray` (zarr v2 metadata:
 shape, chunks, dtype `<f4` or `bfloat16`, compressor) and one file per chunk, named by its
 chunk indices joined with "." (or "/"), edge chunks stored at full size.
@@ -36,8 +37,6 @@ from tlm.errors import CheckpointError
 from tlm.models.formats import guards
 from tlm.models.formats.guards import shown
 
-# The dummy bucket T5X writes into the specs of checkpoints on GCS.
-DUMMY_BUCKET = "t5x-dummy-bucket"
 # DEFLATE cannot expand more than 1032:1 (a 258-byte match per 2 bits); gzip's header and
 # trailer add a few bytes.
 MAX_INFLATION = 1032
@@ -217,16 +216,16 @@ def choose_chunk_shape(shape: tuple[int, ...], target_elements: int) -> list[int
 CHUNK_BYTES = 64 << 20
 
 
-def spec_for(name: str, array: np.ndarray, gcs: bool) -> dict:
-  """The spec T5X stores for array `name` ("target/encoder/...") (`_get_spec` + `to_json`)."""
+def spec_for(name: str, array: np.ndarray) -> dict:
+  """The spec T5X stores for array `name` ("target/encoder/...") written to a local directory
+  (`_get_spec` + `to_json`). tlm writes this `file` kind on GCS too: T5X turns it into a `gcs`
+  spec when it reads from GCS, in every version since its first release, while the `gcs` kind
+  T5X writes there (path inside `kvstore`) is read only by T5X from 2022-05-17 on."""
   chunks = choose_chunk_shape(array.shape, max(1, CHUNK_BYTES // array.dtype.itemsize))
-  kvstore = {"driver": "file", "path": name.replace("/", ".") + "/"}
-  if gcs:
-    kvstore = {"bucket": DUMMY_BUCKET, "driver": "gcs", "path": kvstore["path"]}
   return {
     "driver": "zarr",
     "dtype": array.dtype.name,
-    "kvstore": kvstore,
+    "kvstore": {"driver": "file", "path": name.replace("/", ".") + "/"},
     "metadata": {
       "chunks": chunks,
       "compressor": {"id": "gzip", "level": 1},

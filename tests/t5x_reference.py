@@ -118,7 +118,7 @@ def adafactor_axes(param_states: dict, beta1=None) -> dict:
     return {
       "v_row": None,
       "v_col": None,
-      "v": True if state["v"].shape != (1,) else None,
+      "v": True if "v" in state and state["v"].shape != (1,) else None,
       "m": True if beta1 else None,
     }
 

@@ -454,3 +454,18 @@ def test_model_init_checkpoint_takes_a_t5x_model_directory(tmp_path):
     layout = state_layout(Transformer(cfg), make_optimizer("constant", 1e-3), mesh)
   params = load_init_params(str(tmp_path), cfg, layout.abstract.params)
   _assert_params_equal(jax.tree.map(np.asarray, params), target)
+
+
+def test_unpartitioned_parameters_inline_in_the_msgpack(family, tmp_path):
+  # A T5X parameter without partitioning axes is written into the msgpack file itself.
+  _, _, target, expected_cfg = family
+  axes = jax.tree_util.tree_map_with_path(
+    lambda path, _: None if str(path[-1].key) == "scale" else True, target
+  )
+  ref.save_legacy(
+    str(tmp_path), _state_dict(target, 2), 2, axes={"target": axes, "state": {"step": None}}
+  )
+  assert not os.path.exists(tmp_path / "checkpoint_2" / "target.encoder.encoder_norm.scale")
+  cfg, params = checkpoints.load_checkpoint(str(tmp_path))
+  assert cfg == expected_cfg
+  _assert_params_equal(params, target)

@@ -332,3 +332,12 @@ def test_orbax_metadata_bomb(tmp_path):
   with open(meta, "w") as f:
     f.write("[" * 100_000 + "]" * 100_000)
   _error(tmp_path, meta, "nested")
+
+
+def test_chunk_file_linked_out_of_the_array(step_dir, tmp_path):
+  # A chunk that is a link to a file elsewhere (whose bytes would become parameters).
+  secret = tmp_path / "secret"
+  shutil.copy(_chunk(step_dir), secret)
+  os.remove(_chunk(step_dir))
+  os.symlink(secret, _chunk(step_dir))
+  _error(step_dir, os.path.join(step_dir, ARRAY, ".zarray"), "'1.0' is a link that leads outside")

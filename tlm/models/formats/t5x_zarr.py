@@ -90,7 +90,7 @@ def spec_path(spec: dict, source: str) -> str:
 
 
 def _zarray(directory: str, source: str) -> dict:
-  meta_path = storage.join(directory, ".zarray")
+  meta_path = guards.confined_path(directory, ".zarray", source)  # no link out of it
   if not storage.isfile(meta_path):
     raise CheckpointError(f"{meta_path}: no such file (the zarr metadata {source} names)")
   meta = guards.parse_json(guards.read_bounded(meta_path, _MAX_ZARRAY, "zarr metadata"), meta_path)
@@ -162,8 +162,11 @@ def _read_chunks(directory, shape, chunks, dtype, order, cid, separator) -> np.n
     raise CheckpointError(f"{directory}: {count} chunks (at most {_MAX_CHUNKS})")
   keys = [separator.join(map(str, idx)) for idx in np.ndindex(*grid)] if shape else ["0"]
   sizes = {}
+  paths = {}
   for key in keys:  # every chunk present, and sized, before anything is allocated
-    path = storage.join(directory, key)
+    # A chunk file may not be a link out of the array's directory (to a file whose bytes
+    # would become parameters).
+    path = paths[key] = guards.confined_path(directory, key, storage.join(directory, ".zarray"))
     if not storage.isfile(path):
       raise CheckpointError(f"{path}: chunk missing (zarr array of shape {list(shape)})")
     size = storage.getsize(path)
@@ -177,7 +180,7 @@ def _read_chunks(directory, shape, chunks, dtype, order, cid, separator) -> np.n
     sizes[key] = size
   out = np.empty(shape, dtype)
   for key, idx in zip(keys, np.ndindex(*grid) if shape else [()]):
-    path = storage.join(directory, key)
+    path = paths[key]
     raw = guards.read_bounded(path, sizes[key], "a zarr chunk")
     if cid is not None:
       raw = _inflate(raw, _COMPRESSORS[cid], chunk_bytes, path)

@@ -219,7 +219,7 @@ def test_bfloat16_legacy_checkpoint_reads_bfloat16(family, tmp_path):
 
 
 @pytest.mark.parametrize("save_dtype", [None, "bfloat16"])
-def test_orbax_checkpoint_gives_the_hf_logits(family, tmp_path, save_dtype):
+def test_orbax_checkpoint_gives_the_hf_logits_and_greedy_outputs(family, tmp_path, save_dtype):
   name, model, target, expected_cfg = family
   dtype = np.dtype(ml_dtypes.bfloat16) if save_dtype else None  # T5X: 'bfloat16'; orbax 0.12
   # needs a numpy dtype instance
@@ -235,6 +235,9 @@ def test_orbax_checkpoint_gives_the_hf_logits(family, tmp_path, save_dtype):
     _assert_params_equal(params, target, cast=dtype)
   if dtype is None:
     assert _logits_difference(model, cfg, params) < LOGITS_TOLERANCE
+    x = inputs()
+    ours = np.asarray(decoding.greedy_decode(cfg, params, x, MAX_DECODE))
+    np.testing.assert_array_equal(ours, _hf_greedy(model, x))
 
 
 def _scaled(target, factor):

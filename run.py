@@ -49,7 +49,7 @@ flags.DEFINE_string("checkpoint", None, "HF dir, Mesh-TF prefix, or tlm checkpoi
 flags.DEFINE_string("input_file", None, "JSON lines input (predict, score).")
 flags.DEFINE_string("output_file", None, "JSON lines output (predict, score).")
 flags.DEFINE_string("output_dir", None, "Output directory (convert, build_*).")
-flags.DEFINE_enum("format", "hf", ["hf", "tlm"], "convert: output checkpoint format.")
+flags.DEFINE_enum("format", "hf", ["hf", "tlm", "t5x"], "convert: output checkpoint format.")
 flags.DEFINE_integer("batch_size", 32, "predict/score: examples per batch.")
 flags.DEFINE_integer("max_decode_length", 32, "predict: maximum number of decoded tokens.")
 flags.DEFINE_integer("beam_size", 1, "predict: 1 is greedy decoding.")

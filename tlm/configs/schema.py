@@ -43,6 +43,10 @@ class ModelConfig:
     init_checkpoint: weights to start from when the workdir has no checkpoint yet: an HF
       directory, a Mesh-TF checkpoint prefix, a tlm model directory or a tlm training workdir
       (anything `tlm.models.checkpoints.load_checkpoint` reads). "" starts from random weights.
+    init_optimizer_state: also start Adafactor's state from `init_checkpoint`, which must then
+      be a T5X training checkpoint (T5X's Adafactor slots and step, mapped exactly:
+      `tlm.train.t5x_optimizer`): a T5X run continued here. This run's steps still count from
+      0; the optimizer's update counts continue T5X's. False starts a fresh optimizer.
     emb_dim: model width; 0 keeps the preset's (the miniature sizes its model with these).
     num_heads: attention heads; 0 keeps the preset's.
     head_dim: width of each head; 0 keeps the preset's.
@@ -55,6 +59,7 @@ class ModelConfig:
   dtype: str = "float32"
   remat: str = "none"
   init_checkpoint: str = ""
+  init_optimizer_state: bool = False
   emb_dim: int = 0
   num_heads: int = 0
   head_dim: int = 0

@@ -107,6 +107,8 @@ class Trainer:
       raise ConfigError("train.steps, train.log_every and train.checkpoint_every must be >= 1")
     if tc.eval_examples < 0:
       raise ConfigError(f"train.eval_examples must be >= 0, got {tc.eval_examples}")
+    if config.model.init_optimizer_state and not config.model.init_checkpoint:
+      raise ConfigError("model.init_optimizer_state needs model.init_checkpoint (a T5X checkpoint)")
     check_window(tc.profile_steps)
     check_metric(tc.keep_best, logged_fields(tc))
     self.config, self.log = config, log
@@ -194,7 +196,14 @@ class Trainer:
     path = self.config.model.init_checkpoint
     if path:
       params = load_init_params(path, self.model_config, abstract.params)
-      return state_from_params(params, optimizer, self.layout), 0, f"initialised from {path}"
+      state = state_from_params(params, optimizer, self.layout)
+      if not self.config.model.init_optimizer_state:
+        return state, 0, f"initialised from {path}"
+      from tlm.train.t5x_optimizer import load_t5x_opt_state
+
+      opt_state = load_t5x_opt_state(path, optimizer, params, self.layout.shardings.opt_state)
+      state = state.replace(opt_state=opt_state)
+      return state, 0, f"initialised from {path}, with its T5X Adafactor state"
     state = init_state(model, optimizer, self.layout, self.config.train.seed)
     return state, 0, "random initialisation"
 

@@ -24,6 +24,8 @@ MODES = {
   "build_world": "tlm.cli.world:build_world",
   "build_templama": "tlm.cli.data:build_templama",
   "build_ssm": "tlm.cli.data:build_ssm",
+  "convert_ssm": "tlm.cli.data:convert_ssm",
+  "check_store": "tlm.cli.data:check_store",
   # Training (tlm/cli/train.py).
   "train": "tlm.cli.train:main",
   # The paper's experiments (tlm/cli/experiments.py).
@@ -53,15 +55,28 @@ flags.DEFINE_enum("format", "hf", ["hf", "tlm"], "convert: output checkpoint for
 flags.DEFINE_integer("batch_size", 32, "predict/score: examples per batch.")
 flags.DEFINE_integer("max_decode_length", 32, "predict: maximum number of decoded tokens.")
 flags.DEFINE_integer("beam_size", 1, "predict: 1 is greedy decoding.")
-flags.DEFINE_string("vocab", None, "SentencePiece model (default: the one beside the checkpoint).")
+flags.DEFINE_string(
+  "vocab",
+  None,
+  "SentencePiece model (predict/score: default the one beside the checkpoint; build_ssm, "
+  "convert_ssm: store its token ids).",
+)
 flags.DEFINE_bool(
   "truncate_inputs", False, "predict/score: cut inputs to the model's training input length."
 )
 # Data builders.
 flags.DEFINE_string("facts", None, "build_templama: Wikidata-style facts TSV.")
 flags.DEFINE_string("entities", None, "build_templama, build_ssm (names): entities TSV.")
-flags.DEFINE_string("news", None, "build_ssm: news JSON lines.")
-flags.DEFINE_string("data", None, "cronquestions: directory with the released files.")
+flags.DEFINE_string(
+  "news", None, "build_ssm: news JSON lines: files and globs, comma-separated, plain or .gz."
+)
+flags.DEFINE_integer("num_workers", 1, "build_ssm: local processes (same output for any).")
+flags.DEFINE_string(
+  "data",
+  None,
+  "cronquestions: directory with the released files; convert_ssm: a JSON-lines SSM directory; "
+  "check_store: an example store.",
+)
 flags.DEFINE_list(
   "workdirs", [], "tables: workdirs whose results/eval.json to tabulate; combine_seeds: seed dirs."
 )

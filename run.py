@@ -72,6 +72,9 @@ flags.DEFINE_string(
 )
 flags.DEFINE_integer("num_workers", 1, "build_ssm: local processes (same output for any).")
 flags.DEFINE_string(
+  "beam_options", None, "build_ssm: run as an Apache Beam pipeline with these options."
+)
+flags.DEFINE_string(
   "data",
   None,
   "cronquestions: directory with the released files; convert_ssm: a JSON-lines SSM directory; "

@@ -19,7 +19,7 @@ from tlm.data import datasets, ssm, store, store_build, store_convert
 from tlm.data.packing import Batcher
 from tlm.data.sampling import MixtureSampler
 from tlm.data.vocab import Vocabulary, train_sentencepiece
-from tlm.errors import DataError
+from tlm.errors import DataError, UserError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FIXTURES = os.path.join(ROOT, "tests", "fixtures", "data", "store")
@@ -155,6 +155,24 @@ def test_build_identical_for_workers_and_shardings(tmp_path, monkeypatch, shards
   assert ("train/2014.tokens.bin" in ref) == (vocab is not None)
   assert ("train/2014.text.bin" in ref) == (vocab is None)
   assert "val/2014.text.bin" in ref  # held-out text is kept for evaluation
+
+
+def test_beam_direct_runner_writes_the_same_store(tmp_path, monkeypatch):
+  pytest.importorskip("apache_beam")
+  from tlm.data import ssm_beam
+
+  monkeypatch.setattr(store_build, "MIN_CHUNK_BYTES", 4096)
+  local, beam = str(tmp_path / "local"), str(tmp_path / "beam")
+  want = ssm.build_ssm(NEWS, local, gazetteer=ENTITIES, seed=3, vocab=VOCAB, num_workers=2)
+  got = ssm_beam.build(NEWS, beam, "--runner=DirectRunner", gazetteer=ENTITIES, seed=3,
+                       vocab=VOCAB)  # fmt: skip
+  assert got == want
+  assert _tree(beam) == _tree(local)
+  bad = tmp_path / "bad.jsonl"
+  bad.write_text(open(NEWS).read() + '{"date": "2014-13-01", "text": "A."}\n')
+  with pytest.raises(UserError, match=f"{bad}:380: unparsable date '2014-13-01'"):
+    ssm_beam.build(str(bad), beam, "--runner=DirectRunner")
+  assert not store.is_store(beam)  # the old store was removed first, and nothing replaced it
 
 
 def test_tokenized_store_holds_the_vocabulary_ids(tmp_path):

@@ -4,6 +4,7 @@
       [--min_year=2010 --max_year=2020 --max_subjects_per_relation=1000 --granularity=year --seed=0]
   python run.py --mode=build_ssm --news=news.jsonl --output_dir=D [--entities=entities.tsv --seed=0]
       [--news='shards/news-*.jsonl.gz,more.jsonl' --num_workers=N --vocab=spiece.model]
+      [--beam_options='--runner=DataflowRunner --project=P ...']   # Apache Beam instead
   python run.py --mode=convert_ssm --data=JSONL_SSM_DIR --output_dir=D [--vocab=spiece.model]
   python run.py --mode=check_store --data=D
 
@@ -65,23 +66,35 @@ def build_ssm(flags) -> dict:
   _require(flags, "news", "output_dir")
   t0 = time.perf_counter()
   with WorkdirLock.beside(flags.output_dir, "build_ssm"):
-    stats = ssm.build_ssm(
-      flags.news,
-      flags.output_dir,
-      gazetteer=flags.entities,
-      seed=flags.seed,
-      vocab=flags.vocab,
-      num_workers=flags.num_workers,
-    )
+    if flags.beam_options:
+      from tlm.data import ssm_beam
+
+      stats = ssm_beam.build(
+        flags.news,
+        flags.output_dir,
+        flags.beam_options,
+        gazetteer=flags.entities,
+        seed=flags.seed,
+        vocab=flags.vocab,
+      )
+    else:
+      stats = ssm.build_ssm(
+        flags.news,
+        flags.output_dir,
+        gazetteer=flags.entities,
+        seed=flags.seed,
+        vocab=flags.vocab,
+        num_workers=flags.num_workers,
+      )
   seconds = time.perf_counter() - t0
+  workers = "Beam" if flags.beam_options else f"{flags.num_workers} worker(s)"
   t = stats["totals"]
   manifest = store.read_manifest(flags.output_dir)
   kind = f"tokenized ({manifest['token_dtype']} ids of {flags.vocab})" if flags.vocab else "text"
   print(
     f"wrote the example store {flags.output_dir} ({kind}): {t['examples']} examples "
     f"({t['date_spans']} dates, {t['entity_spans']} entities) from {t['sentences']} "
-    f"sentences of {t['articles']} articles in {seconds:.1f}s with {flags.num_workers} "
-    "worker(s)"
+    f"sentences of {t['articles']} articles in {seconds:.1f}s with {workers}"
   )
   cap = stats["context_cap"]
   print(

@@ -111,14 +111,15 @@ def prefix_problem(vocab) -> str:
 
     proto = sentencepiece_model_pb2.ModelProto()
     proto.ParseFromString(vocab.serialized_model)
+  except Exception:  # no protobuf, or one older than sentencepiece's generated code (Beam's)
+    proto = None
+  if proto is not None:
     if not proto.trainer_spec.split_by_whitespace:
       return "the SentencePiece model does not split at whitespace"
     if proto.trainer_spec.treat_whitespace_as_suffix:
       return "the SentencePiece model treats whitespace as a suffix"
     if not proto.normalizer_spec.add_dummy_prefix:
       return "the SentencePiece model adds no dummy prefix"
-  except ImportError:
-    pass
   for prefix in ("year: 2014", "In 2014,"):
     for text in _PROBES:
       if vocab.encode(f"{prefix} {text}") != vocab.encode(prefix) + vocab.encode(text):

@@ -258,6 +258,8 @@ class Trainer:
         self._keep_best(record)
         if self.main:
           self._write(record)
+      if is_save and self.metrics is not None:
+        self.metrics.flush()  # gs://: the records up to this checkpoint, uploaded whole
     if self.metrics is not None:
       self.metrics.flush()
     self.manager.wait()
@@ -327,8 +329,6 @@ class Trainer:
     """Starts the (asynchronous) checkpoint of step `done`."""
     self.manager.save(done, self.state.params, self.state.opt_state, data_state(self.config, done))
     run.last_saved = done
-    if self.metrics is not None:
-      self.metrics.flush()  # gs://: the records so far, uploaded whole
 
   def _keep_best(self, record: dict) -> None:
     if self.best is not None and self.best.update(
@@ -343,6 +343,8 @@ class Trainer:
     self._fetch(run)
     if run.last_saved != step:
       self._save(run, step)
+    if self.metrics is not None:
+      self.metrics.flush()
     self.manager.wait()
     raise Preempted(
       f"SIGTERM: saved a checkpoint at step {step} in {self.manager.directory}; run the same "

@@ -62,6 +62,7 @@ TOKEN_DTYPES = ("uint16", "int32")
 OFFSET_DTYPE = np.dtype("<i8")
 _CHUNK = 1 << 20  # offsets per read when checking an index (8 MB)
 _HASH_BLOCK = 1 << 24
+_ITER_BLOCK = 4096  # examples read at once when a table is iterated
 
 
 def table_key(split: str, year: int) -> str:
@@ -415,6 +416,13 @@ class Table(Sequence):
       raise IndexError(f"example {i} of {self._count}")
     inputs, targets = self.texts(np.array([i]))[0]
     return TextExample(inputs, targets, self.year)
+
+  def __iter__(self):
+    """The examples in order, read in blocks (evaluation walks whole held-out tables)."""
+    for start in range(0, self._count, _ITER_BLOCK):
+      ids = np.arange(start, min(start + _ITER_BLOCK, self._count))
+      for inputs, targets in self.texts(ids):
+        yield TextExample(inputs, targets, self.year)
 
   def texts(self, ids) -> list[tuple[str, str]]:
     """(inputs, targets) strings of examples `ids`.

@@ -36,7 +36,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from tlm.data import ssm, synthetic, templama  # noqa: E402
+from tlm.data import ssm, store, synthetic, templama  # noqa: E402
 from tlm.data.datasets import load_sources  # noqa: E402
 from tlm.data.packing import Batcher  # noqa: E402
 from tlm.data.sampling import NEWS_SSM, TEMPLAMA, MixtureSampler  # noqa: E402
@@ -51,13 +51,7 @@ def _lines(path: str) -> int:
 
 
 def _ssm_examples(ssm_dir: str) -> int:
-  return sum(
-    _lines(os.path.join(ssm_dir, split, name))
-    for split in ("train", "val", "test")
-    if os.path.isdir(os.path.join(ssm_dir, split))
-    for name in os.listdir(os.path.join(ssm_dir, split))
-    if name.endswith(".jsonl")
-  )
+  return sum(t["examples"] for t in store.read_manifest(ssm_dir)["tables"].values())
 
 
 def _timed(fn, *args, **kwargs):

@@ -366,3 +366,13 @@ def test_cli_build_ssm_workers_vocab_and_check_store(tmp_path):
   assert proc.returncode == 1
   assert proc.stderr.strip().splitlines()[-1].startswith("error: ")
   assert "2019.tokens.bin" in proc.stderr
+
+
+def test_the_store_and_its_builders_never_import_jax():
+  code = (
+    "import sys, tlm.cli.data, tlm.data.store, tlm.data.store_build, tlm.data.store_convert, "
+    "tlm.data.ssm_beam, tlm.data.prefetch, tlm.data.datasets; "
+    "assert not [m for m in sys.modules if m.split('.')[0] in ('jax', 'flax')]"
+  )
+  proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
+  assert proc.returncode == 0, proc.stderr

@@ -24,6 +24,7 @@ file and line), and the output directory appears whole or not at all.
 """
 
 import collections
+import contextlib
 import dataclasses
 import gzip
 import json
@@ -146,11 +147,15 @@ def plan_chunks(paths: Sequence[str], num_workers: int = 1) -> list[Chunk]:
   return chunks
 
 
+@contextlib.contextmanager
 def _open_binary(path: str):
-  f = storage.open_file(path, "rb")
-  if path.endswith(".gz"):
-    return gzip.GzipFile(fileobj=f, mode="rb")
-  return f
+  """The bytes of a file, decompressed if it is `.gz` (GzipFile does not close its source)."""
+  with storage.open_file(path, "rb") as f:
+    if path.endswith(".gz"):
+      with gzip.GzipFile(fileobj=f, mode="rb") as g:
+        yield g
+    else:
+      yield f
 
 
 def chunk_lines(chunk: Chunk) -> Iterator[bytes]:
@@ -321,6 +326,9 @@ def process_chunk(chunk: Chunk, chunk_plan: dict, options: Options, part_dir: st
     if article is None:
       continue
     date, year, text = article
+    if year not in heldout:
+      raise DataError("a year the first pass did not see: the file changed while being read",
+                      chunk.path, line_no)  # fmt: skip
     rank = offsets.get(year, 0) + seen[year]
     seen[year] += 1
     val, test = heldout[year]

@@ -327,7 +327,7 @@ class Batcher:
   Row r of step s holds draws (s, r, 0), (s, r, 1), ... up to, not including, the first that
   does not fit (packed), or draw (s, r, 0) alone (unpacked). A batch reads only the examples
   it draws: from a tokenized table of the example store (`tlm.data.store.Table`) their ids,
-  with the time prefix's ids put in front (`tlm.data.store.prefix_problem` says why that
+  with the time prefix's ids put in front (`tlm.data.store_write.prefix_problem` says why that
   equals tokenizing the prefixed text); otherwise their text, tokenized through a cache of at
   most `cache_size` texts (least recently used out); the ids of the last `cache_size`
   examples drawn are cached too. Nothing else is kept between batches, so memory does not

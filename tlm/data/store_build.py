@@ -422,11 +422,11 @@ def _process_star(args):
 
 def check_vocab_for_store(vocab_path: str) -> str:
   """The token dtype of a vocabulary whose ids can be stored; UserError if the time prefix
-  could not be added to stored tokens (`tlm.data.store.prefix_problem`)."""
+  could not be added to stored tokens (`tlm.data.store_write.prefix_problem`)."""
   from tlm.data.vocab import Vocabulary
 
   vocab = Vocabulary(vocab_path)
-  problem = store.prefix_problem(vocab)
+  problem = store_write.prefix_problem(vocab)
   if problem:
     raise UserError(
       f"{vocab_path}: {problem}, so the time prefix cannot be added to stored tokens; "

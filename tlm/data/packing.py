@@ -329,9 +329,9 @@ class Batcher:
   it draws: from a tokenized table of the example store (`tlm.data.store.Table`) their ids,
   with the time prefix's ids put in front (`tlm.data.store_write.prefix_problem` says why that
   equals tokenizing the prefixed text); otherwise their text, tokenized through a cache of at
-  most `cache_size` texts (least recently used out); the ids of the last `cache_size`
-  examples drawn are cached too. Nothing else is kept between batches, so memory does not
-  grow with the corpus or the steps.
+  most `cache_size` texts (least recently used out), and the ids of the last `cache_size`
+  text examples drawn. Nothing else is kept between batches, so memory does not grow with the
+  corpus or the steps.
 
   Args:
     sampler: the example source.
@@ -396,13 +396,14 @@ class Batcher:
     out: list = [get(f) for f in flat_ids.tolist()]
     missing = np.array([i for i, pair in enumerate(out) if pair is None], np.int64)
     if missing.size:
-      for i, pair in zip(missing.tolist(), self._read(flat_ids[missing])):
+      for i, (pair, tokenized) in zip(missing.tolist(), self._read(flat_ids[missing])):
         out[i] = pair
-        self._example_cache.put(int(flat_ids[i]), pair)
+        if not tokenized:  # stored ids cost two reads; only tokenizing is worth memory
+          self._example_cache.put(int(flat_ids[i]), pair)
     return out
 
-  def _read(self, flat_ids: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
-    """`_fetch` from the sampler's slices."""
+  def _read(self, flat_ids: np.ndarray) -> list[tuple[tuple[np.ndarray, np.ndarray], bool]]:
+    """`_fetch` from the sampler's slices, and whether each came tokenized from a store."""
     out: list = [None] * flat_ids.size
     slots, index = self.sampler.locate(flat_ids)
     for slot in np.unique(slots).tolist():
@@ -422,8 +423,9 @@ class Batcher:
           texts = [table[i][:2] for i in index[sel].tolist()]
         conditioning, encode = self.sampler.conditioning, self._encode
         pairs = [(encode(format_input(i, year, conditioning)), encode(t)) for i, t in texts]
+      tokenized = getattr(table, "has_tokens", False)
       for j, pair in zip(sel.tolist(), pairs):
-        out[j] = pair
+        out[j] = (pair, tokenized)
     return out
 
   def select(self, step: int, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

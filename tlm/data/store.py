@@ -411,9 +411,9 @@ class Table(Sequence):
     raw, off = field.read(ids)
     inputs, targets = [], []
     for data, (a, b, _) in zip(raw, off):
-      ids_ = np.frombuffer(data, field.dtype).astype(np.int32)
-      inputs.append(ids_[: b - a])
-      targets.append(ids_[b - a :])
+      ids_ = np.frombuffer(data, field.dtype)
+      inputs.append(ids_[: b - a].astype(np.int32))
+      targets.append(ids_[b - a :].astype(np.int32))
     return inputs, targets
 
   @property

@@ -19,7 +19,9 @@ example parsed into a Python object; per-example arrays and every text's ids kep
 
 `--store_build=C --workers=1,2`: `build_ssm` on C copies of the world's news, with each worker
 count in turn, twice (alternating, so that load on a shared machine hits both), text and
-tokenized; MB/s of input and the speed-up over 1 worker.
+tokenized; MB/s of input, the speed-up over 1 worker, and the CPU seconds spent (this process
+and its workers): on a machine busy with other sessions (Linux's autogroup scheduling gives a
+session a share of the CPUs, however many processes it runs) only the CPU seconds compare.
 
 `--store_goal=C`: `run.py --mode=train --config=tiny_temporal` for 20 steps on the world's news
 and on C copies of it (built with 2 workers), alternating, twice; peak memory of the training
@@ -251,6 +253,17 @@ def store_sizes(sizes_m: list[float], steps: int, keep: bool = False) -> None:
 # ---- build_ssm against workers -------------------------------------------------------------
 
 
+def _cpu_seconds() -> float:
+  """User + system CPU time of this process and of its children that have been waited for."""
+  import resource
+
+  own, children = (
+    resource.getrusage(resource.RUSAGE_SELF),
+    resource.getrusage(resource.RUSAGE_CHILDREN),
+  )
+  return own.ru_utime + own.ru_stime + children.ru_utime + children.ru_stime
+
+
 def _copies(news: str, out: str, copies: int) -> int:
   with open(news, "rb") as f:
     data = f.read()
@@ -268,12 +281,14 @@ def build_speed(copies: int, workers: list[int], rounds: int = 2) -> None:
     size = _copies(w["news"], news, copies)
     for vocab in (None, w["vocab"]):
       times = {n: [] for n in workers}
+      cpu = {n: [] for n in workers}
       for _ in range(rounds):
         for n in workers:
           out = os.path.join(root, f"out-{n}")
-          t0 = time.perf_counter()
+          c0, t0 = _cpu_seconds(), time.perf_counter()
           ssm.build_ssm(news, out, gazetteer=w["entities"], vocab=vocab, num_workers=n)
           times[n].append(time.perf_counter() - t0)
+          cpu[n].append(_cpu_seconds() - c0)  # this process and its (joined) workers
           shutil.rmtree(out)
       best = {n: min(t) for n, t in times.items()}
       print(json.dumps({
@@ -282,6 +297,8 @@ def build_speed(copies: int, workers: list[int], rounds: int = 2) -> None:
                                                     for n, t in times.items()},
         "mb_per_s": {n: round(size / 2**20 / b, 2) for n, b in best.items()},
         "speedup_vs_1": {n: round(best[workers[0]] / b, 3) for n, b in best.items()},
+        "cpu_seconds": {n: [round(x, 2) for x in c] for n, c in cpu.items()},
+        "mb_per_cpu_s": {n: round(size / 2**20 / min(c), 2) for n, c in cpu.items()},
         "cpus": os.cpu_count(), "load_average": _load(root),
       }), flush=True)  # fmt: skip
   finally:

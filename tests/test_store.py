@@ -157,6 +157,20 @@ def test_build_identical_for_workers_and_shardings(tmp_path, monkeypatch, shards
   assert "val/2014.text.bin" in ref  # held-out text is kept for evaluation
 
 
+@pytest.mark.parametrize("workers", [1, 2])
+def test_bad_line_in_a_later_chunk_is_named_with_its_line(tmp_path, monkeypatch, workers):
+  monkeypatch.setattr(store_build, "MIN_CHUNK_BYTES", 4096)
+  lines = open(NEWS, encoding="utf-8").read().splitlines(keepends=True)
+  lines[300] = '{"date": "2014", "text": 7}\n'
+  lines[350] = "{broken\n"  # later: the first bad line of the corpus is the one reported
+  news = tmp_path / "news.jsonl"
+  news.write_text("".join(lines), encoding="utf-8")
+  assert len(store_build.plan_chunks([str(news)], workers)) > 6
+  with pytest.raises(DataError, match=f"^{news}:301: 'text' must be a string$"):
+    ssm.build_ssm(str(news), str(tmp_path / "out"), num_workers=workers)
+  assert sorted(os.listdir(tmp_path)) == ["news.jsonl"]  # nothing written, no temporaries
+
+
 def test_beam_direct_runner_writes_the_same_store(tmp_path, monkeypatch):
   pytest.importorskip("apache_beam")
   from tlm.data import ssm_beam

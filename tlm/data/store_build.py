@@ -474,6 +474,10 @@ def build(
       merged = zip([(j[1], j[2], j[3]) for j in jobs], _map(pool, merge_job, jobs))
       summary = finish(tmp, plan, results, merged, options)
       storage.rmtree(part_dir)
+  except BaseException:
+    if pool is not None:
+      pool.terminate()  # the other chunks' work is of no use now
+    raise
   finally:
     if pool is not None:
       pool.close()

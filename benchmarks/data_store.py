@@ -24,8 +24,10 @@ and its workers): on a machine busy with other sessions (Linux's autogroup sched
 session a share of the CPUs, however many processes it runs) only the CPU seconds compare.
 
 `--store_goal=C`: `run.py --mode=train --config=tiny_temporal` for 20 steps on the world's news
-and on C copies of it (built with 2 workers), alternating, twice; peak memory of the training
-process (its VmHWM, read while it runs), seconds to its first progress line and in all.
+and on C copies of it (built with 2 workers), alternating, twice, from a text store, a
+tokenized store and, as the reference, with the code of commit a1c6c45 on its JSON-lines
+build; peak memory of the training process (its VmHWM, read while it runs), seconds to its
+first progress line and in all.
 """
 
 import hashlib
@@ -308,15 +310,24 @@ def build_speed(copies: int, workers: list[int], rounds: int = 2) -> None:
 # ---- the goal: a training process on a 30x corpus -----------------------------------------------
 
 
-def _train(ssm_dir: str, w: dict, workdir: str) -> dict:
+def _old_tree(root: str) -> str:
+  """A copy of tlm at commit a1c6c45 (before the store), to run its run.py."""
+  path = os.path.join(root, "old")
+  os.makedirs(path)
+  tar = subprocess.run(["git", "archive", OLD_COMMIT], cwd=ROOT, capture_output=True, check=True)
+  subprocess.run(["tar", "-x", "-C", path], input=tar.stdout, check=True)
+  return path
+
+
+def _train(ssm_dir: str, w: dict, workdir: str, tree: str = ROOT) -> dict:
   sets = [f"data.ssm_dir={ssm_dir}", f"data.templama_dir={w['templama']}",
           f"data.vocab={w['vocab']}", "data.synthetic=false", "train.steps=20",
           "train.log_every=1", "train.eval_every=0", "train.checkpoint_every=1000"]  # fmt: skip
-  cmd = [sys.executable, os.path.join(ROOT, "run.py"), "--mode=train", "--config=tiny_temporal",
+  cmd = [sys.executable, os.path.join(tree, "run.py"), "--mode=train", "--config=tiny_temporal",
          f"--workdir={workdir}"] + [f"--set={s}" for s in sets]  # fmt: skip
   env = dict(os.environ, JAX_PLATFORMS="cpu")
   t0 = time.perf_counter()
-  proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE,
+  proc = subprocess.Popen(cmd, cwd=tree, env=env, stdout=subprocess.PIPE,
                           stderr=subprocess.PIPE, text=True)  # fmt: skip
   first, peak, lines = None, 0.0, []
 
@@ -351,21 +362,29 @@ def goal(copies: int, rounds: int = 2) -> None:
     w = world(root)
     big = os.path.join(root, "news-x.jsonl")
     _copies(w["news"], big, copies)
-    stores = {}
-    for vocab in (None, w["vocab"]):
-      kind = "tok" if vocab else "text"
-      for n, news in ((1, w["news"]), (copies, big)):
+    stores, old = {}, _old_tree(root)
+    for n, news in ((1, w["news"]), (copies, big)):
+      for vocab in (None, w["vocab"]):
+        kind = "tok" if vocab else "text"
         out = os.path.join(root, f"ssm-{kind}-{n}")
         ssm.build_ssm(news, out, gazetteer=w["entities"], vocab=vocab, num_workers=2)
         stores[kind, n] = out
-    for kind in ("text", "tok"):
+      # The JSON-lines SSM directory of a1c6c45's builder, which its training reads.
+      stores["old", n] = os.path.join(root, f"ssm-old-{n}")
+      subprocess.run([sys.executable, os.path.join(old, "run.py"), "--mode=build_ssm",
+                      f"--news={news}", f"--output_dir={stores['old', n]}",
+                      f"--entities={w['entities']}"], cwd=old, check=True,
+                     capture_output=True)  # fmt: skip
+    for kind in ("text", "tok", "old"):
       runs = {1: [], copies: []}
       for r in range(rounds):
         for n in (1, copies):
-          runs[n].append(_train(stores[kind, n], w, os.path.join(root, f"wd-{kind}-{n}-{r}")))
+          workdir = os.path.join(root, f"wd-{kind}-{n}-{r}")
+          runs[n].append(_train(stores[kind, n], w, workdir, old if kind == "old" else ROOT))
       small, large = runs[1], runs[copies]
-      examples = {n: sum(store.Store(stores[kind, n]).manifest["tables"][f"train/{y}"]["examples"]
-                         for y in TRAIN_YEARS) for n in (1, copies)}  # fmt: skip
+      manifests = {n: store.read_manifest(stores["text", n]) for n in (1, copies)}
+      examples = {n: sum(manifests[n]["tables"][f"train/{y}"]["examples"] for y in TRAIN_YEARS)
+                  for n in (1, copies)}  # fmt: skip
       print(json.dumps({
         "benchmark": "data_store_goal", "store": kind, "copies": copies,
         "train_examples": examples, "runs": {"x1": small, f"x{copies}": large},

@@ -13,6 +13,7 @@ apache-beam is optional (requirements-beam.txt): without it `--beam_options` say
 line. Tested with apache-beam 2.77.0 (numpy 2.4.6, Python 3.11).
 """
 
+import json
 import shlex
 from collections.abc import Sequence
 
@@ -101,7 +102,6 @@ def build(
   args = shlex.split(beam_options) if isinstance(beam_options, str) else list(beam_options)
   _clear(out)
   storage.makedirs(out)
-  summary: list = []
 
   def plan_of(scans):
     return store_build.make_plan(chunks, scans, seed, heldout_articles, heldout_fraction)
@@ -112,8 +112,8 @@ def build(
   def jobs_of(results, plan):
     return store_build.merge_jobs(out, part_dir, plan, results, token_dtype)
 
-  def finish(merged, plan, results):
-    summary.append(store_build.finish(out, plan, results, merged, options))
+  def finish(merged, plan, results):  # on a worker: the statistics are read back from stats.json
+    store_build.finish(out, plan, results, merged, options)
 
   try:
     with beam.Pipeline(options=pipeline_options(args)) as p:
@@ -147,6 +147,4 @@ def build(
   storage.rmtree(part_dir)
   if not store.is_store(out):
     raise UserError(f"{out}: the Beam pipeline ended without writing the manifest")
-  import json
-
   return json.loads(storage.read_text(storage.join(out, "stats.json")))

@@ -9,8 +9,9 @@ Parts and the store are written straight under the output directory, local or on
 store (gs://), through `tlm.storage`; the manifest is written last, so a pipeline that fails
 leaves no store (a stale manifest is deleted first), and the parts are deleted at the end.
 
-apache-beam is optional (requirements-beam.txt): without it `--beam_options` says so in one
-line. Tested with apache-beam 2.77.0 (numpy 2.4.6, Python 3.11).
+apache-beam is optional and lives in an environment of its own (requirements-beam.txt: it needs
+protobuf < 7); without it `--beam_options` says so in one line. Tested with apache-beam 2.77.0
+(numpy 2.4.6, Python 3.11.7), DirectRunner.
 """
 
 import json

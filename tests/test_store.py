@@ -226,6 +226,9 @@ def _damage(path, how):
     with open(tokens, "r+b") as f:
       f.truncate(os.path.getsize(tokens) - 2)
     return tokens, "truncated"
+  if how == "missing_index":
+    os.remove(index)
+    return index, "missing store file"
   if how == "truncated_index":
     with open(index, "r+b") as f:
       f.truncate(os.path.getsize(index) - 8)
@@ -255,8 +258,9 @@ def _damage(path, how):
   return (tokens if how == "manifest_bytes" else manifest), what
 
 
-HOSTILE = ["truncated_tokens", "truncated_index", "decreasing", "out_of_range", "first_not_zero",
-           "manifest_count", "manifest_bytes", "manifest_garbage", "manifest_version"]  # fmt: skip
+HOSTILE = ["truncated_tokens", "truncated_index", "missing_index", "decreasing", "out_of_range",
+           "first_not_zero", "manifest_count", "manifest_bytes", "manifest_garbage",
+           "manifest_version"]  # fmt: skip
 
 
 @pytest.mark.parametrize("how", HOSTILE)

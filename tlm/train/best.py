@@ -61,7 +61,7 @@ def read_best(path: str) -> dict:
     why = "'metric' is not a string"
   elif saved.get("mode") not in ("min", "max"):
     why = '\'mode\' is not "min" or "max"'
-  elif not _is_number(saved.get("value")) or not math.isfinite(saved["value"]):
+  elif not _is_finite(saved.get("value")):
     why = "'value' is not a finite number"
   elif not isinstance(saved.get("step"), int) or isinstance(saved["step"], bool):
     why = "'step' is not an integer"
@@ -72,8 +72,13 @@ def read_best(path: str) -> dict:
   return {**saved, "value": float(saved["value"])}
 
 
-def _is_number(value) -> bool:
-  return isinstance(value, (int, float)) and not isinstance(value, bool)
+def _is_finite(value) -> bool:
+  if not isinstance(value, (int, float)) or isinstance(value, bool):
+    return False
+  try:
+    return math.isfinite(float(value))
+  except OverflowError:  # an integer beyond float's range
+    return False
 
 
 def mode_of(metric: str) -> str:

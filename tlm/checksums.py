@@ -249,8 +249,18 @@ def newest_good_step(
   items: Iterable[str],
   *,
   warn: Callable[[str], None] = warn,
+  inspect: Callable[[str, int], str | None] | None = None,
 ) -> int | None:
   """The newest of `steps` (checkpoints `root/STEP`) whose `items` pass `check`.
+
+  Args:
+    root: the directory of the step directories.
+    steps: the steps to consider.
+    items: the items of each step that must be intact.
+    warn: where the warnings go.
+    inspect: `inspect(step_dir, step)` checks what an intact checkpoint holds (e.g. its data
+      state) and says why it is unusable, or None; a checkpoint it rejects is bad like one
+      that fails `check`.
 
   Warns once for each newer checkpoint that failed, naming it and the one used, and once if
   the one used has no manifest.
@@ -267,6 +277,8 @@ def newest_good_step(
   for step in steps:
     step_dir = storage.join(root, str(step))
     reason = check(step_dir, items)
+    if reason is None and inspect is not None:
+      reason = inspect(step_dir, step)
     if reason is not None:
       bad.append((step_dir, reason))
       continue

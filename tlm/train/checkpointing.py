@@ -38,11 +38,15 @@ import numpy as np
 import orbax.checkpoint as ocp
 from flax import traverse_util
 
-from tlm import checksums, storage
+from tlm import checksums, safe_read, storage
 from tlm.errors import CheckpointError, UserError
 from tlm.files import io_error_reason
 
 ITEMS = ("params", "opt_state", "data_state")
+# The file of the `data_state` item (orbax's JsonCheckpointHandler writes the JSON there).
+_DATA_STATE_FILE = "metadata"
+# A data state is a few hundred bytes (the data config and the step).
+MAX_DATA_STATE_BYTES = 1 << 20
 # T5Config fields that change the computation but not the parameters: a checkpoint may differ.
 _RUNTIME_FIELDS = ("dropout_rate", "dtype", "remat")
 
@@ -101,13 +105,13 @@ class CheckpointManager:
 
   def _newest_good(self) -> int | None:
     if jax.process_count() == 1:
-      return checksums.newest_good_step(self.directory, self._manager.all_steps(), ITEMS)
+      return self._newest_good_here()
     from jax.experimental import multihost_utils
 
     step, error = -1, None
     if self._main:
       try:
-        found = checksums.newest_good_step(self.directory, self._manager.all_steps(), ITEMS)
+        found = self._newest_good_here()
         step = -1 if found is None else found
       except CheckpointError as e:
         step, error = -2, e
@@ -117,6 +121,11 @@ class CheckpointManager:
     if step == -2:
       raise CheckpointError(f"{self.directory}: no good checkpoint left (see process 0)")
     return None if step == -1 else step
+
+  def _newest_good_here(self) -> int | None:
+    return checksums.newest_good_step(
+      self.directory, self._manager.all_steps(), ITEMS, inspect=data_state_problem
+    )
 
   def all_steps(self) -> list[int]:
     """Steps of the complete checkpoints, ascending."""
@@ -311,6 +320,22 @@ class CheckpointManager:
       else:
         with self._io_errors():
           self._manager.close()
+
+
+def data_state_problem(step_dir: str, step: int) -> str | None:
+  """Why a checkpoint's `data_state` is unusable, or None: it must be a JSON object (of at most
+  MAX_DATA_STATE_BYTES) whose "step" is the checkpoint's. (What it says of the data stream is
+  compared with the config on resume: `tlm.train.data_state.check_data_state`.)"""
+  path = storage.join(step_dir, "data_state", _DATA_STATE_FILE)
+  try:
+    saved = safe_read.read_json(path, MAX_DATA_STATE_BYTES, error=CheckpointError, what="JSON")
+  except CheckpointError as e:
+    return f"unreadable (data_state/{_DATA_STATE_FILE}: {str(e).removeprefix(path + ': ')})"
+  if not isinstance(saved, dict):
+    return f"corrupt (data_state/{_DATA_STATE_FILE}: not a JSON object)"
+  if saved.get("step") != step or isinstance(saved.get("step"), bool):
+    return f"corrupt (data_state/{_DATA_STATE_FILE}: step {saved.get('step')!r}, expected {step})"
+  return None
 
 
 def _unreadable(directory: str, step: int, e: Exception) -> str:

@@ -29,7 +29,6 @@ directory or workdir), strictly: the architecture and every parameter name and s
 
 import contextlib
 import dataclasses
-import json
 import threading
 from typing import Any
 
@@ -39,7 +38,7 @@ import orbax.checkpoint as ocp
 from flax import traverse_util
 
 from tlm import checksums, safe_read, storage
-from tlm.errors import CheckpointError, UserError
+from tlm.errors import CheckpointError
 from tlm.files import io_error_reason
 
 ITEMS = ("params", "opt_state", "data_state")
@@ -432,8 +431,7 @@ def load_init_params(path: str, model_config: Any, abstract_params: Any) -> Any:
   Raises:
     CheckpointError: unreadable checkpoint, other architecture, or mismatched parameters.
   """
-  from tlm.models import t5
-  from tlm.models.checkpoints import load_checkpoint
+  from tlm.models.checkpoints import load_checkpoint, read_model_config
 
   if not storage.exists(path) and not any(
     storage.exists(path + suffix) for suffix in (".index", ".meta")
@@ -441,10 +439,7 @@ def load_init_params(path: str, model_config: Any, abstract_params: Any) -> Any:
     raise CheckpointError(f"model.init_checkpoint: no such file or directory: {path}")
   config_path = storage.join(path, "model_config.json")
   if storage.isdir(checkpoints_dir(path)) and storage.isfile(config_path):
-    try:
-      checkpoint_config = t5.T5Config.from_dict(json.loads(storage.read_bytes(config_path)))
-    except (ValueError, UserError) as e:
-      raise CheckpointError(f"{config_path}: {e}") from None
+    checkpoint_config = read_model_config(config_path)
     check_architecture(model_config, checkpoint_config, path)
     manager = CheckpointManager(path)
     try:

@@ -14,8 +14,9 @@ Integrity (`tlm.checksums`): once a save has completed, process 0 writes the che
 checksum manifest (in a background thread, while training goes on); `latest_step` is the
 newest checkpoint whose files match theirs, so a truncated, overwritten or partly deleted newest
 checkpoint is reported in one line and the previous one is used. A failed save (disk full,
-permissions) is a one-line `CheckpointError` naming the directory; orbax's temporary directory
-of that step is removed, so the workdir holds only complete checkpoints.
+permissions) is a one-line `CheckpointError` naming the directory, the only report of it on the
+terminal (orbax's own tracebacks of it are dropped: `tlm.models.formats.orbax_logs`); orbax's
+temporary directory of that step is removed, so the workdir holds only complete checkpoints.
 
 On an object store (`gs://`, `tlm.storage`) orbax writes each step in place and commits it
 with `commit_success.txt`, written last (its COMMIT_FILE atomicity, chosen explicitly here for
@@ -40,6 +41,11 @@ from flax import traverse_util
 from tlm import checksums, safe_read, storage
 from tlm.errors import CheckpointError
 from tlm.files import io_error_reason
+from tlm.models.formats import orbax_logs
+
+# orbax's background threads log the failure of a save with their tracebacks, which
+# `_io_errors` reports as one line: they stay off the terminal.
+orbax_logs.install()
 
 ITEMS = ("params", "opt_state", "data_state")
 # The file of the `data_state` item (orbax's JsonCheckpointHandler writes the JSON there).
@@ -226,6 +232,10 @@ class CheckpointManager:
         raise
       self._failed = True
       step, self._pending = self._pending, None
+      # The first failed write is raised while orbax's other writers may still run: once they
+      # have failed too (they do at once on a full disk), nothing writes into the step's
+      # temporary directory while it is removed, and nothing of theirs is printed later.
+      orbax_logs.join_writers()
       if step is not None and self._main and storage.isdir(self.directory):
         # orbax's temporary directory of the failed step (on an object store the uncommitted
         # step itself): free its space, leave no debris.

@@ -15,6 +15,7 @@ import orbax.checkpoint as ocp
 
 from tlm import storage
 from tlm.errors import CheckpointError
+from tlm.models.formats import orbax_logs
 
 
 class _ItemMetadataFilter(logging.Filter):
@@ -30,6 +31,7 @@ class _ItemMetadataFilter(logging.Filter):
 
 
 logging.getLogger("absl").addFilter(_ItemMetadataFilter())
+orbax_logs.install()  # a failed save is reported once, as tlm's one line
 
 
 def _one_line(e: Exception) -> str:

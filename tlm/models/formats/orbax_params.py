@@ -66,6 +66,7 @@ def save(directory: str, params) -> None:
   try:
     ocp.PyTreeCheckpointer().save(directory, params)
   except Exception as e:  # orbax/tensorstore raise many types; all mean "not saved"
+    orbax_logs.join_writers()  # none still writes while the caller removes what is left
     raise CheckpointError(f"{directory}: cannot save parameters ({_one_line(e)})") from None
 
 

@@ -130,7 +130,8 @@ def read_manifest(step_dir: str) -> dict[str, tuple[int, str]]:
     raise CheckpointError(f"{path}: not a checksum manifest ({_FORMAT} with 'files')")
   entries = {}
   for rel, want in files.items():
-    guards.confined_path(step_dir, rel, path)  # no `..`, absolute name, NUL, link out, FIFO
+    # No `..`, absolute name, NUL or link out; a special file is `check`'s to find, per file.
+    guards.confined_path(step_dir, rel, path, regular_file=False)
     if posixpath.normpath(rel) != rel or "\\" in rel or rel == MANIFEST:
       raise CheckpointError(f"{path}: file name {guards.shown(rel)} is not a normalised name")
     size = want.get("size") if isinstance(want, dict) else None

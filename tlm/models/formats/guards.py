@@ -90,7 +90,7 @@ def _hub_blobs(directory: str) -> str | None:
   return os.path.join(os.path.dirname(parent), "blobs")
 
 
-def confined_path(directory: str, name, source: str) -> str:
+def confined_path(directory: str, name, source: str, *, regular_file: bool = True) -> str:
   """The file `name` (read from inside a checkpoint) in `directory`, which it must not leave.
 
   The name must be a relative path without `..` components; the file it names may be a
@@ -102,6 +102,8 @@ def confined_path(directory: str, name, source: str) -> str:
     directory: the checkpoint directory.
     name: the file name as read from the index or state file.
     source: the index or state file, named in errors.
+    regular_file: refuse a name that is a FIFO, device, socket or directory (False for a
+      caller that checks each file itself, when it reads it).
 
   Returns:
     `directory/name`.
@@ -140,7 +142,8 @@ def confined_path(directory: str, name, source: str) -> str:
   # A FIFO would block the reader, a device never end: only a regular file is ever opened.
   # (A missing file is the reader's to report.)
   try:
-    safe_read.regular_size(path)
+    if regular_file:
+      safe_read.regular_size(path)
   except safe_read.NotARegularFile as e:
     raise CheckpointError(f"{source}: file name {shown(name)} is {e.strerror}") from None
   except OSError:

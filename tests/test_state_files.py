@@ -589,3 +589,17 @@ def test_safe_read_refuses_special_files_and_nul_names(tmp_path):
   with pytest.raises(safe_read.FileTooLarge, match="larger than 10 bytes"):
     safe_read.read_bounded(str(tmp_path / "f"), 10)
   assert safe_read.read_bounded(str(tmp_path / "f"), 11) == b"x" * 11
+
+
+@pytest.mark.parametrize(
+  "bad_line", ['{"step": 3, "loss": 1.', '{"step": "3"}', "[3]", '{"loss": 1.0}', '{"step": 1e999}']
+)
+def test_a_bad_metrics_line_keeps_the_records_before_it(tmp_path, capsys, bad_line):
+  from tlm.train.records import resume_metrics
+
+  path = str(tmp_path / "metrics.jsonl")
+  _write(path, '{"step": 1, "loss": 3.0}\n{"step": 2, "loss": 2.0}\n' + bad_line + "\n")
+  assert resume_metrics(path, 2) == [{"step": 1, "loss": 3.0}, {"step": 2, "loss": 2.0}]
+  err = capsys.readouterr().err.strip()
+  assert err.startswith(f"warning: {path}:3: ") and "\n" not in err
+  assert err.endswith("; keeping the 2 records before it")

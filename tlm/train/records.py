@@ -8,11 +8,12 @@ steps since the previous record, the other fields as named.
 """
 
 import dataclasses
+import sys
 import time
 
 from tlm import configs, storage
-from tlm.errors import UserError
-from tlm.files import read_jsonl
+from tlm.errors import DataError, UserError
+from tlm.files import iter_jsonl
 from tlm.train import task_eval
 from tlm.train.step import SUMS
 
@@ -103,10 +104,21 @@ def progress_line(record: dict, steps: int, best_metric: str | None = None) -> s
 
 
 def resume_metrics(path: str, step: int) -> list[dict]:
-  """The records of metrics.jsonl up to `step` (where a resumed run continues from)."""
+  """The records of metrics.jsonl up to `step` (where a resumed run continues from).
+
+  The file is read back as hostile input: a malformed line (torn by a crash, or edited) ends
+  what is kept, with a warning naming it; the records before it are kept (the caller rewrites
+  the file from them), not the whole history dropped.
+  """
   if not storage.isfile(path):
     return []
+  kept: list[dict] = []
   try:
-    return [r for r in read_jsonl(path, required=("step",)) if r["step"] <= step]
-  except UserError:
-    return []  # a torn file from a crash: it is rewritten from the restored step
+    for line, record in iter_jsonl(path, required=("step",)):
+      if not isinstance(record["step"], int) or isinstance(record["step"], bool):
+        raise DataError("'step' is not an integer", path, line)
+      if record["step"] <= step:
+        kept.append(record)
+  except UserError as e:
+    print(f"warning: {e}; keeping the {len(kept)} records before it", file=sys.stderr, flush=True)
+  return kept

@@ -535,6 +535,10 @@ def _edited(path, edit):
     ("per_query.json", lambda m: m["entropy"]["temporal"].update(entropy={"soon": [1.0]}),
      "not a year"),
     ("per_query.json", lambda m: m.update(adaptation=[]), "'adaptation' is not an object"),
+    ("per_query.json", lambda m: m["models"]["temporal"]["templama"].update(
+      answers=[["a"], [1]]), "templama.answers holds '[1]', not a list of strings"),
+    ("per_query.json", lambda m: m["models"]["temporal"]["templama"].update(extra=[]),
+     "does not have the columns"),
     ("eval.json", lambda r: r["tiny_temporal"]["templama"].pop("metrics"), "tiny_temporal: "),
     ("eval.json", lambda r: r.update(tiny_temporal=[]), "not an object of evaluation results"),
     ("seed_summary.json", lambda s: s["configs"].update(temporal={"name": 3}), "no 'configs'"),

@@ -114,11 +114,19 @@ _TEMPLAMA_TYPES = {"id": str, "year": int, "subject": str, "relation": str, "dur
                    "f1": _NUMBER, "prediction": str, "first_answer": str,
                    "most_frequent_is_correct": bool}  # fmt: skip
 _NEWS_TYPES = {"year": int, "f1": _NUMBER, "loglik": _NUMBER, "tokens": int}
+# Columns a newer per_query.json may hold beside those: every gold answer of a query (claim
+# M2), a list of strings per query.
+_TEMPLAMA_OPTIONAL = {"answers": "answer lists"}
 
 
 def _column_problem(values, kind, where: str) -> str | None:
   if not isinstance(values, list):
     return f"{where} is not a list"
+  if kind == "answer lists":
+    for value in values:
+      if not isinstance(value, list) or not all(isinstance(a, str) for a in value):
+        return f"{where} holds {str(value)[:40]!r}, not a list of strings"
+    return None
   for value in values:
     if not isinstance(value, kind) or (kind is not bool and isinstance(value, bool)):
       name = kind.__name__ if isinstance(kind, type) else "number"
@@ -126,10 +134,13 @@ def _column_problem(values, kind, where: str) -> str | None:
   return None
 
 
-def _table_problem(cols, types: Mapping, where: str) -> str | None:
-  if not isinstance(cols, Mapping) or set(cols) != set(types):
+def _table_problem(cols, types: Mapping, where: str, optional: Mapping | None = None) -> str | None:
+  optional = optional or {}
+  if not isinstance(cols, Mapping) or not set(types) <= set(cols) <= set(types) | set(optional):
     return f"{where} does not have the columns {', '.join(types)}"
-  for column, kind in types.items():
+  for column, kind in {**types, **optional}.items():
+    if column not in cols:
+      continue
     if (why := _column_problem(cols[column], kind, f"{where}.{column}")) is not None:
       return why
   if len({len(v) for v in cols.values()}) > 1:
@@ -164,8 +175,12 @@ def _models_problem(models: Mapping) -> str | None:
   for model, tables in models.items():
     if not isinstance(tables, Mapping) or set(tables) != {"templama", "news"}:
       return f"models.{model} does not have templama and news"
-    for name, types in (("templama", _TEMPLAMA_TYPES), ("news", _NEWS_TYPES)):
-      if (why := _table_problem(tables[name], types, f"models.{model}.{name}")) is not None:
+    for name, types, optional in (
+      ("templama", _TEMPLAMA_TYPES, _TEMPLAMA_OPTIONAL),
+      ("news", _NEWS_TYPES, {}),
+    ):
+      where = f"models.{model}.{name}"
+      if (why := _table_problem(tables[name], types, where, optional)) is not None:
         return why
   return None
 

@@ -15,7 +15,7 @@ checksum manifest (in a background thread, while training goes on); `latest_step
 newest checkpoint whose files match theirs, so a truncated, overwritten or partly deleted newest
 checkpoint is reported in one line and the previous one is used. A failed save (disk full,
 permissions) is a one-line `CheckpointError` naming the directory, the only report of it on the
-terminal (orbax's own tracebacks of it are dropped: `tlm.models.formats.orbax_logs`); orbax's
+terminal (orbax's own tracebacks of it are dropped: `tlm.models.formats.orbax_failures`); orbax's
 temporary directory of that step is removed, so the workdir holds only complete checkpoints.
 
 On an object store (`gs://`, `tlm.storage`) orbax writes each step in place and commits it
@@ -41,11 +41,11 @@ from flax import traverse_util
 from tlm import checksums, safe_read, storage
 from tlm.errors import CheckpointError
 from tlm.files import io_error_reason
-from tlm.models.formats import orbax_logs
+from tlm.models.formats import orbax_failures
 
 # orbax's background threads log the failure of a save with their tracebacks, which
 # `_io_errors` reports as one line: they stay off the terminal.
-orbax_logs.install()
+orbax_failures.install()
 
 ITEMS = ("params", "opt_state", "data_state")
 # The file of the `data_state` item (orbax's JsonCheckpointHandler writes the JSON there).
@@ -235,7 +235,9 @@ class CheckpointManager:
       # The first failed write is raised while orbax's other writers may still run: once they
       # have failed too (they do at once on a full disk), nothing writes into the step's
       # temporary directory while it is removed, and nothing of theirs is printed later.
-      orbax_logs.join_writers()
+      orbax_failures.join_writers()
+      if step is not None and not storage.is_remote(self.directory):
+        orbax_failures.settle(self.directory, prefix=f"{step}.orbax-checkpoint-tmp")
       if step is not None and self._main and storage.isdir(self.directory):
         # orbax's temporary directory of the failed step (on an object store the uncommitted
         # step itself): free its space, leave no debris.

@@ -131,7 +131,7 @@ def read_manifest(step_dir: str) -> dict[str, tuple[int, str]]:
   entries = {}
   for rel, want in files.items():
     # No `..`, absolute name, NUL or link out; a special file is `check`'s to find, per file.
-    guards.confined_path(step_dir, rel, path, regular_file=False)
+    guards.confined_path(step_dir, rel, path, refuse_special=False)
     if posixpath.normpath(rel) != rel or "\\" in rel or rel == MANIFEST:
       raise CheckpointError(f"{path}: file name {guards.shown(rel)} is not a normalised name")
     size = want.get("size") if isinstance(want, dict) else None

@@ -42,7 +42,8 @@ class FileTooLarge(OSError):
   """The file is larger than the bound its reader set."""
 
 
-def _kind(mode: int) -> str:
+def kind(mode: int) -> str:
+  """What a non-regular `st_mode` is, in words ("a FIFO", "a character device", ...)."""
   for test, name in (
     (stat.S_ISDIR, "a directory"),
     (stat.S_ISFIFO, "a FIFO"),
@@ -58,8 +59,8 @@ def _kind(mode: int) -> str:
 def require_regular(mode: int, path: str) -> None:
   """Raises NotARegularFile unless `mode` (an `st_mode`) is a regular file's."""
   if not stat.S_ISREG(mode):
-    kind = _kind(mode)
-    what = kind if kind.startswith("not ") else f"not a regular file ({kind})"
+    name = kind(mode)
+    what = name if name.startswith("not ") else f"not a regular file ({name})"
     raise NotARegularFile(errno.EINVAL, what, path)
 
 

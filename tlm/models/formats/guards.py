@@ -15,6 +15,7 @@ files anyone may have written. The helpers here are the pieces several readers s
 
 import os
 import re
+import stat
 
 from tlm import safe_read, storage
 from tlm.errors import CheckpointError
@@ -90,7 +91,7 @@ def _hub_blobs(directory: str) -> str | None:
   return os.path.join(os.path.dirname(parent), "blobs")
 
 
-def confined_path(directory: str, name, source: str, *, regular_file: bool = True) -> str:
+def confined_path(directory: str, name, source: str, *, refuse_special: bool = True) -> str:
   """The file `name` (read from inside a checkpoint) in `directory`, which it must not leave.
 
   The name must be a relative path without `..` components; the file it names may be a
@@ -102,15 +103,15 @@ def confined_path(directory: str, name, source: str, *, regular_file: bool = Tru
     directory: the checkpoint directory.
     name: the file name as read from the index or state file.
     source: the index or state file, named in errors.
-    regular_file: refuse a name that is a FIFO, device, socket or directory (False for a
-      caller that checks each file itself, when it reads it).
+    refuse_special: refuse a name that is a FIFO, device or socket (a regular file or a
+      directory is fine); False for a caller that checks each file itself, when it reads it.
 
   Returns:
     `directory/name`.
 
   Raises:
     CheckpointError: `source: ...` if the name is not a string, leads out of `directory` or
-      names a special file (a FIFO, a device, a directory).
+      names a special file (a FIFO, a device, a socket).
   """
   if not isinstance(name, str):
     raise CheckpointError(f"{source}: file name {shown(name)} is not a string")
@@ -139,13 +140,14 @@ def confined_path(directory: str, name, source: str, *, regular_file: bool = Tru
     raise CheckpointError(
       f"{source}: file name {shown(name)} is a link that leads outside the checkpoint directory"
     )
-  # A FIFO would block the reader, a device never end: only a regular file is ever opened.
-  # (A missing file is the reader's to report.)
-  try:
-    if regular_file:
-      safe_read.regular_size(path)
-  except safe_read.NotARegularFile as e:
-    raise CheckpointError(f"{source}: file name {shown(name)} is {e.strerror}") from None
-  except OSError:
-    pass
+  # A FIFO would block the reader, a device never end: neither is ever opened. (A missing file
+  # is the reader's to report; a directory, say a zarr array's, its to read.)
+  if refuse_special:
+    try:
+      mode = os.stat(path).st_mode
+    except (OSError, ValueError):
+      mode = None
+    if mode is not None and not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+      kind = safe_read.kind(mode)
+      raise CheckpointError(f"{source}: file name {shown(name)} is {kind}, not a file")
   return path

@@ -8,6 +8,7 @@ import os
 import numpy as np
 import pytest
 
+from tlm import checksums
 from tlm.data.vocab import find_spiece_model
 from tlm.errors import CheckpointError
 from tlm.models import checkpoints, t5
@@ -297,7 +298,12 @@ def test_tlm_model_dir_and_training_workdir(model, tmp_path):
   cfg, params = model
   out = str(tmp_path / "model")
   checkpoints.save_tlm(out, cfg, params, spiece_model=b"vocab")
-  assert sorted(os.listdir(out)) == ["model_config.json", "params", "spiece.model"]
+  assert sorted(os.listdir(out)) == [
+    "model_config.json",
+    "params",
+    "spiece.model",
+    checksums.MANIFEST,
+  ]
   loaded_cfg, loaded = checkpoints.load_checkpoint(out)
   assert loaded_cfg == cfg
   _assert_same(loaded, params)

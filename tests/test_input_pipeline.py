@@ -110,7 +110,7 @@ def test_resume_metrics_damaged_middle_line(tmp_path, capfd):
   path.write_text('{"step": 1}\n{"step": 2}\nxx\n{"step": 3}\n')
   assert resume_metrics(str(path), 10) == [{"step": 1}, {"step": 2}]
   assert capfd.readouterr().err.strip() == (
-    f"notice: {path}:3: unreadable record; it and the records after it are dropped"
+    f"warning: {path}:3: malformed JSON; keeping the 2 records before it"
   )
   path.write_text('{"step": 1}\n{"step": 2}\n')
   assert resume_metrics(str(path), 1) == [{"step": 1}]

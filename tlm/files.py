@@ -374,6 +374,8 @@ def parse_jsonl_line(
     raise DataError(f"malformed JSON ({e.msg})", path, line_no) from None
   except RecursionError:
     raise DataError("malformed JSON (nested too deeply)", path, line_no) from None
+  except ValueError as e:  # an integer beyond Python's digit limit (4300 digits)
+    raise DataError(f"malformed JSON ({str(e)[:120]})", path, line_no) from None
   if not isinstance(obj, dict):
     raise DataError("expected a JSON object", path, line_no)
   if _SURROGATE_ESCAPE.search(line):  # rare: only then walk the object

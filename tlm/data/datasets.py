@@ -16,12 +16,12 @@ advisory lock keeps the other processes waiting instead of building it again.
 import contextlib
 import dataclasses
 import fcntl
-import json
 import os
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
 
+from tlm import safe_read
 from tlm.data.formatting import TextExample, templama_text
 from tlm.data.sampling import NEWS_SSM, TEMPLAMA
 from tlm.errors import ConfigError, DataError
@@ -128,10 +128,9 @@ def _build_world(out: str, params: dict) -> None:
 
 def _check_world(world: str, wanted: dict) -> None:
   info_path = os.path.join(world, _BUILD_INFO)
-  try:
-    with open(info_path, encoding="utf-8") as f:
-      have = json.load(f)
-  except (OSError, json.JSONDecodeError):
+  try:  # read back as hostile: a regular file of a few bytes, bounded JSON
+    have = safe_read.read_json(info_path, 1 << 16, error=ConfigError, what=_BUILD_INFO)
+  except ConfigError:
     raise ConfigError(
       f"{world} was not built by ensure_synthetic_data (no readable {_BUILD_INFO})"
     ) from None

@@ -130,7 +130,7 @@ class T5Config:
     names = {f.name for f in dataclasses.fields(cls)}
     unknown = sorted(set(d) - names)
     if unknown:
-      raise ConfigError(f"unknown T5Config key(s): {', '.join(unknown)}")
+      raise ConfigError(f"unknown T5Config key(s): {', '.join(map(repr, unknown))}")
     if "vocab_size" not in d:
       raise ConfigError("T5Config: missing key 'vocab_size'")
     return cls(**d)

@@ -110,37 +110,53 @@ def progress_line(record: dict, steps: int, best_metric: str | None = None) -> s
 def resume_metrics(path: str, step: int) -> list[dict]:
   """The records of metrics.jsonl up to `step` (where a resumed run continues from).
 
-  A crash can tear the last line (an append cut short): it is dropped with a notice. An
-  unreadable line before it (a damaged file) drops it and every record after it, with a notice
-  naming the line; the run rewrites the file from the records kept.
+  A crash can tear the last line (an append cut short): it is dropped with a notice. Any other
+  bad line (malformed, not an object, no integer `step`: a damaged or edited file, read back as
+  hostile input) ends what is kept, with a warning naming the line; the records before it are
+  kept (the caller rewrites the file from them), not the whole history dropped.
   """
   if not storage.isfile(path):
     return []
+  kept: list[dict] = []
   try:
     lines = storage.read_bytes(path).split(b"\n")
   except OSError as e:
     _notice(f"{path}: cannot read ({e.strerror or e}); starting a new one")
     return []
-  records = []
   for i, line in enumerate(lines):
     if not line.strip():
       continue
     try:
       record = json.loads(line)
-      if not isinstance(record, dict) or not isinstance(record.get("step"), int):
-        raise ValueError("not a record")
     except (ValueError, RecursionError):
       if not any(rest.strip() for rest in lines[i + 1 :]):
         _notice(f"{path}: dropped a torn last line (a write cut short by a crash)")
       else:
-        _notice(f"{path}:{i + 1}: unreadable record; it and the records after it are dropped")
+        _warn(f"{path}:{i + 1}: malformed JSON; keeping the {len(kept)} records before it")
       break
-    records.append(record)
-  return [r for r in records if r["step"] <= step]
+    problem = _record_problem(record)
+    if problem:
+      _warn(f"{path}:{i + 1}: {problem}; keeping the {len(kept)} records before it")
+      break
+    if record["step"] <= step:
+      kept.append(record)
+  return kept
+
+
+def _record_problem(record) -> str | None:
+  if not isinstance(record, dict):
+    return "not a JSON object"
+  if not isinstance(record.get("step"), int) or isinstance(record["step"], bool):
+    return "no integer 'step'"
+  return None
 
 
 def _notice(message: str) -> None:
   print(f"notice: {message}", file=sys.stderr, flush=True)
+
+
+def _warn(message: str) -> None:
+  print(f"warning: {message}", file=sys.stderr, flush=True)
 
 
 class MetricsLog:

@@ -159,7 +159,8 @@ def mesh_tf_names_by_hand(params, cfg, norm="layer_norm"):
     if "relpos_bias" in p:  # relative_attention_type="bias_shared": block 0's
       out[rel.format(0)] = p["relpos_bias"]["rel_embedding"]
     else:  # relative_attention_type="bias": a variable in every block
-      out.update({rel.format(i): p[f"layers_{i}"]["relpos_bias"]["rel_embedding"] for i in range(2)})
+      for i in range(2):
+        out[rel.format(i)] = p[f"layers_{i}"]["relpos_bias"]["rel_embedding"]
     final = "final_layer_norm" if norm == "layer_norm" else norm
     out[f"{stack}/{final}/scale"] = p[f"{stack}_norm"]["scale"]
     norms = (

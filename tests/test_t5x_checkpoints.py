@@ -290,33 +290,9 @@ def _per_layer(target):
 
 
 def _scanned(target, axis=1):
-  """The target as scalable T5 with scan_layers lays it out (t5x/examples/scalable_t5/
-  network.py: `RelativePositionBiases(name="relpos_bias")` inside each layer, the layers
-  scanned by `scan_with_axes(..., name=stack)` along `param_scan_axis`): per-layer relative
-  tables, 3-D attention kernels, every layer parameter stacked along `axis` under
-  `<stack>/<stack>`."""
-  target = _per_layer(target)
-  heads = target["encoder"]["layers_0"]["relpos_bias"]["rel_embedding"].shape[0]
-  out = {k: v for k, v in target.items() if k not in ("encoder", "decoder")}
-  for stack in ("encoder", "decoder"):
-    tree = target[stack]
-    layers = sorted((k for k in tree if k.startswith("layers_")), key=lambda k: int(k[7:]))
-    per_layer = []
-    for k in layers:
-      flat = _flat(tree[k])
-      for name, value in list(flat.items()):
-        if name.endswith(("query/kernel", "key/kernel", "value/kernel")):
-          flat[name] = value.reshape(value.shape[0], heads, -1)
-        elif name.endswith("out/kernel"):
-          flat[name] = value.reshape(heads, -1, value.shape[1])
-      per_layer.append(flat)
-    stacked = {n: np.stack([f[n] for f in per_layer], axis=axis) for n in per_layer[0]}
-    out[stack] = {
-      f"{stack}_norm": tree[f"{stack}_norm"],
-      stack: checkpoints.unflatten(stacked),
-      **({"logits_dense": tree["logits_dense"]} if "logits_dense" in tree else {}),
-    }
-  return out
+  """The target as scalable T5 with scan_layers lays it out (`ref.scan_layers`), each layer
+  with its own relative table (the stack's copied into every layer where it has one)."""
+  return ref.scan_layers(_per_layer(target), axis)
 
 
 def test_scanned_scalable_t5_layers_are_unstacked(family, tmp_path):
@@ -522,7 +498,8 @@ def test_t5x_checkpoints_on_gs(bucket, tmp_path):
   _assert_params_equal(checkpoints.load_checkpoint(out)[1], target)
 
 
-def test_model_init_checkpoint_takes_a_t5x_model_directory(tmp_path):
+@pytest.mark.parametrize("scanned", [False, True], ids=["t5", "scanned-umt5"])
+def test_model_init_checkpoint_takes_a_t5x_model_directory(tmp_path, scanned):
   from flax import linen as nn
 
   from tlm.models.t5 import Transformer
@@ -531,9 +508,14 @@ def test_model_init_checkpoint_takes_a_t5x_model_directory(tmp_path):
   from tlm.train.optim import make_optimizer
   from tlm.train.state import state_layout
 
-  target = t5x_target(_hf_model("1.1", seed=5))
-  ref.save_legacy(str(tmp_path), _state_dict(target, 10), 10)
-  cfg = dataclasses.replace(t5.get_preset("tiny-v1_1", vocab_size=VOCAB), dropout_rate=0.0)
+  target = t5x_target(_hf_model("umt5" if scanned else "1.1", seed=5))
+  if scanned:  # (model.relpos_bias_per_layer=true in a config)
+    state = {"target": _scanned(target), "state": {"step": np.asarray(10, np.int32)}}
+    ref.save_legacy(str(tmp_path), state, 10)
+  else:
+    ref.save_legacy(str(tmp_path), _state_dict(target, 10), 10)
+  cfg = t5.get_preset("tiny-v1_1", vocab_size=VOCAB, relpos_bias_per_layer=scanned)
+  cfg = dataclasses.replace(cfg, dropout_rate=0.0)
   mesh = partitioning.make_mesh(1, 1, jax.devices()[:1])
   with jax.set_mesh(mesh), nn.logical_axis_rules(partitioning.AXIS_RULES):
     layout = state_layout(Transformer(cfg), make_optimizer("constant", 1e-3), mesh)

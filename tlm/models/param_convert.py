@@ -284,9 +284,8 @@ def infer_t5x_config(shapes: dict[str, tuple[int, ...]], source: str = "checkpoi
   # A table per layer (scalable T5, flaxformer's scanned T5, umT5; unstacked by
   # formats/t5x_stacked.py), else one per stack.
   per_layer = any(_LAYER_RELPOS.match(name) for name in shapes)
-  heads, buckets = shape(
-    "encoder/layers_0/relpos_bias/rel_embedding" if per_layer else "encoder/relpos_bias/rel_embedding"
-  )
+  table = "encoder/layers_0/relpos_bias" if per_layer else "encoder/relpos_bias"
+  heads, buckets = shape(f"{table}/rel_embedding")
   joined = shape("encoder/layers_0/attention/query/kernel")[1]
   mlp = "encoder/layers_0/mlp/"
   if mlp + "wi/kernel" in shapes:

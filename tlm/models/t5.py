@@ -10,6 +10,8 @@ Mirrors T5X's `t5x/examples/t5/network.py` (module names = checkpoint tree, `enc
 - T5 1.1 (`t5-v1_1-small` .. `-xxl`): gated-GELU MLP, separate `logits_dense` (no scaling).
 The paper (Dhingra et al., 2022, section 2) adapts these public checkpoints; `tiny` and
 `tiny-v1_1` are CPU-sized members of the two families for tests and the miniature runs.
+`relpos_bias_per_layer` gives every layer its own relative-position table, as T5X's
+`t5x/examples/scalable_t5/network.py` (umT5) and HF's `UMT5` do, where T5 has one per stack.
 
 Packing: segment ids restrict attention to the own segment; relative positions are
 differences of row indices, which within a segment equal differences of in-segment

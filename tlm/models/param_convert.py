@@ -283,9 +283,15 @@ def infer_t5x_config(shapes: dict[str, tuple[int, ...]], source: str = "checkpoi
   vocab, emb = shape("token_embedder/embedding")
   # A table per layer (scalable T5, flaxformer's scanned T5, umT5; unstacked by
   # formats/t5x_stacked.py), else one per stack.
-  per_layer = any(_LAYER_RELPOS.match(name) for name in shapes)
-  table = "encoder/layers_0/relpos_bias" if per_layer else "encoder/relpos_bias"
-  heads, buckets = shape(f"{table}/rel_embedding")
+  per_layer = sorted(name for name in shapes if _LAYER_RELPOS.match(name))
+  shared = [f"{s}/relpos_bias/rel_embedding" for s in ("encoder", "decoder")]
+  if per_layer and any(name in shapes for name in shared):
+    raise CheckpointError(
+      f"{source}: relative-position tables both per stack "
+      f"({next(n for n in shared if n in shapes)}) and per layer ({per_layer[0]}); a T5 has "
+      "one or the other"
+    )
+  heads, buckets = shape(per_layer[0] if per_layer else "encoder/relpos_bias/rel_embedding")
   joined = shape("encoder/layers_0/attention/query/kernel")[1]
   mlp = "encoder/layers_0/mlp/"
   if mlp + "wi/kernel" in shapes:
@@ -306,7 +312,7 @@ def infer_t5x_config(shapes: dict[str, tuple[int, ...]], source: str = "checkpoi
       mlp_activations=activations,
       logits_via_embedding="decoder/logits_dense/kernel" not in shapes,
       relative_attention_num_buckets=buckets,
-      relpos_bias_per_layer=per_layer,
+      relpos_bias_per_layer=bool(per_layer),
     )
     return check_checkpoint_limits(cfg)
   except ConfigError as e:

@@ -6,14 +6,13 @@ Layouts read by `load_checkpoint` (docs/ARCHITECTURE.md): an HF directory (`conf
 forms), a Mesh-TF checkpoint prefix (`model.ckpt-1000000`, or a directory with a TF
 `checkpoint` file), a T5X checkpoint (a model directory, newest `checkpoint_STEP`, or one
 `checkpoint_STEP`: the legacy msgpack + zarr layout or the Orbax `state/` one; config inferred
-from the shapes, scanned layers unstacked with their per-layer relative tables), a tlm model
-directory (`model_config.json` + `params/`) and a tlm training workdir (`model_config.json` +
-`checkpoints/<step>/params`, newest step). Each may be local or on an object store
-(`gs://...`): files are read through `tlm.storage`, by ranged reads where the format allows.
-Every file is read as possibly hostile: file names taken from an index (`weight_map`), a TF
-`checkpoint` state file or a T5X tensorstore spec must stay inside the checkpoint directory
-(formats/guards.py), JSON and msgpack are size- and depth-limited, and configs must be within
-`CHECKPOINT_LIMITS`.
+from the shapes, scanned layers unstacked), a tlm model directory (`model_config.json` +
+`params/`) and a tlm training workdir (`model_config.json` + `checkpoints/<step>/params`,
+newest step). Each may be local or on an object store (`gs://...`): files are read through
+`tlm.storage`, by ranged reads where the format allows. Every file is read as possibly
+hostile: file names taken from an index (`weight_map`), a TF `checkpoint` state file or a T5X
+tensorstore spec must stay inside the checkpoint directory (formats/guards.py), JSON and
+msgpack are size- and depth-limited, and configs must be within `CHECKPOINT_LIMITS`.
 
 The name maps are param_map.py (`PARAM_MAP`, `FORMATS`, `HOOKS`) and their strict application
 param_convert.py; the conversions are re-exported here (`checkpoints.params_to_hf`,

@@ -10,7 +10,7 @@ the bootstrap standard error of its margin with each pool resampled by its unit
 own (the bootstrap before issue 19), and their ratio. With `--ssm_dir` (the world's SSM
 directory), the news pools are also measured with the examples clustered by their article's
 date: per_query.json records no article, so the evaluated examples are matched back to the
-SSM test files by the evaluation's own rule (`experiments._spread`) and checked against the
+SSM test files by the evaluation's own rule (`experiments.spread`) and checked against the
 recorded target lengths; a date's examples are a union of whole articles, so the date is a
 valid (slightly coarse) cluster. Not a timing benchmark: a measurement of the statistics.
 """
@@ -24,6 +24,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
+from tlm.configs.years import FUTURE_YEARS, TRAIN_SLICE, TRAIN_YEARS  # noqa: E402
 from tlm.eval import claims as C  # noqa: E402
 from tlm.eval import stats  # noqa: E402
 from tlm.eval.claim_summary import _pool_sizes  # noqa: E402
@@ -48,7 +49,7 @@ def _add_answers(meas: dict, eval_json: str) -> None:
 def _news_dates(meas: dict, ssm_dir: str) -> list[str]:
   """The date of each evaluated news example, matched back to the SSM test files."""
   from tlm.data.vocab import Vocabulary
-  from tlm.eval.experiments import _spread
+  from tlm.eval.experiments import spread
 
   news = next(iter(meas["models"].values()))["news"]
   years = news["year"]
@@ -57,7 +58,7 @@ def _news_dates(meas: dict, ssm_dir: str) -> list[str]:
   for y in sorted(set(years)):
     with open(os.path.join(ssm_dir, "test", f"{y}.jsonl")) as f:
       rows = [json.loads(line) for line in f]
-    picked = _spread(rows, years.count(y))
+    picked = spread(rows, years.count(y))
     dates += [r["date"] for r in picked]
     lengths += [len(vocab.encode(r["targets"])) for r in picked]
   offset = set(np.asarray(news["tokens"]) - np.asarray(lengths))
@@ -104,7 +105,7 @@ def main() -> None:
 def _news_index(meas: dict, pool: str) -> list[int]:
   """The indices, among all evaluated news examples, of the examples of a news pool."""
   years = next(iter(meas["models"].values()))["news"]["year"]
-  want = C.SEEN if C.SEEN_NAME in pool else C.FUTURE
+  want = TRAIN_YEARS if TRAIN_SLICE in pool else FUTURE_YEARS
   return [i for i, y in enumerate(years) if y in want]
 
 

@@ -7,6 +7,7 @@ import json
 import numpy as np
 import pytest
 
+from tlm.configs.years import TRAIN_YEARS
 from tlm.eval import claim_summary, claims, measurements
 
 SUBJECTS = 6  # S0-S2 long-lived answers (8 years), S3-S5 short-lived (2 years)
@@ -394,8 +395,8 @@ def _m2_world(predict, pairs=150, seed=0):
   for p in range(pairs):
     cuts = sorted(rng.choice(np.arange(2011, 2019), size=2, replace=False))
     gold = {y: f"A{p}" if y < cuts[0] else f"B{p}" if y < cuts[1] else f"C{p}"
-            for y in claims.SEEN}  # fmt: skip
-    for y in claims.SEEN:
+            for y in TRAIN_YEARS}  # fmt: skip
+    for y in TRAIN_YEARS:
       cols["id"].append(f"Q{p}_P54_{y}")
       cols["year"].append(y)
       cols["subject"].append(f"Q{p}")

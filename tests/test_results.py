@@ -15,12 +15,12 @@ import numpy as np
 import pytest
 
 from tlm import configs
+from tlm.configs.years import SLICES
 from tlm.data import fact_durations, templama
 from tlm.data.formatting import TextExample, templama_query_input
 from tlm.data.future_relations import RESOURCES
 from tlm.errors import DataError
 from tlm.eval import adaptation, experiments, measurements, reproduce, results, tables
-from tlm.eval.templama_eval import SLICES
 from tlm.train import task_eval
 
 FACTS = "tests/fixtures/data/templama_facts.tsv"

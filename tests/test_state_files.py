@@ -220,9 +220,9 @@ def test_an_index_name_that_is_a_fifo_is_refused_by_the_checkpoint_guard(tmp_pat
 
   os.mkfifo(tmp_path / "shard.safetensors")
   with pytest.raises(CheckpointError, match="'shard.safetensors' is a FIFO, not a file"):
-    guards.confined_path(str(tmp_path), "shard.safetensors", "model.safetensors.index.json")
+    safe_read.confined_path(str(tmp_path), "shard.safetensors", "model.safetensors.index.json")
   os.mkdir(tmp_path / "array")  # a directory (a T5X zarr array's) is its reader's to read
-  assert guards.confined_path(str(tmp_path), "array", "checkpoint") == str(tmp_path / "array")
+  assert safe_read.confined_path(str(tmp_path), "array", "checkpoint") == str(tmp_path / "array")
   with pytest.raises(CheckpointError, match="cannot read JSON \\(not a regular file"):
     guards.load_json(str(tmp_path / "shard.safetensors"))
 

@@ -21,7 +21,14 @@ step's FLOPs and memory.
 
 from typing import NamedTuple
 
-from tlm.configs.schema import Config, DataConfig, MeshConfig, ModelConfig, TrainConfig
+from tlm.configs.schema import (
+  Config,
+  DataConfig,
+  MeshConfig,
+  ModelConfig,
+  TrainConfig,
+  conditioning_of,
+)
 
 
 class _Size(NamedTuple):
@@ -132,7 +139,7 @@ def config(run: Run) -> Config:
     model=ModelConfig(preset=size.preset, dropout_rate=0.1, dtype="bfloat16", remat=size.remat),
     data=DataConfig(
       synthetic=False,
-      conditioning="temporal" if run.variant == "temporal" else "none",
+      conditioning=conditioning_of(run.variant),
       news_to_templama=0.0 if cbqa else 1000.0,
     ),
     train=TrainConfig(steps=5_000 if cbqa else 300_000, checkpoint_every=500 if cbqa else 5000),

@@ -8,11 +8,23 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
+from tlm.configs.years import EVAL_YEARS, TRAIN_YEARS
 from tlm.errors import ConfigError
 
-PAPER_YEARS = tuple(range(2010, 2019))  # the train slices (§2.1); 2019-2020 are held out
 VARIANTS = ("temporal", "uniform", "yearly", "cbqa_ft")
+
+
+def conditioning_of(variant: str) -> str:
+  """The time input a variant trains with (`data.conditioning`): Temporal's "year: 2014 "
+  prefix, none for the others (Uniform, Yearly, CBQA)."""
+  return "temporal" if variant == "temporal" else "none"
+
+
 SIZES = ("tiny", "small", "base", "large", "xl", "xxl")
+# Remat policies (T5X / MaxText): "none" stores every activation; "full" stores only each
+# layer's input and recomputes the layer in the backward pass; "dots" also stores the results
+# of the weight matmuls (dot_generals without batch dimensions, which the attention
+# scores/values einsums have), recomputing only the cheap elementwise work and attention.
 REMAT_POLICIES = ("none", "full", "dots")
 # The boolean `model.remat` of older configs and `--set=model.remat=true` command lines.
 _REMAT_BOOLEANS = {True: "full", False: "none", "true": "full", "false": "none"}
@@ -115,7 +127,7 @@ class DataConfig:
   vocab: str = ""
   pretrain_corpus: str = ""
   conditioning: str = "temporal"
-  train_years: tuple[int, ...] = PAPER_YEARS
+  train_years: tuple[int, ...] = TRAIN_YEARS
   year: int = 0
   new_years: tuple[int, ...] = ()
   new_year_prob: float = 0.0
@@ -123,6 +135,12 @@ class DataConfig:
   input_length: int = 128
   target_length: int = 32
   seed: int = 0
+
+
+def trained_years(data: DataConfig) -> tuple[int, ...]:
+  """The years a run trains on: `data.year` alone when set (a Yearly expert), else
+  `data.train_years`. The task metrics during training are on these years too."""
+  return (int(data.year),) if data.year else tuple(int(y) for y in data.train_years)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -239,7 +257,7 @@ class EvalConfig:
   batch_size: int = 64
   max_decode_length: int = 32
   beam_size: int = 1
-  years: tuple[int, ...] = tuple(range(2010, 2021))
+  years: tuple[int, ...] = EVAL_YEARS
   split: str = "test"
   max_examples: int = 0
   finetune_steps: int = 5000

@@ -17,6 +17,7 @@ from tlm.configs.schema import (
   EvalConfig,
   ModelConfig,
   TrainConfig,
+  conditioning_of,
 )
 
 # Steps per variant, sized for a 2-core CPU. `cbqa_ft` sees TempLAMA-train alone (~330
@@ -39,7 +40,7 @@ def tiny(variant: str) -> Config:
     model=ModelConfig(preset="tiny", dropout_rate=0.0, dtype="float32"),
     data=DataConfig(
       synthetic=True,
-      conditioning="temporal" if variant == "temporal" else "none",
+      conditioning=conditioning_of(variant),
       # 20:1, not 1000:1: the world's TempLAMA-train is ~330 queries, and the query format
       # must be seen within 800 steps.
       news_to_templama=0.0 if variant == "cbqa_ft" else 20.0,

@@ -13,11 +13,11 @@ import fcntl
 import os
 import re
 import shutil
-import sys
 import tempfile
 from collections.abc import Iterator
 
 from tlm import storage
+from tlm.console import notice
 from tlm.data import store, store_build, store_write
 from tlm.errors import DataError, UserError
 from tlm.files import atomic_output_dir, check_replaceable, iter_jsonl
@@ -155,12 +155,10 @@ def _convert_in_place(directory: str) -> None:
         os.replace(src, dst)
   finally:
     shutil.rmtree(stage, ignore_errors=True)
-  print(
-    f"notice: converted the JSON-lines SSM directory {directory} to the example store, once "
+  notice(
+    f"converted the JSON-lines SSM directory {directory} to the example store, once "
     f"({summary['examples']} examples in {summary['tables']} tables, written beside the .jsonl "
-    "files, which are no longer read)",
-    file=sys.stderr,
-    flush=True,
+    "files, which are no longer read)"
   )
 
 

@@ -18,10 +18,8 @@ import sentencepiece as spm
 
 from tlm import storage
 from tlm.errors import DataError
+from tlm.token_ids import EOS_ID, PAD_ID, UNK_ID
 
-PAD_ID = 0
-EOS_ID = 1
-UNK_ID = 2
 NUM_EXTRA_IDS = 100
 _SENTINEL = re.compile(r"<extra_id_(\d+)>")
 

@@ -27,29 +27,34 @@ import os
 
 from tlm import configs, storage
 from tlm.configs import Config
+from tlm.configs.years import FUTURE_SLICE, TRAIN_SLICE
 from tlm.errors import ConfigError
 from tlm.eval import experiments, figures
 from tlm.eval.results import has_news, news_f1, news_f1_by_year, templama_f1, templama_f1_by_year
 from tlm.eval.trained_models import load_model, require_model
 from tlm.files import write_json
 
-SEEN = "2010-18"
 # (source, slice) pairs on which an adapted model must reach the retrained one to match it.
-MATCH_SLICES = (("templama", "2019-20"), ("templama", SEEN), ("news", "2019-20"), ("news", SEEN))
+MATCH_SLICES = (
+  ("templama", FUTURE_SLICE),
+  ("templama", TRAIN_SLICE),
+  ("news", FUTURE_SLICE),
+  ("news", TRAIN_SLICE),
+)
 
 
 def slices(result: dict, new_year: int) -> dict:
   """TempLAMA (and news) F1 of an evaluation on the old years, the new year and 2019-20."""
   out = {
-    SEEN: templama_f1(result, SEEN),
+    TRAIN_SLICE: templama_f1(result, TRAIN_SLICE),
     str(new_year): templama_f1_by_year(result).get(int(new_year)),
-    "2019-20": templama_f1(result, "2019-20"),
+    FUTURE_SLICE: templama_f1(result, FUTURE_SLICE),
   }
   if has_news(result):
     out["news"] = {
-      SEEN: news_f1(result, SEEN),
+      TRAIN_SLICE: news_f1(result, TRAIN_SLICE),
       str(new_year): news_f1_by_year(result).get(int(new_year)),
-      "2019-20": news_f1(result, "2019-20"),
+      FUTURE_SLICE: news_f1(result, FUTURE_SLICE),
     }
   return out
 

@@ -37,6 +37,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from tlm.configs.years import TRAIN_YEARS
 from tlm.eval import claims as C
 from tlm.eval import measurements as M
 from tlm.eval import stats
@@ -186,7 +187,7 @@ def _compound(per_seed) -> bool:
 
 def _f1_not_most_frequent(meas: Mapping, model: str) -> float | None:
   try:
-    cols = M.templama(meas, model, C.SEEN)
+    cols = M.templama(meas, model, TRAIN_YEARS)
   except M.MissingInput:
     return None
   keep = ~cols["most_frequent_is_correct"].astype(bool)

@@ -47,20 +47,23 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from tlm.configs.years import (
+  FUTURE_SLICE,
+  FUTURE_YEARS,
+  PROBE_YEARS,
+  REFERENCE_YEAR,
+  TRAIN_SLICE,
+  TRAIN_YEARS,
+)
 from tlm.eval import measurements as M
 from tlm.eval import year_tracking as Y
 from tlm.eval.claim_parts import Claim, Component, collect, mean, per_draw, slope
 from tlm.eval.stats import Pool, take
 
-SEEN = tuple(range(2010, 2019))
-FUTURE = (2019, 2020)
-SEEN_NAME, FUTURE_NAME = "2010-18", "2019-20"
 WITHIN_F1 = 2.0  # C6: "within 2 F1" (F1 points)
 LONG_LIVED_YEARS = 5  # C10: the paper's split
 MAX_GAP = 8  # C9: gaps compared on both sides
 ADAPT_ALPHA_LIMIT = 0.6  # C13: "up to alpha 0.6"
-PROBE_YEARS = tuple(range(2019, 2030))  # C11, C12: the future probe years
-REFERENCE_YEAR = 2018
 
 # ---- the resampling units (`tlm.eval.stats`: a resample draws whole clusters) ------------------
 # TempLAMA: ids are `<subject>_<relation>_<year>`; the 9-11 queries of a (subject, relation)
@@ -132,8 +135,8 @@ def _c_templama(a: str, b: str, years, pool: str):
 
 def _c4(meas):
   def build():
-    f1, n = _news_f1(meas, ("yearly", "temporal", "uniform"), SEEN)
-    pool = f"news {SEEN_NAME}"
+    f1, n = _news_f1(meas, ("yearly", "temporal", "uniform"), TRAIN_YEARS)
+    pool = f"news {TRAIN_SLICE}"
     return [_better(f1, "yearly", "temporal", pool, n), _better(f1, "yearly", "uniform", pool, n)]
 
   return collect(build)
@@ -141,13 +144,13 @@ def _c4(meas):
 
 def _c6(meas):
   def news():
-    f1, n = _news_f1(meas, ("temporal", "uniform", "yearly"), FUTURE)
-    pool = f"news {FUTURE_NAME}"
+    f1, n = _news_f1(meas, ("temporal", "uniform", "yearly"), FUTURE_YEARS)
+    pool = f"news {FUTURE_SLICE}"
     return [_better(f1, "temporal", "uniform", pool, n), _better(f1, "temporal", "yearly", pool, n)]
 
   def templama():
-    pool = f"TempLAMA {FUTURE_NAME}"
-    f1, n = _templama_f1(meas, ("yearly", "temporal"), FUTURE, pool)
+    pool = f"TempLAMA {FUTURE_SLICE}"
+    f1, n = _templama_f1(meas, ("yearly", "temporal"), FUTURE_YEARS, pool)
 
     def within(d):
       return WITHIN_F1 - abs(mean(take(f1["yearly"], d[pool]) - take(f1["temporal"], d[pool])))
@@ -165,7 +168,7 @@ def _c8(meas):
 
   def build():
     comps, log_ppl = [], {}
-    for name, years in ((SEEN_NAME, SEEN), (FUTURE_NAME, FUTURE)):
+    for name, years in ((TRAIN_SLICE, TRAIN_YEARS), (FUTURE_SLICE, FUTURE_YEARS)):
       cols = {m: M.news(meas, m, years) for m in models}
       pool = f"news {name}"
 
@@ -192,7 +195,7 @@ def _c8(meas):
           lambda d, lp=lp: lp("yearly", d) - lp("uniform", d),
         )  # fmt: skip
       )
-    seen, fut = log_ppl[SEEN_NAME], log_ppl[FUTURE_NAME]
+    seen, fut = log_ppl[TRAIN_SLICE], log_ppl[FUTURE_SLICE]
     pools = {p: c.pools[p] for c in comps for p in c.pools}
     comps.append(
       Component(
@@ -249,9 +252,9 @@ def _c9(meas):
 
 def _c10(meas):
   def build():
-    pool = f"TempLAMA {SEEN_NAME}"
-    cols = M.templama(meas, "uniform", SEEN)
-    f1, n = _templama_f1(meas, ("uniform", "yearly"), SEEN, pool)
+    pool = f"TempLAMA {TRAIN_SLICE}"
+    cols = M.templama(meas, "uniform", TRAIN_YEARS)
+    f1, n = _templama_f1(meas, ("uniform", "yearly"), TRAIN_YEARS, pool)
     long = cols["duration"] >= LONG_LIVED_YEARS
     diff = f1["uniform"] - f1["yearly"]
 
@@ -399,7 +402,7 @@ def _c13(meas):
         after = {m: a[m]["alphas"][alpha] for m in a}
         gain = {m: _f1_points(after[m], new, news) - _f1_points(before[m], new, news) for m in a}
         loss = {
-          m: _f1_points(before[m], SEEN_NAME, news) - _f1_points(after[m], SEEN_NAME, news)
+          m: _f1_points(before[m], TRAIN_SLICE, news) - _f1_points(after[m], TRAIN_SLICE, news)
           for m in a
         }
         tag = f"{bench} alpha {alpha}"
@@ -417,7 +420,7 @@ def _c13(meas):
     if not curve or not limit:
       raise M.MissingInput("no evaluations along the alpha-0.5 run or no retrain steps")
     best = max(
-      min(_f1_points(r, k) - _f1_points(retrained, k) for k in (FUTURE_NAME, SEEN_NAME))
+      min(_f1_points(r, k) - _f1_points(retrained, k) for k in (FUTURE_SLICE, TRAIN_SLICE))
       for s, r in curve.items()
       if s < limit
     )
@@ -432,9 +435,13 @@ def _c13(meas):
 
 def _m1(meas):
   def build():
-    pool = f"TempLAMA {SEEN_NAME}, answer not the most frequent"
+    pool = f"TempLAMA {TRAIN_SLICE}, answer not the most frequent"
     f1, n = _templama_f1(
-      meas, ("temporal", "uniform"), SEEN, pool, keep=lambda c: ~c["most_frequent_is_correct"]
+      meas,
+      ("temporal", "uniform"),
+      TRAIN_YEARS,
+      pool,
+      keep=lambda c: ~c["most_frequent_is_correct"],
     )
     return [_better(f1, "temporal", "uniform", pool, n)]
 
@@ -481,18 +488,18 @@ def _m2(meas):
 
 CLAIMS = (
   Claim("C1", "TempLAMA 2010-18: Temporal > Uniform", "Table 2",
-        _c_templama("temporal", "uniform", SEEN, f"TempLAMA {SEEN_NAME}")),
+        _c_templama("temporal", "uniform", TRAIN_YEARS, f"TempLAMA {TRAIN_SLICE}")),
   Claim("C2", "TempLAMA 2010-18: Yearly > Uniform", "Table 2",
-        _c_templama("yearly", "uniform", SEEN, f"TempLAMA {SEEN_NAME}")),
+        _c_templama("yearly", "uniform", TRAIN_YEARS, f"TempLAMA {TRAIN_SLICE}")),
   Claim("C3", "TempLAMA 2010-18: Temporal > Yearly", "Table 2",
-        _c_templama("temporal", "yearly", SEEN, f"TempLAMA {SEEN_NAME}")),
+        _c_templama("temporal", "yearly", TRAIN_YEARS, f"TempLAMA {TRAIN_SLICE}")),
   Claim("C4", "news 2010-18: Yearly > Temporal and > Uniform", "Table 2", _c4),
   Claim("C5", "TempLAMA 2019-20: Temporal > Uniform", "Table 2",
-        _c_templama("temporal", "uniform", FUTURE, f"TempLAMA {FUTURE_NAME}")),
+        _c_templama("temporal", "uniform", FUTURE_YEARS, f"TempLAMA {FUTURE_SLICE}")),
   Claim("C6", "news 2019-20: Temporal > Uniform, and Yearly (the 2018 expert) below Temporal; "
         "on TempLAMA 2019-20 Yearly within 2 F1 of Temporal", "Table 2", _c6),
   Claim("C7", "TempLAMA 2010-18: Uniform > T5-CBQA-ft (training on news helps)", "Table 2",
-        _c_templama("uniform", "cbqa_ft", SEEN, f"TempLAMA {SEEN_NAME}")),
+        _c_templama("uniform", "cbqa_ft", TRAIN_YEARS, f"TempLAMA {TRAIN_SLICE}")),
   Claim("C8", "Table 7: Temporal has the lowest perplexity on 2010-18 and on 2019-20; "
         "Uniform < Yearly, by more on 2019-20", "Table 7", _c8),
   Claim("C9", "Figure 2 (left): an expert's F1 falls with |test year - its year| on both "

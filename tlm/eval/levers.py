@@ -48,6 +48,7 @@ from collections.abc import Callable, Mapping, Sequence
 import numpy as np
 
 from tlm import configs, safe_read
+from tlm.configs.years import FUTURE_YEARS, SLICES, TRAIN_YEARS
 from tlm.errors import ConfigError, DataError
 from tlm.eval import claim_summary, claims, measurements
 from tlm.files import atomic_output_file, write_json
@@ -55,7 +56,6 @@ from tlm.files import atomic_output_file, write_json
 Log = Callable[[str], None]
 VARIANTS = ("uniform", "temporal")
 CLAIM_IDS = ("C1", "C5", "M1")
-SLICES = {"2010-18": claims.SEEN, "2019-20": claims.FUTURE}
 
 
 @dataclasses.dataclass(frozen=True)
@@ -109,10 +109,7 @@ def _measurement_path(work: str, step: int) -> str:
 
 
 def _read_json(path: str) -> dict:
-  saved = safe_read.read_json(path, 1 << 30, error=DataError, what="the measurements")
-  if not isinstance(saved, dict):
-    raise DataError("cannot read the measurements (not a JSON object)", path)
-  return saved
+  return safe_read.read_json_object(path, 1 << 30, error=DataError, what="the measurements")
 
 
 def _reused(setting: Setting, seed: int) -> dict[int, dict]:
@@ -298,16 +295,16 @@ def persistence(meas: Mapping, model: str) -> dict[str, float]:
   """
   from tlm.data.metrics import token_f1
 
-  cols = measurements.templama(meas, model, claims.SEEN + claims.FUTURE)
+  cols = measurements.templama(meas, model, TRAIN_YEARS + FUTURE_YEARS)
   seen: dict[tuple, dict[int, str]] = {}  # (subject, relation) -> {seen year: prediction}
   for s, r, y, p in zip(cols["subject"], cols["relation"], cols["year"], cols["prediction"]):
-    if y in claims.SEEN:
+    if y in TRAIN_YEARS:
       seen.setdefault((s, r), {})[int(y)] = str(p)
   same, now, carried, varying_same, varying_none = [], [], [], [], []
   for s, r, y, p, gold in zip(cols["subject"], cols["relation"], cols["year"],
                               cols["prediction"], cols["first_answer"]):  # fmt: skip
     answers = seen.get((s, r), {})
-    if y not in claims.FUTURE or 2018 not in answers:
+    if y not in FUTURE_YEARS or 2018 not in answers:
       continue
     same.append(str(p) == answers[2018])
     now.append(token_f1(str(p), str(gold)))
@@ -326,7 +323,7 @@ def _row(setting: Setting, step: int, seeds: Sequence[int], metas: Sequence[Mapp
                for c in lever_claims()}  # fmt: skip
   f1 = {
     v: {name: [_f1(m, v, years) for m in metas] for name, years in SLICES.items()}
-    | {"M1 subset": [_f1(m, v, claims.SEEN, "not_most_frequent") for m in metas]}
+    | {"M1 subset": [_f1(m, v, TRAIN_YEARS, "not_most_frequent") for m in metas]}
     for v in VARIANTS
   }
   training = {v: [m.get("training", {}).get(v, {}) for m in metas] for v in VARIANTS}

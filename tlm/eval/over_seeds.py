@@ -16,6 +16,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from tlm import safe_read, storage
+from tlm.configs.years import TRAIN_SLICE
 from tlm.errors import DataError
 from tlm.eval import claim_summary, figures, measurements, tables
 from tlm.eval import results as results_lib
@@ -51,9 +52,7 @@ def table2(per_seed: Sequence[Mapping]) -> str:
     for row in seed_rows:
       rows.setdefault(row[0], []).append(row[1:])
   body = [[name] + [_cell(col) for col in zip(*cols)] for name, cols in rows.items()]
-  headers = ["Model", "News F1 2010-18", "News F1 2019-20", "TempLAMA F1 2010-18",
-             "TempLAMA F1 2019-20"]  # fmt: skip
-  return tables.markdown_table(headers, body)
+  return tables.markdown_table(tables.TABLE2_HEADERS, body)
 
 
 def table7(per_seed: Sequence[Mapping]) -> str:
@@ -73,7 +72,7 @@ def _figure5_panels(slices: Mapping, new_year) -> dict:
   the news (the paper's CustomNews panel), on 2010-18 and on the new year."""
   out = {}
   for source, part in (("TempLAMA", slices), ("news", slices.get("news") or {})):
-    for name in ("2010-18", str(new_year)):
+    for name in (TRAIN_SLICE, str(new_year)):
       if part.get(name) is not None:
         out[f"{source} {name}"] = part[name]
   return out

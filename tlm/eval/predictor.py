@@ -30,9 +30,10 @@ from collections.abc import Callable, Mapping, Sequence
 import numpy as np
 
 from tlm.data.formatting import format_input
-from tlm.data.vocab import EOS_ID, Vocabulary, find_spiece_model
+from tlm.data.vocab import Vocabulary, find_spiece_model
 from tlm.errors import ConfigError
 from tlm.eval.routing import route_to_expert
+from tlm.token_ids import EOS_ID
 
 _MIN_LENGTH = 8
 

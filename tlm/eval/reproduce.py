@@ -32,6 +32,7 @@ import time
 
 from tlm import configs
 from tlm.configs import Config
+from tlm.configs.years import SLICES
 from tlm.data.future_relations import load_future_relations
 from tlm.errors import ConfigError
 from tlm.eval import (
@@ -52,7 +53,6 @@ from tlm.eval.results import (
   predictions_by_id,
   templama_f1,
 )
-from tlm.eval.templama_eval import SLICES
 from tlm.files import atomic_output_file, write_json
 
 DEFAULT_WORKDIR = os.path.join("runs", "reproduce")

@@ -95,11 +95,9 @@ def read_saved_config(path: str) -> Config:
   Raises:
     ConfigError: one line naming the file (and the key, where one is wrong).
   """
-  saved = safe_read.read_json(
+  saved = safe_read.read_json_object(
     path, MAX_CONFIG_BYTES, error=ConfigError, what="the saved config", max_depth=4
   )
-  if not isinstance(saved, dict):
-    raise ConfigError(f"{path}: cannot read the saved config (not a JSON object)")
   stack = [("", saved)]
   while stack:  # a NUL would reach the file system as a path, or a message as a name
     key, value = stack.pop()
@@ -159,7 +157,9 @@ def predictor(path: str, config: Config) -> Predictor:
 
 
 def conditioning(config: Config, *, future_probe: bool = False) -> str:
-  """How the paper presents the year to a (non-Yearly) model of `config` (`TimeConditioned`).
+  """How the paper presents the year to a (non-Yearly) model of `config` (`TimeConditioned`):
+  as it was trained, `data.conditioning` (which `configs.conditioning_of` derives from the
+  variant), or in the text for a future probe of a model without a time input.
 
   Args:
     future_probe: models without a time input get the year in the text ("In 2025, ...").

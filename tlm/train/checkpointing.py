@@ -39,6 +39,7 @@ import orbax.checkpoint as ocp
 from flax import traverse_util
 
 from tlm import checksums, safe_read, storage
+from tlm.console import warn
 from tlm.errors import CheckpointError
 from tlm.files import io_error_reason
 from tlm.models.formats import orbax_failures
@@ -176,7 +177,7 @@ class CheckpointManager:
         while storage.exists(target):
           target, n = f"{path}.bad{n}", n + 1
         storage.move_tree(path, target)
-      checksums.warn(f"moved the bad checkpoint(s) {bad} in {self.directory} aside to STEP.bad")
+      warn(f"moved the bad checkpoint(s) {bad} in {self.directory} aside to STEP.bad")
     if jax.process_count() > 1:
       from jax.experimental import multihost_utils
 

@@ -15,7 +15,7 @@ import os
 
 import numpy as np
 
-from tlm import storage
+from tlm import configs, storage
 from tlm.configs import Config, DataConfig
 from tlm.data import datasets
 from tlm.data.packing import Batcher, BatchStats
@@ -80,12 +80,10 @@ def resolve_sources(data: DataConfig) -> Sources:
 
 
 def train_years(data: DataConfig, variant: str = "") -> tuple[int, ...]:
-  """The year slices drawn: one year for a Yearly expert with `data.year` set."""
-  if data.year:
-    return (data.year,)
-  if variant == "yearly":
+  """The year slices drawn (`configs.trained_years`); a Yearly expert must have `data.year`."""
+  if variant == "yearly" and not data.year:
     raise ConfigError("a Yearly expert needs data.year (tlm.train.loop.run sets it per year)")
-  return tuple(data.train_years)
+  return configs.trained_years(data)
 
 
 def make_batcher(

@@ -29,14 +29,15 @@ import numpy as np
 from flax import linen as nn
 from jax.sharding import Mesh, NamedSharding
 
-from tlm import storage
+from tlm import safe_read, storage
 from tlm.configs import Config
+from tlm.console import log_line
 from tlm.errors import CheckpointError, ConfigError
 from tlm.models import decoding
 from tlm.models.formats.hf_config import from_hf_config
 from tlm.models.t5 import T5Config, Transformer, get_preset
 from tlm.train import partitioning
-from tlm.train.loop import configured_train_step, log_line, lower_train_step
+from tlm.train.loop import configured_train_step, lower_train_step
 from tlm.train.optim import make_optimizer
 from tlm.train.state import model_config, param_count, state_layout
 
@@ -262,9 +263,9 @@ def saved_model_config(path: str) -> T5Config:
   from tlm.models.formats import guards
 
   def hf_config(config_path: str) -> T5Config:
-    hf = guards.load_json(config_path)  # bounded size and depth
-    if not isinstance(hf, dict):
-      raise CheckpointError(f"{config_path}: cannot read the model config (not a JSON object)")
+    hf = safe_read.read_json_object(  # bounded size and depth
+      config_path, guards.MAX_JSON_BYTES, error=CheckpointError, what="the model config"
+    )
     try:
       return from_hf_config(hf)  # dimensions checked
     except ConfigError as e:

@@ -33,6 +33,7 @@ from flax import linen as nn
 
 from tlm import configs, storage
 from tlm.configs import Config
+from tlm.console import log_line
 from tlm.errors import ConfigError, UserError
 from tlm.files import atomic_output_file, write_json
 from tlm.models.t5 import Transformer
@@ -43,7 +44,7 @@ from tlm.train.data_state import check_data_state, data_state
 from tlm.train.optim import make_optimizer
 from tlm.train.preemption import Preempted, Preemption
 from tlm.train.profiling import ProfileWindow, check_window
-from tlm.train.records import MetricsLog, Window, log_line, logged_fields, progress_line
+from tlm.train.records import MetricsLog, Window, logged_fields, progress_line
 from tlm.train.state import (
   TrainState,
   init_state,
@@ -383,7 +384,7 @@ def expert_runs(config: Config, workdir: str) -> list[tuple[Config, str]]:
   """
   if config.variant != "yearly":
     return [(config, workdir)]
-  years = (config.data.year,) if config.data.year else tuple(config.data.train_years)
+  years = configs.trained_years(config.data)
   return [
     (configs.replace(config, "data.year", y), os.path.join(workdir, f"year={y}")) for y in years
   ]

@@ -10,10 +10,10 @@ the window's time the loop spent waiting for its input batches).
 
 import dataclasses
 import json
-import sys
 import time
 
 from tlm import configs, storage
+from tlm.console import notice, warn
 from tlm.files import write_jsonl
 from tlm.train import task_eval
 from tlm.train.step import SUMS
@@ -30,11 +30,6 @@ TRAIN_FIELDS = (
   "input_wait_share",
   "mfu",
 )
-
-
-def log_line(text: str) -> None:
-  """Prints a progress line at once, also when stdout is a pipe or a file (cluster logs)."""
-  print(text, flush=True)
 
 
 def logged_fields(tc: configs.TrainConfig) -> tuple[str, ...]:
@@ -121,7 +116,7 @@ def resume_metrics(path: str, step: int) -> list[dict]:
   try:
     lines = storage.read_bytes(path).split(b"\n")
   except OSError as e:
-    _notice(f"{path}: cannot read ({e.strerror or e}); starting a new one")
+    notice(f"{path}: cannot read ({e.strerror or e}); starting a new one")
     return []
   for i, line in enumerate(lines):
     if not line.strip():
@@ -130,13 +125,13 @@ def resume_metrics(path: str, step: int) -> list[dict]:
       record = json.loads(line)
     except (ValueError, RecursionError):
       if not any(rest.strip() for rest in lines[i + 1 :]):
-        _notice(f"{path}: dropped a torn last line (a write cut short by a crash)")
+        notice(f"{path}: dropped a torn last line (a write cut short by a crash)")
       else:
-        _warn(f"{path}:{i + 1}: malformed JSON; keeping the {len(kept)} records before it")
+        warn(f"{path}:{i + 1}: malformed JSON; keeping the {len(kept)} records before it")
       break
     problem = _record_problem(record)
     if problem:
-      _warn(f"{path}:{i + 1}: {problem}; keeping the {len(kept)} records before it")
+      warn(f"{path}:{i + 1}: {problem}; keeping the {len(kept)} records before it")
       break
     if record["step"] <= step:
       kept.append(record)
@@ -149,14 +144,6 @@ def _record_problem(record) -> str | None:
   if not isinstance(record.get("step"), int) or isinstance(record["step"], bool):
     return "no integer 'step'"
   return None
-
-
-def _notice(message: str) -> None:
-  print(f"notice: {message}", file=sys.stderr, flush=True)
-
-
-def _warn(message: str) -> None:
-  print(f"warning: {message}", file=sys.stderr, flush=True)
 
 
 class MetricsLog:

@@ -21,20 +21,6 @@ from tlm.configs import Config
 FIELDS = ("templama_f1", "templama_em", "news_f1")
 
 
-def evaluated_years(config: Config) -> tuple[int, ...]:
-  """The trained years: a Yearly expert's own year, else `data.train_years`."""
-  if config.variant == "yearly" and config.data.year:
-    return (int(config.data.year),)
-  return tuple(int(y) for y in config.data.train_years)
-
-
-def spread(rows: list, k: int) -> list:
-  """At most k rows evenly spaced over `rows` (all of them if k is 0 or enough)."""
-  if not k or len(rows) <= k:
-    return list(rows)
-  return [rows[i * len(rows) // k] for i in range(k)]
-
-
 def task_eval_data(config: Config):
   """The fixed subset (`tlm.eval.experiments.EvalData`) evaluated during training.
 
@@ -45,13 +31,13 @@ def task_eval_data(config: Config):
   from tlm.eval import experiments
 
   k = config.train.eval_examples
-  years = evaluated_years(config)
+  years = configs.trained_years(config.data)
   sub = configs.replace_many(
     config,
     {"eval.split": "val", "eval.years": years, "eval.max_examples": max(1, k // len(years))},
   )
   data = experiments.eval_data(sub)
-  return dataclasses.replace(data, templama=spread(data.templama, k))
+  return dataclasses.replace(data, templama=experiments.spread(data.templama, k))
 
 
 def task_results(model, data) -> dict:

@@ -20,8 +20,15 @@ from tlm.data import fact_durations, templama
 from tlm.data.formatting import TextExample, templama_query_input
 from tlm.data.future_relations import RESOURCES
 from tlm.errors import DataError
-from tlm.eval import adaptation, experiments, measurements, reproduce, results, tables
-from tlm.train import task_eval
+from tlm.eval import (
+  adaptation,
+  during_training,
+  experiments,
+  measurements,
+  reproduce,
+  results,
+  tables,
+)
 
 FACTS = "tests/fixtures/data/templama_facts.tsv"
 ENTITIES = "tests/fixtures/data/templama_entities.tsv"
@@ -204,7 +211,7 @@ def test_every_reader_of_the_results_runs_on_them(written):
   sliced = adaptation.slices(result, 2019)
   assert sliced["2019"] == 0.0 and sliced["2010-18"] == results.templama_f1(result, "2010-18")
   assert sliced["news"]["2019"] == pytest.approx(1 / 3)
-  metrics = task_eval.task_metrics(result)
+  metrics = during_training.task_metrics(result)
   assert metrics["templama_f1"] == results.templama_f1(result)
   assert metrics["news_f1"] == pytest.approx(1 / 3)
   meas = measurements.collect(0, {"temporal": result}, future={"temporal": written["future"]})

@@ -121,6 +121,7 @@ def adapt(config: Config, workdir: str, log=print, data=None) -> dict:
      curve at which the adapted model reaches the retrained one on every one of
      `MATCH_SLICES`, or None, "matched_by_slice": that step per slice (`match_steps`)}.
   """
+  from tlm.eval import during_training
   from tlm.train.loop import train
 
   if config.variant not in ("temporal", "uniform"):
@@ -149,7 +150,8 @@ def adapt(config: Config, workdir: str, log=print, data=None) -> dict:
     for k in range(1, points + 1):
       steps = round(a.steps * k / points)
       log(f"adapting {config.name} with alpha={alpha:g}: to step {steps} of {a.steps}")
-      train(adapted_config(config, alpha, workdir, steps), path, log=log)
+      adapted = adapted_config(config, alpha, workdir, steps)
+      train(adapted, path, evaluators=during_training.evaluators(adapted), log=log)
       result = evaluate(path, f"{config.name} alpha={alpha:g} step {steps}")
       if points > 1:
         out["curve"][steps] = result
@@ -158,7 +160,7 @@ def adapt(config: Config, workdir: str, log=print, data=None) -> dict:
   start = retrain.model.init_checkpoint or "random initialisation"
   log(f"retraining {config.name} on {min(config.data.train_years)}-{new} from {start}")
   retrained_dir = os.path.join(workdir, "retrained")
-  train(retrain, retrained_dir, log=log)
+  train(retrain, retrained_dir, evaluators=during_training.evaluators(retrain), log=log)
   out["retrained"] = evaluate(retrained_dir, f"{config.name} retrained")
   out["retrained_steps"] = retrain.train.steps
   out["retrained_from"] = start

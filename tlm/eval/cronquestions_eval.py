@@ -94,6 +94,7 @@ def cronquestions(config: Config, workdir: str, log=print, data: str | None = No
     data: the CronQuestions release directory (`--data`: questions/ and kg/); unlike the
       TempLAMA experiments' data, no config names it, so it is required.
   """
+  from tlm.eval import during_training
   from tlm.train.loop import train
 
   if not data:
@@ -113,7 +114,8 @@ def cronquestions(config: Config, workdir: str, log=print, data: str | None = No
   )
   pairs = [to_inputs_targets(q) for q in train_questions]
   log(f"finetuning {config.name} on {len(pairs)} CronQuestions for {ft_config.train.steps} steps")
-  train(ft_config, ft_dir, data=QuestionAnsweringData(pairs, vocab, ft_config), log=log)
+  data = QuestionAnsweringData(pairs, vocab, ft_config)
+  train(ft_config, ft_dir, data=data, evaluators=during_training.evaluators(ft_config), log=log)
   log(f"answering {len(test_questions)} test questions")
   result = evaluate_questions(predictor(ft_dir, config), test_questions)
   result["model"] = config.name

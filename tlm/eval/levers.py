@@ -186,6 +186,7 @@ START_CORPORA = {"generic_years": _dated_generic}
 def _pretrained_start(setting: Setting, base: list[str], work: str, log: Log) -> str:
   """The setting's own start: `tiny_t5` (the miniature's recipe) at the setting's size, on
   the world's generic text or on the setting's `start_corpus`."""
+  from tlm.eval import during_training
   from tlm.files import write_jsonl
   from tlm.train.loop import run
 
@@ -198,7 +199,7 @@ def _pretrained_start(setting: Setting, base: list[str], work: str, log: Log) ->
   path = os.path.join(work, "t5")
   log(f"pre-training the start (tiny_t5 recipe, corpus {setting.start_corpus or 'generic'}) "
       f"in {path}")  # fmt: skip
-  run(config, path, log=log)
+  run(config, path, make_evaluators=during_training.evaluators, log=log)
   return path
 
 
@@ -219,7 +220,7 @@ def seed_measurements(
   """
   if setting.reuse:
     return _reused(setting, seed)
-  from tlm.eval import experiments, pretraining, reproduce
+  from tlm.eval import during_training, experiments, pretraining, reproduce
   from tlm.train.loop import train
 
   work = seed_dir(root, setting, seed)
@@ -248,7 +249,7 @@ def seed_measurements(
     for v in VARIANTS:
       config = configs.replace(cfgs[v], "train.steps", step)
       log(f"{setting.name} seed {seed}: {config.name} to step {step} in {dirs[v]}")
-      train(config, dirs[v], log=log)
+      train(config, dirs[v], evaluators=during_training.evaluators(config), log=log)
       evals[v] = experiments.evaluate(config, dirs[v], log, data)
     meas = measurements.collect(seed, evals)
     meas["training"] = {v: training_record(dirs[v]) for v in VARIANTS}

@@ -46,15 +46,22 @@ def from_start(config: Config, start_dir: str) -> Config:
 
 def train_starts(cfgs: dict[str, Config], workdir: str, log) -> None:
   """Trains (or finds trained) WORKDIR/t5 then WORKDIR/cbqa."""
+  from tlm.eval import during_training
   from tlm.train.loop import run
 
   dirs = start_dirs(workdir)
   for name in STARTS:
-    run(cfgs[name], dirs[name], log=log)
+    run(cfgs[name], dirs[name], make_evaluators=during_training.evaluators, log=log)
 
 
 def train_cbqa_ft(cfgs: dict[str, Config], workdir: str, log) -> None:
   """Trains (or finds trained) WORKDIR/cbqa_ft: T5-CBQA + TempLAMA-train alone."""
+  from tlm.eval import during_training
   from tlm.train.loop import run
 
-  run(cfgs["cbqa_ft"], start_dirs(workdir)["cbqa_ft"], log=log)
+  run(
+    cfgs["cbqa_ft"],
+    start_dirs(workdir)["cbqa_ft"],
+    make_evaluators=during_training.evaluators,
+    log=log,
+  )

@@ -77,9 +77,10 @@ def reproduction_configs(overrides: list[str]) -> dict[str, Config]:
 
 
 def _train(config: Config, workdir: str, log) -> None:
+  from tlm.eval import during_training
   from tlm.train.loop import run
 
-  run(config, workdir, log=log)
+  run(config, workdir, make_evaluators=during_training.evaluators, log=log)
 
 
 def seed_dir(workdir: str, seed: int) -> str:

@@ -11,11 +11,12 @@ the window's time the loop spent waiting for its input batches).
 import dataclasses
 import json
 import time
+from collections.abc import Sequence
 
 from tlm import configs, storage
 from tlm.console import notice, warn
 from tlm.files import write_jsonl
-from tlm.train import task_eval
+from tlm.train.evaluators import Evaluator, fields_of
 from tlm.train.step import SUMS
 
 # The fields of a metrics.jsonl record (`Window.record`; "mfu" only on a device of known peak).
@@ -32,13 +33,12 @@ TRAIN_FIELDS = (
 )
 
 
-def logged_fields(tc: configs.TrainConfig) -> tuple[str, ...]:
-  """The numeric fields of this run's metrics.jsonl records (what `train.keep_best` may name)."""
+def logged_fields(tc: configs.TrainConfig, evaluators: Sequence[Evaluator] = ()) -> tuple[str, ...]:
+  """The numeric fields of this run's metrics.jsonl records (what `train.keep_best` may name):
+  the training fields, and with `train.eval_every` the held-out loss and the evaluators'."""
   fields = TRAIN_FIELDS
   if tc.eval_every > 0:
-    fields += ("eval_loss",)
-    if tc.eval_examples > 0:
-      fields += task_eval.FIELDS
+    fields += ("eval_loss",) + fields_of(evaluators)
   return fields
 
 
@@ -88,11 +88,14 @@ class Window:
     }
 
 
-def progress_line(record: dict, steps: int, best_metric: str | None = None) -> str:
-  """The line printed for a record of a run to `steps` (`best_metric`: `train.keep_best`)."""
+def progress_line(
+  record: dict, steps: int, best_metric: str | None = None, percent: Sequence[str] = ()
+) -> str:
+  """The line printed for a record of a run to `steps` (`best_metric`: `train.keep_best`;
+  `percent`: the evaluators' fields, fractions shown as percentages)."""
   eta = (steps - record["step"]) * record["seconds_per_step"]
   extra = f" eval_loss {record['eval_loss']:.4f}" if "eval_loss" in record else ""
-  extra += "".join(f" {k} {100 * record[k]:.1f}" for k in task_eval.FIELDS if k in record)
+  extra += "".join(f" {k} {100 * record[k]:.1f}" for k in percent if k in record)
   utilisation = f" MFU {100 * record['mfu']:.1f}%" if "mfu" in record else ""
   best = f" (best {best_metric})" if "best_step" in record else ""
   return (

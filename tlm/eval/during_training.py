@@ -11,12 +11,20 @@ subset covers the whole year and is the same at every evaluation and after a res
 
 Logged fields: templama_f1, templama_em (over the subset's queries) and news_f1 (over its
 news examples), as fractions like `results/eval.json`.
+
+The trainer takes evaluators (`tlm.train.evaluators`): the callers that train a model
+(`--mode=train`, the experiments, the reproduction) build them with `evaluators(config)` and
+hand them to `tlm.train.loop`.
 """
 
 import dataclasses
 
 from tlm import configs
 from tlm.configs import Config
+from tlm.eval import experiments
+from tlm.eval.predictor import Predictor, TimeConditioned
+from tlm.eval.results import news_f1_overall, templama_em, templama_f1
+from tlm.eval.trained_models import conditioning
 
 FIELDS = ("templama_f1", "templama_em", "news_f1")
 
@@ -28,8 +36,6 @@ def task_eval_data(config: Config):
     ConfigError: no TempLAMA directory (data.templama_dir / data.synthetic).
     DataError: a missing or malformed validation file.
   """
-  from tlm.eval import experiments
-
   k = config.train.eval_examples
   years = configs.trained_years(config.data)
   sub = configs.replace_many(
@@ -43,15 +49,11 @@ def task_eval_data(config: Config):
 def task_results(model, data) -> dict:
   """{"templama": evaluate_templama(...), "news": evaluate_news(...) (if the subset has news)}:
   what `--mode=eval` computes for `model` on `data` (`experiments.score`)."""
-  from tlm.eval.experiments import score
-
-  return score(model, data)
+  return experiments.score(model, data)
 
 
 def task_metrics(results: dict) -> dict:
   """{templama_f1, templama_em, news_f1 (if there is news)} of `task_results`."""
-  from tlm.eval.results import news_f1_overall, templama_em, templama_f1
-
   out = {"templama_f1": templama_f1(results), "templama_em": templama_em(results)}
   news_f1 = news_f1_overall(results)
   if news_f1 is not None:
@@ -60,16 +62,16 @@ def task_metrics(results: dict) -> dict:
 
 
 class TaskEvaluator:
-  """Decodes the subset with the parameters of the moment.
+  """Decodes the subset with the parameters of the moment (a `tlm.train.evaluators.Evaluator`).
 
   Args:
     config: the run's config.
-    model_config: the T5Config of the trained model.
-    vocab: its vocabulary.
   """
 
-  def __init__(self, config: Config, model_config, vocab):
-    self.config, self.model_config, self.vocab = config, model_config, vocab
+  fields = FIELDS
+
+  def __init__(self, config: Config):
+    self.config = config
     self._data = None
     self.results: dict = {}  # the last evaluation's `task_results` (predictions and scores)
 
@@ -79,15 +81,12 @@ class TaskEvaluator:
       self._data = task_eval_data(self.config)  # pays nothing
     return self._data
 
-  def __call__(self, params) -> dict:
-    from tlm.eval.predictor import Predictor, TimeConditioned
-    from tlm.eval.trained_models import conditioning
-
+  def __call__(self, params, model_config, vocab) -> dict:
     ec = self.config.eval
     predictor = Predictor(
-      self.model_config,
+      model_config,
       params,
-      self.vocab,
+      vocab,
       batch_size=ec.batch_size,
       max_decode_length=ec.max_decode_length,
       beam_size=1,
@@ -96,3 +95,10 @@ class TaskEvaluator:
     model = TimeConditioned(predictor, conditioning(self.config))
     self.results = task_results(model, self.data)
     return task_metrics(self.results)
+
+
+def evaluators(config: Config) -> tuple[TaskEvaluator, ...]:
+  """The evaluators a training run of `config` hands the trainer: `(TaskEvaluator(config),)`
+  when `train.eval_every` > 0 and `train.eval_examples` > 0, else none."""
+  tc = config.train
+  return (TaskEvaluator(config),) if tc.eval_every > 0 and tc.eval_examples > 0 else ()

@@ -49,10 +49,12 @@ def measure(size: str, devices: int, fsdp: bool) -> dict:
   from flax import linen as nn
 
   from tlm import configs
+  from tlm.models.shapes import model_config
   from tlm.models.t5 import Transformer, get_preset
-  from tlm.train import dry_run, partitioning
+  from tlm.sharding import partitioning
+  from tlm.train import dry_run
   from tlm.train.optim import make_optimizer
-  from tlm.train.state import model_config, state_layout
+  from tlm.train.state import state_layout
 
   base = configs.override(
     configs.get(f"{size}_temporal"), _mesh_sets(size, devices) + [f"mesh.fsdp={fsdp}"]

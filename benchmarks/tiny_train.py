@@ -29,10 +29,11 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from tlm.configs import ModelConfig  # noqa: E402
 from tlm.models import t5  # noqa: E402
-from tlm.train import partitioning  # noqa: E402
+from tlm.models.shapes import model_config  # noqa: E402
+from tlm.sharding import partitioning  # noqa: E402
 from tlm.train.loop import make_train_step  # noqa: E402
 from tlm.train.optim import make_optimizer  # noqa: E402
-from tlm.train.state import init_state, model_config, state_layout  # noqa: E402
+from tlm.train.state import init_state, state_layout  # noqa: E402
 
 ROWS, INPUT_LENGTH, TARGET_LENGTH, VOCAB = 64, 64, 16, 900
 

@@ -46,7 +46,7 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from tlm.data.packing import pack, with_eos  # noqa: E402
 from tlm.models import checkpoints, t5  # noqa: E402
 from tlm.models.formats.hf_config import to_hf_config  # noqa: E402
-from tlm.train import partitioning  # noqa: E402
+from tlm.sharding import partitioning  # noqa: E402
 from tlm.train.loop import compile_train_step, make_train_step  # noqa: E402
 from tlm.train.optim import make_optimizer  # noqa: E402
 from tlm.train.state import init_state, state_layout  # noqa: E402

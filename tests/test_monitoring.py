@@ -19,6 +19,7 @@ from tlm.data.formatting import templama_query_input
 from tlm.errors import ConfigError
 from tlm.eval import during_training, experiments, results, trained_models
 from tlm.files import read_jsonl
+from tlm.sharding import cost
 from tlm.train import best, loop, mfu, profiling, tensorboard_writer
 from tlm.train.checkpointing import CheckpointManager
 
@@ -306,7 +307,7 @@ def test_peak_table_and_compiled_flops():
   x = jax.ShapeDtypeStruct((64, 32), jnp.float32)
   y = jax.ShapeDtypeStruct((32, 16), jnp.float32)
   compiled = jax.jit(jnp.matmul).lower(x, y).compile()
-  assert mfu.compiled_flops(compiled) == 2 * 64 * 32 * 16
+  assert cost.compiled_flops(compiled) == 2 * 64 * 32 * 16
   assert mfu.utilisation(2e12, 0.5, 8e12) == 0.5
   assert mfu.utilisation(None, 0.5, 8e12) is None and mfu.utilisation(1.0, 0.5, None) is None
 

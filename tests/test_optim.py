@@ -11,7 +11,8 @@ from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
 from tlm.errors import CheckpointError, ConfigError
-from tlm.train import optim, partitioning
+from tlm.sharding import partitioning
+from tlm.train import optim
 from tlm.train.checkpointing import CheckpointManager
 
 

@@ -239,10 +239,11 @@ def test_memory_floor_by_hand():
 
 
 def test_parameter_floor_is_below_the_real_count():
+  from tlm.models.shapes import model_config, param_count
   from tlm.models.t5 import Transformer
+  from tlm.sharding.partitioning import make_mesh
   from tlm.train.optim import make_optimizer
-  from tlm.train.partitioning import make_mesh
-  from tlm.train.state import model_config, param_count, state_layout
+  from tlm.train.state import state_layout
 
   for config in (_small(), configs.get("tiny_temporal"), configs.get("small_temporal")):
     t5 = model_config(config.model, 1)
@@ -271,7 +272,7 @@ def test_memory_floor_is_below_what_xla_allocates():
 
 
 def test_check_memory_against_small_devices(monkeypatch):
-  from tlm.train.partitioning import make_mesh
+  from tlm.sharding.partitioning import make_mesh
 
   mesh = make_mesh(1, 1, jax.devices()[:1])
   config = _small()

@@ -503,7 +503,7 @@ def test_model_init_checkpoint_takes_a_t5x_model_directory(tmp_path, scanned):
   from flax import linen as nn
 
   from tlm.models.t5 import Transformer
-  from tlm.train import partitioning
+  from tlm.sharding import partitioning
   from tlm.train.checkpointing import load_init_params
   from tlm.train.optim import make_optimizer
   from tlm.train.state import state_layout

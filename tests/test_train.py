@@ -19,12 +19,14 @@ from tlm import configs
 from tlm.errors import CheckpointError, ConfigError
 from tlm.models import t5
 from tlm.models.formats.hf_config import to_hf_config
+from tlm.models.shapes import model_config
 from tlm.models.t5 import Transformer
-from tlm.train import loop, partitioning
+from tlm.sharding import partitioning
+from tlm.train import loop
 from tlm.train.checkpointing import CheckpointManager, load_init_params
 from tlm.train.data import TrainingData
 from tlm.train.optim import factored_state, make_optimizer
-from tlm.train.state import TrainState, model_config, state_layout
+from tlm.train.state import TrainState, state_layout
 
 
 def tiny_config(*overrides):

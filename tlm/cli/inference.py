@@ -191,7 +191,7 @@ def _predictor(
   if flags.batch_size < 1:
     raise ConfigError(f"--batch_size must be >= 1, got {flags.batch_size}")
   initialize_distributed(flags.coordinator_address, flags.num_processes, flags.process_id)
-  from tlm.train import partitioning
+  from tlm.sharding import partitioning
 
   mesh = partitioning.make_mesh(settings.mesh.data, settings.mesh.model)
   # A short file is not padded to a whole --batch_size of rows.

@@ -126,20 +126,14 @@ def _reused(setting: Setting, seed: int) -> dict[int, dict]:
 
 def training_record(workdir: str) -> dict:
   """The model's size and its last logged training and held-out losses (metrics.jsonl)."""
-  from tlm.train.state import param_count
+  from tlm.models.shapes import abstract_variables, param_count
 
   out: dict = {"parameters": None, "loss": None, "eval_loss": None}
   path = os.path.join(workdir, "model_config.json")
   if os.path.isfile(path):
-    import jax
+    from tlm.models.t5 import T5Config
 
-    from tlm.models.t5 import T5Config, Transformer
-
-    model = Transformer(T5Config.from_dict(_read_json(path)))
-    tokens, rng = np.ones((1, 4), np.int32), jax.random.key(0)
-    init = lambda: model.init({"params": rng}, tokens, tokens, enable_dropout=False)  # noqa: E731
-    shapes = jax.eval_shape(init)["params"]
-    out["parameters"] = param_count(shapes)
+    out["parameters"] = param_count(abstract_variables(T5Config.from_dict(_read_json(path))))
   metrics = os.path.join(workdir, "metrics.jsonl")
   if os.path.isfile(metrics):
     with open(metrics, encoding="utf-8") as f:

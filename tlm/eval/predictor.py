@@ -5,7 +5,7 @@ strings into T5 inputs (SentencePiece ids + EOS), groups examples of similar len
 batches padded to a few bucketed shapes (powers of two, a fixed number of rows) so that jit
 compiles once per bucket rather than once per batch, and restores input order.
 
-It runs on the training mesh (`tlm.train.partitioning`): the parameters are placed by the same
+It runs on the training mesh (`tlm.sharding.partitioning`): the parameters are placed by the same
 logical axis rules as in training (FSDP included), optionally cast to bfloat16, and every batch
 is split along "data". In a multi-host run every process computes the same batching of the
 whole input (cheap, host-side), feeds only the rows its devices hold, and receives every
@@ -91,7 +91,7 @@ class Predictor:
       index in the list given to `predict`, not on the batch size or the mesh.
     max_input_length: longer inputs are truncated (keeping EOS); 0 keeps them whole.
     progress: print progress lines to stderr for long lists.
-    mesh: the ("data", "model") mesh (`tlm.train.partitioning.make_mesh`); None is the first
+    mesh: the ("data", "model") mesh (`tlm.sharding.partitioning.make_mesh`); None is the first
       device alone. `batch_size` is rounded up to a multiple of its data axis.
     fsdp: place the parameters with the FSDP rules (`partitioning.axis_rules(True)`).
     param_dtype: "float32" or "bfloat16" (`eval.param_dtype`): the parameters' dtype on the
@@ -121,8 +121,9 @@ class Predictor:
     import jax.numpy as jnp
     from flax import linen as nn
 
-    from tlm.train import partitioning
-    from tlm.train.checkpointing import place_params
+    from tlm.models import shapes
+    from tlm.sharding import partitioning
+    from tlm.sharding.partitioning import place_params
 
     if vocab.vocab_size > config.vocab_size:
       raise ConfigError(
@@ -157,7 +158,7 @@ class Predictor:
     self.mesh = mesh
     self.rules = partitioning.axis_rules(fsdp)
     with jax.set_mesh(self.mesh), nn.logical_axis_rules(self.rules):
-      abstract = partitioning.abstract_params(config, self.mesh, self.rules, dtypes[param_dtype])
+      abstract = shapes.abstract_params(config, self.mesh, self.rules, dtypes[param_dtype])
     params = nn.meta.unbox(params)
     if set(params) == {"params"}:
       params = params["params"]
@@ -200,7 +201,7 @@ class Predictor:
     from jax.experimental import multihost_utils
     from jax.sharding import NamedSharding, PartitionSpec
 
-    from tlm.train import partitioning
+    from tlm.sharding import partitioning
 
     with jax.set_mesh(self.mesh), nn.logical_axis_rules(self.rules):
       placed = []

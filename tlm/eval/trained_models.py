@@ -128,7 +128,7 @@ def checkpoint_predictor(
     mesh: the mesh, if already made (`partitioning.make_mesh` of `settings.mesh`).
     **kwargs: the `Predictor`'s batching and decoding arguments.
   """
-  from tlm.train import partitioning
+  from tlm.sharding import partitioning
 
   if mesh is None:
     mesh = partitioning.make_mesh(settings.mesh.data, settings.mesh.model)

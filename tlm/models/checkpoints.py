@@ -42,13 +42,13 @@ from tlm.models.param_convert import check_params as check_params
 from tlm.models.param_convert import flatten as flatten
 from tlm.models.param_convert import infer_mesh_tf_config as infer_mesh_tf_config
 from tlm.models.param_convert import infer_t5x_config as infer_t5x_config
-from tlm.models.param_convert import param_shapes as param_shapes
 from tlm.models.param_convert import params_from_hf as params_from_hf
 from tlm.models.param_convert import params_from_mesh_tf as params_from_mesh_tf
 from tlm.models.param_convert import params_from_t5x as params_from_t5x
 from tlm.models.param_convert import params_to_hf as params_to_hf
 from tlm.models.param_convert import unflatten as unflatten
 from tlm.models.param_map import MESH_TF_IGNORED
+from tlm.models.shapes import param_shapes as param_shapes
 
 
 def _read_json(path: str) -> dict:

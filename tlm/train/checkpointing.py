@@ -36,13 +36,13 @@ from typing import Any
 import jax
 import numpy as np
 import orbax.checkpoint as ocp
-from flax import traverse_util
 
 from tlm import checksums, safe_read, storage
 from tlm.console import warn
 from tlm.errors import CheckpointError
 from tlm.files import io_error_reason
 from tlm.models.formats import orbax_failures
+from tlm.sharding.partitioning import place_params
 
 # orbax's background threads log the failure of a save with their tracebacks, which
 # `_io_errors` reports as one line: they stay off the terminal.
@@ -391,38 +391,6 @@ def check_architecture(model_config: Any, checkpoint_config: Any, path: str) -> 
       f"{path}: architecture differs from model.preset ({details}); set model.preset to the "
       "checkpoint's size"
     )
-
-
-def place_params(params: Any, abstract_params: Any, path: str) -> Any:
-  """Puts host (numpy) parameters onto the abstract tree's shardings, strictly.
-
-  Every process reads the whole tree and keeps the shards its devices hold.
-
-  Raises:
-    CheckpointError: listing missing, unexpected and mis-shaped parameters.
-  """
-  have = traverse_util.flatten_dict(params, sep="/")
-  want = traverse_util.flatten_dict(abstract_params, sep="/")
-  missing = sorted(set(want) - set(have))
-  unexpected = sorted(set(have) - set(want))
-  shapes = sorted(
-    f"{k} {tuple(np.shape(have[k]))} != {tuple(want[k].shape)}"
-    for k in set(want) & set(have)
-    if tuple(np.shape(have[k])) != tuple(want[k].shape)
-  )
-  if missing or unexpected or shapes:
-    raise CheckpointError(
-      f"{path}: parameters do not match the model: missing {missing}, unexpected {unexpected}, "
-      f"wrong shapes {shapes}"
-    )
-
-  def put(arr, spec):
-    arr = np.asarray(arr)
-    return jax.make_array_from_callback(
-      spec.shape, spec.sharding, lambda idx: np.asarray(arr[idx], dtype=spec.dtype)
-    )
-
-  return traverse_util.unflatten_dict({k: put(have[k], v) for k, v in want.items()}, sep="/")
 
 
 def load_init_params(path: str, model_config: Any, abstract_params: Any) -> Any:

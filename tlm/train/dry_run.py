@@ -35,31 +35,15 @@ from tlm.console import log_line
 from tlm.errors import CheckpointError, ConfigError
 from tlm.models import decoding
 from tlm.models.formats.hf_config import from_hf_config
+from tlm.models.shapes import abstract_params, model_config, param_count
 from tlm.models.t5 import T5Config, Transformer, get_preset
-from tlm.train import partitioning
+from tlm.sharding import partitioning
+from tlm.sharding.cost import compiled_flops, compiled_memory, gib
 from tlm.train.loop import configured_train_step, lower_train_step
 from tlm.train.optim import make_optimizer
-from tlm.train.state import model_config, param_count, state_layout
+from tlm.train.state import state_layout
 
 _PARAM_DTYPES = {"float32": np.float32, "bfloat16": jax.numpy.bfloat16}
-
-
-def _gib(n: float) -> str:
-  return f"{n / 2**30:.2f} GiB"
-
-
-def _memory(compiled) -> dict:
-  """Bytes per device of a compiled program (XLA's memory analysis)."""
-  memory = compiled.memory_analysis()
-  mem = {
-    "arguments": int(memory.argument_size_in_bytes),
-    "outputs": int(memory.output_size_in_bytes),
-    "temporaries": int(memory.temp_size_in_bytes),
-    "aliased": int(memory.alias_size_in_bytes),
-  }
-  # A donated argument is aliased to an output: count it once.
-  mem["peak_estimate"] = mem["arguments"] + mem["outputs"] + mem["temporaries"] - mem["aliased"]
-  return mem
 
 
 def dry_run(config: Config, log: Callable[[str], None] = log_line, compile: bool = True) -> dict:
@@ -102,11 +86,11 @@ def dry_run(config: Config, log: Callable[[str], None] = log_line, compile: bool
   mem = None
   if compile:
     compiled = lowered.compile()
-    mem = _memory(compiled)
-    flops_per_device = _flops(compiled.cost_analysis())
+    mem = compiled_memory(compiled)
+    flops_per_device = compiled_flops(compiled) or 0.0
   else:
     # Before SPMD partitioning the program is the whole (global) step.
-    flops_per_device = _flops(lowered.cost_analysis()) / devices
+    flops_per_device = (compiled_flops(lowered) or 0.0) / devices
   seconds = time.perf_counter() - t1
   report = {
     "config": config.name,
@@ -136,16 +120,16 @@ def dry_run(config: Config, log: Callable[[str], None] = log_line, compile: bool
     f"({flops_per_device:.3e} per device)"
   )
   log(
-    f"per device: parameters {_gib(report['parameter_bytes_per_device'])} (float32), "
-    f"optimizer state {_gib(report['optimizer_bytes_per_device'])}"
+    f"per device: parameters {gib(report['parameter_bytes_per_device'])} (float32), "
+    f"optimizer state {gib(report['optimizer_bytes_per_device'])}"
   )
   if mem is None:
     log(f"traced and lowered in {t1 - t0:.1f}s; not compiled, so no activation figures")
   else:
     log(
-      f"memory per device: {_gib(mem['peak_estimate'])} peak estimate (arguments "
-      f"{_gib(mem['arguments'])}, temporaries {_gib(mem['temporaries'])}, outputs "
-      f"{_gib(mem['outputs'])}, aliased {_gib(mem['aliased'])}); traced and lowered in "
+      f"memory per device: {gib(mem['peak_estimate'])} peak estimate (arguments "
+      f"{gib(mem['arguments'])}, temporaries {gib(mem['temporaries'])}, outputs "
+      f"{gib(mem['outputs'])}, aliased {gib(mem['aliased'])}); traced and lowered in "
       f"{t1 - t0:.1f}s, compiled in {seconds:.1f}s"
     )
   return report
@@ -189,7 +173,7 @@ def eval_dry_run(
   batch = NamedSharding(mesh, partitioning.BATCH_SPEC)
   t0 = time.perf_counter()
   with jax.set_mesh(mesh), nn.logical_axis_rules(rules):
-    params = partitioning.abstract_params(t5, mesh, rules, _PARAM_DTYPES[param_dtype])
+    params = abstract_params(t5, mesh, rules, _PARAM_DTYPES[param_dtype])
     inputs = jax.ShapeDtypeStruct((rows, input_length), np.int32, sharding=batch)
     targets = jax.ShapeDtypeStruct((rows, target_length), np.int32, sharding=batch)
     if beam_size == 1:
@@ -204,7 +188,11 @@ def eval_dry_run(
       "score": score.lower(params, inputs, targets),
     }
   t1 = time.perf_counter()
-  mem = {name: _memory(program.compile()) for name, program in lowered.items()} if compile else None
+  mem = (
+    {name: compiled_memory(program.compile()) for name, program in lowered.items()}
+    if compile
+    else None
+  )
   t2 = time.perf_counter()
   report = {
     "parameters": param_count(params),
@@ -223,14 +211,14 @@ def eval_dry_run(
     f"{jax.devices()[0].platform} devices, mesh {report['mesh']}{', FSDP' if fsdp else ''}; "
     f"batch {rows} x {input_length} input tokens, {target_length} target tokens"
   )
-  log(f"per device: parameters {_gib(report['parameter_bytes_per_device'])}")
+  log(f"per device: parameters {gib(report['parameter_bytes_per_device'])}")
   if mem is None:
     log(f"traced and lowered in {t1 - t0:.1f}s; not compiled, so no activation figures")
   for name, m in (mem or {}).items():
     log(
-      f"{name}: {_gib(m['peak_estimate'])} peak estimate per device (activations "
-      f"{_gib(m['temporaries'])}, arguments {_gib(m['arguments'])}, outputs "
-      f"{_gib(m['outputs'])})"
+      f"{name}: {gib(m['peak_estimate'])} peak estimate per device (activations "
+      f"{gib(m['temporaries'])}, arguments {gib(m['arguments'])}, outputs "
+      f"{gib(m['outputs'])})"
     )
   return report
 
@@ -284,9 +272,3 @@ def saved_model_config(path: str) -> T5Config:
     f"{path}: --dry_run reads the model config of a tlm or HF checkpoint (model_config.json "
     "or config.json); convert other checkpoints first (--mode=convert)"
   )
-
-
-def _flops(cost) -> float:
-  if isinstance(cost, list):  # older jax returned one dict per computation
-    cost = cost[0]
-  return float((cost or {}).get("flops", 0.0))

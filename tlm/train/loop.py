@@ -36,8 +36,10 @@ from tlm.configs import Config
 from tlm.console import log_line
 from tlm.errors import ConfigError, UserError
 from tlm.files import atomic_output_file, write_json
+from tlm.models.shapes import model_config, param_count
 from tlm.models.t5 import Transformer
-from tlm.train import mfu, partitioning, preflight
+from tlm.sharding import cost, partitioning
+from tlm.train import mfu, preflight
 from tlm.train.best import BestKeeper, check_metric
 from tlm.train.checkpointing import CheckpointManager, load_init_params
 from tlm.train.data_state import check_data_state, data_state
@@ -46,14 +48,7 @@ from tlm.train.optim import make_optimizer
 from tlm.train.preemption import Preempted, Preemption
 from tlm.train.profiling import ProfileWindow, check_window
 from tlm.train.records import MetricsLog, Window, logged_fields, progress_line
-from tlm.train.state import (
-  TrainState,
-  init_state,
-  model_config,
-  param_count,
-  state_from_params,
-  state_layout,
-)
+from tlm.train.state import TrainState, init_state, state_from_params, state_layout
 from tlm.train.step import compile_train_step, configured_train_step, lower_train_step
 
 # Re-exported: the step's names were this module's before `tlm.train.step`.
@@ -193,12 +188,12 @@ class Trainer:
     """FLOPs per device of one train step (XLA's cost analysis), for MFU."""
     tc = self.config.train
     if tc.microbatches == 1:
-      return mfu.compiled_flops(self.train_step)
+      return cost.compiled_flops(self.train_step)
     # XLA counts a loop's body once, so the compiled microbatch scan would count 1/M of the
     # step: count the same step without microbatches, lowered (before SPMD partitioning, so
     # for the whole mesh) but not compiled.
     whole = configured_train_step(model, optimizer, dataclasses.replace(tc, microbatches=1))
-    flops = mfu.compiled_flops(lower_train_step(whole, self.layout, abstract_batch, self.mesh))
+    flops = cost.compiled_flops(lower_train_step(whole, self.layout, abstract_batch, self.mesh))
     return flops / self.mesh.devices.size if flops else None
 
   def _restore_or_init(self, model, optimizer):

@@ -15,6 +15,10 @@ model, and XLA gathers each layer's weights over "data" where it needs them (ZeR
 Activations keep "embed" unsplit, because their "batch" dimension already takes "data" and
 flax assigns each mesh axis once per array, in rule order.
 
+`place_params` puts host parameters onto the shardings of an abstract tree
+(`tlm.models.shapes.abstract_params`), strictly: training's init from a checkpoint and the
+inference `Predictor` place them the same way.
+
 Multi-host (JAX multi-controller): each process materialises only the rows of the global batch
 held by its own devices (`process_rows`) and `global_batch` assembles them into global arrays
 with `jax.make_array_from_process_local_data`.
@@ -26,9 +30,10 @@ from typing import Any
 import jax
 import numpy as np
 from flax import linen as nn
+from flax import traverse_util
 from jax.sharding import AxisType, Mesh, NamedSharding, PartitionSpec
 
-from tlm.errors import ConfigError
+from tlm.errors import CheckpointError, ConfigError
 
 DATA_AXIS = "data"
 MODEL_AXIS = "model"
@@ -105,38 +110,6 @@ def logical_to_mesh(logical_specs: Any, rules: Sequence | None = None) -> Any:
   if rules is None:
     rules = nn.get_logical_axis_rules() or AXIS_RULES
   return nn.logical_to_mesh(logical_specs, rules)
-
-
-def abstract_params(
-  model_config: Any, mesh: Mesh, rules: Sequence | None = None, dtype: Any = np.float32
-) -> Any:
-  """The "params" tree of `Transformer(model_config)` as ShapeDtypeStructs with shardings.
-
-  Nothing is allocated: the shapes come from `jax.eval_shape` of the initialiser, the
-  shardings from the parameters' logical axis names through `rules` (`logical_to_mesh`).
-
-  Args:
-    model_config: a `tlm.models.t5.T5Config`.
-    mesh: the mesh.
-    rules: the axis rules (default: the enclosing context's, else AXIS_RULES).
-    dtype: the dtype the parameters are placed in (float32, or bfloat16 for inference).
-  """
-  from tlm.models.t5 import Transformer
-
-  tokens = jax.ShapeDtypeStruct((1, 4), np.int32)
-  boxed = jax.eval_shape(
-    lambda t: Transformer(model_config).init(jax.random.key(0), t, t, enable_dropout=False),
-    tokens,
-  )["params"]
-  specs = logical_to_mesh(nn.get_partition_spec(boxed), rules)
-  is_box = lambda x: isinstance(x, nn.meta.AxisMetadata)
-  values = jax.tree.map(lambda x: x.value if is_box(x) else x, boxed, is_leaf=is_box)
-  return jax.tree.map(
-    lambda x, s: jax.ShapeDtypeStruct(x.shape, dtype, sharding=NamedSharding(mesh, s)),
-    values,
-    specs,
-    is_leaf=lambda x: isinstance(x, jax.ShapeDtypeStruct),
-  )
 
 
 def bytes_per_device(tree: Any) -> int:
@@ -249,3 +222,35 @@ def abstract_batch(
     (batch_size, target_length), np.float32, sharding=sharding
   )
   return out
+
+
+def place_params(params: Any, abstract_params: Any, path: str) -> Any:
+  """Puts host (numpy) parameters onto the abstract tree's shardings, strictly.
+
+  Every process reads the whole tree and keeps the shards its devices hold.
+
+  Raises:
+    CheckpointError: listing missing, unexpected and mis-shaped parameters.
+  """
+  have = traverse_util.flatten_dict(params, sep="/")
+  want = traverse_util.flatten_dict(abstract_params, sep="/")
+  missing = sorted(set(want) - set(have))
+  unexpected = sorted(set(have) - set(want))
+  shapes = sorted(
+    f"{k} {tuple(np.shape(have[k]))} != {tuple(want[k].shape)}"
+    for k in set(want) & set(have)
+    if tuple(np.shape(have[k])) != tuple(want[k].shape)
+  )
+  if missing or unexpected or shapes:
+    raise CheckpointError(
+      f"{path}: parameters do not match the model: missing {missing}, unexpected {unexpected}, "
+      f"wrong shapes {shapes}"
+    )
+
+  def put(arr, spec):
+    arr = np.asarray(arr)
+    return jax.make_array_from_callback(
+      spec.shape, spec.sharding, lambda idx: np.asarray(arr[idx], dtype=spec.dtype)
+    )
+
+  return traverse_util.unflatten_dict({k: put(have[k], v) for k, v in want.items()}, sep="/")

@@ -49,6 +49,7 @@ def measure(size: str, devices: int, fsdp: bool) -> dict:
   from flax import linen as nn
 
   from tlm import configs
+  from tlm.infer import dry_run as infer_dry_run
   from tlm.models.shapes import model_config
   from tlm.models.t5 import Transformer, get_preset
   from tlm.sharding import partitioning
@@ -77,7 +78,7 @@ def measure(size: str, devices: int, fsdp: bool) -> dict:
   for layers in (1, 2):
     config = configs.replace(base, "model.num_layers", layers)
     train.append(dry_run.dry_run(config, log=quiet)["memory_per_device"]["temporaries"])
-    report = dry_run.config_eval_dry_run(config, log=quiet)
+    report = infer_dry_run.config_eval_dry_run(config, log=quiet)
     evaluate.append(max(m["temporaries"] for m in report["memory_per_device"].values()))
   depth = t5.num_encoder_layers
   row["train_temporaries"] = train[0] + (depth - 1) * (train[1] - train[0])

@@ -12,8 +12,8 @@ from tlm.data import fact_durations, templama
 from tlm.data.formatting import TextExample
 from tlm.data.future_relations import FutureQuery, FutureRelations
 from tlm.eval import future, measurements
-from tlm.eval.routing import route_to_expert
 from tlm.eval.templama_eval import evaluate_news, evaluate_templama
+from tlm.infer.conditioned import route_to_expert
 
 FACTS = "tests/fixtures/data/templama_facts.tsv"
 ENTITIES = "tests/fixtures/data/templama_entities.tsv"

@@ -276,7 +276,7 @@ def good_config():
 def test_any_edit_of_a_saved_config_reads_back_or_is_a_one_line_error(good_config, data):
   import copy
 
-  from tlm.eval.trained_models import read_saved_config
+  from tlm.infer.trained_models import read_saved_config
 
   saved = copy.deepcopy(good_config)
   for _ in range(data.draw(st.integers(min_value=1, max_value=3))):

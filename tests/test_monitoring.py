@@ -17,8 +17,9 @@ from tests.fixtures.train.fixture_sets import FIXTURE_DATA_SETS
 from tlm import configs
 from tlm.data.formatting import templama_query_input
 from tlm.errors import ConfigError
-from tlm.eval import during_training, experiments, results, trained_models
+from tlm.eval import during_training, experiments, results
 from tlm.files import read_jsonl
+from tlm.infer import trained_models
 from tlm.sharding import cost
 from tlm.train import best, loop, mfu, profiling, tensorboard_writer
 from tlm.train.checkpointing import CheckpointManager

@@ -417,7 +417,7 @@ def _saved_config(tmp_path, edit=None) -> str:
 
 def test_a_saved_config_reads_back(tmp_path):
   from tlm import configs
-  from tlm.eval.trained_models import saved_config
+  from tlm.infer.trained_models import saved_config
 
   _saved_config(tmp_path)
   assert saved_config(str(tmp_path)) == configs.get("tiny_temporal")
@@ -434,7 +434,7 @@ def test_a_saved_config_reads_back(tmp_path):
   ],
 )  # fmt: skip
 def test_a_hostile_saved_config_is_a_one_line_error_naming_the_file(tmp_path, edit, fragment):
-  from tlm.eval.trained_models import saved_config
+  from tlm.infer.trained_models import saved_config
 
   path = _saved_config(tmp_path, edit)
   with pytest.raises(ConfigError) as e:
@@ -445,7 +445,7 @@ def test_a_hostile_saved_config_is_a_one_line_error_naming_the_file(tmp_path, ed
 
 @pytest.mark.parametrize("content", ["[]", "{", "[" * 50_000, " " * (1 << 21) + "{}"])
 def test_an_unreadable_saved_config_is_a_one_line_error(tmp_path, content):
-  from tlm.eval.trained_models import saved_config
+  from tlm.infer.trained_models import saved_config
 
   _write(str(tmp_path / "config.json"), content)
   _write(str(tmp_path / "model_config.json"), "{}")
@@ -459,7 +459,7 @@ def test_a_saved_config_that_is_a_fifo_is_never_opened(tmp_path):
   _write(str(tmp_path / "model_config.json"), "{}")
   code = (
     "import sys\nfrom tlm.errors import ConfigError\n"
-    "from tlm.eval.trained_models import saved_config\n"
+    "from tlm.infer.trained_models import saved_config\n"
     "try: saved_config(sys.argv[1])\nexcept ConfigError as e: print(e)"
   )
   proc = subprocess.run([sys.executable, "-c", code, str(tmp_path)], cwd=ROOT,

@@ -125,7 +125,7 @@ def test_init_checkpoint_is_verified_whatever_it_names(saved, tmp_path, capsys):
 
 def test_the_evaluations_predictor_loads_are_verified(saved, tmp_path):
   from tlm import configs
-  from tlm.eval.trained_models import checkpoint_predictor
+  from tlm.infer.trained_models import checkpoint_predictor
 
   work = _copy(saved, "work", tmp_path)
   _corrupt(str(work / "checkpoints" / "200"))

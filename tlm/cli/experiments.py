@@ -27,8 +27,8 @@ from tlm import configs
 from tlm.console import log_line
 from tlm.errors import ConfigError
 from tlm.eval.reproduce import DEFAULT_WORKDIR, seed_dir
-from tlm.eval.trained_models import saved_config
 from tlm.files import check_layout
+from tlm.infer.trained_models import saved_config
 from tlm.train import preflight
 from tlm.workdir_lock import WorkdirLock, acquire_on_main
 
@@ -58,11 +58,12 @@ def _start(flags):
 
 def _dry_run(config, trains: bool) -> None:
   """`--dry_run`: the evaluation's (and, for modes that train, the train step's) memory."""
-  from tlm.train import dry_run
+  from tlm.infer import dry_run as infer_dry_run
+  from tlm.train import dry_run as train_dry_run
 
   if trains:
-    dry_run.dry_run(config)
-  dry_run.config_eval_dry_run(config)
+    train_dry_run.dry_run(config)
+  infer_dry_run.config_eval_dry_run(config)
 
 
 def _experiment(flags, mode: str, fn, *, trains: bool, data=None, report=None) -> None:

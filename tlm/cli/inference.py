@@ -19,7 +19,7 @@ tokenized T5-style: SentencePiece ids followed by EOS.
 `--checkpoint` is anything `tlm.models.checkpoints.load_checkpoint` reads (HF directory,
 Mesh-TF prefix, tlm model directory, training workdir). The vocabulary is `--vocab`, else the
 `spiece.model` stored with the checkpoint. It is loaded as the evaluations load theirs
-(`tlm.eval.trained_models.checkpoint_predictor`), and batching is `Predictor`'s: examples
+(`tlm.infer.trained_models.checkpoint_predictor`), and batching is `Predictor`'s: examples
 sorted by length, padded to power-of-two lengths and a fixed number of rows, so jit compiles
 once per length bucket; output in input order.
 
@@ -186,7 +186,7 @@ def _predictor(
   input and target lengths of the largest batch)."""
   # jax and the model are imported only once the inputs have been checked.
   from tlm.cli.train import initialize_distributed
-  from tlm.eval.trained_models import checkpoint_predictor
+  from tlm.infer.trained_models import checkpoint_predictor
 
   if flags.batch_size < 1:
     raise ConfigError(f"--batch_size must be >= 1, got {flags.batch_size}")
@@ -197,7 +197,7 @@ def _predictor(
   # A short file is not padded to a whole --batch_size of rows.
   rows = min(flags.batch_size, 1 << max(n - 1, 0).bit_length())
   if flags.dry_run:
-    from tlm.train.dry_run import eval_dry_run, saved_model_config
+    from tlm.infer.dry_run import eval_dry_run, saved_model_config
 
     eval_dry_run(
       saved_model_config(flags.checkpoint),

@@ -31,8 +31,8 @@ from tlm.configs.years import FUTURE_SLICE, TRAIN_SLICE
 from tlm.errors import ConfigError
 from tlm.eval import experiments, figures
 from tlm.eval.results import has_news, news_f1, news_f1_by_year, templama_f1, templama_f1_by_year
-from tlm.eval.trained_models import load_model, require_model
 from tlm.files import write_json
+from tlm.infer.trained_models import load_model, require_model
 
 # (source, slice) pairs on which an adapted model must reach the retrained one to match it.
 MATCH_SLICES = (

@@ -22,8 +22,8 @@ from tlm.data.vocab import Vocabulary
 from tlm.errors import ConfigError
 from tlm.eval import tables
 from tlm.eval.experiments import writes_results
-from tlm.eval.trained_models import predictor, require_model
 from tlm.files import atomic_output_file, write_json
+from tlm.infer.trained_models import predictor, require_model
 
 _SOURCE = "cronquestions"
 

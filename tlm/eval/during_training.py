@@ -1,7 +1,7 @@
 """Task metrics during training: TempLAMA F1/EM and news SSM F1 on a fixed validation subset.
 
 Every `train.eval_every` steps with `train.eval_examples` > 0, the current parameters are
-queried exactly as `--mode=eval` queries a trained model (`tlm.eval.trained_models`): the same
+queried exactly as `--mode=eval` queries a trained model (`tlm.infer.trained_models`): the same
 `Predictor` (greedy decoding, `eval.batch_size`, `eval.max_decode_length`, inputs truncated to
 `data.input_length`), the same time conditioning of the variant and the same scoring
 (`evaluate_templama`, `evaluate_news`). Only the data differ: the validation split of the
@@ -22,9 +22,10 @@ import dataclasses
 from tlm import configs
 from tlm.configs import Config
 from tlm.eval import experiments
-from tlm.eval.predictor import Predictor, TimeConditioned
 from tlm.eval.results import news_f1_overall, templama_em, templama_f1
-from tlm.eval.trained_models import conditioning
+from tlm.infer.conditioned import TimeConditioned
+from tlm.infer.predictor import Predictor
+from tlm.infer.trained_models import conditioning
 
 FIELDS = ("templama_f1", "templama_em", "news_f1")
 

@@ -11,7 +11,7 @@
 - `yearly_gap_curves(...)`: Figure 2, left (each yearly expert on every year).
 
 The models are loaded, and queried as the paper queries each variant, by
-`tlm.eval.trained_models`; the results are read back through `tlm.eval.results`.
+`tlm.infer.trained_models`; the results are read back through `tlm.eval.results`.
 """
 
 import dataclasses
@@ -32,8 +32,8 @@ from tlm.errors import ConfigError, DataError
 from tlm.eval import figures, future, results, tables
 from tlm.eval.tables import MAX_EVAL_BYTES
 from tlm.eval.templama_eval import answer_baselines, evaluate_news, evaluate_templama
-from tlm.eval.trained_models import expert_dir, load_expert, load_model, require_model
 from tlm.files import atomic_output_file, write_json
+from tlm.infer.trained_models import expert_dir, load_expert, load_model, require_model
 
 Log = Callable[[str], None]
 

@@ -12,7 +12,7 @@ News: the held-out salient-span-masking examples of each year are decoded (F1 / 
 masked span) and scored (token-level perplexity of the span, Table 7).
 
 A "model" is anything with `predict(queries, years)` and `log_likelihood(queries, years,
-targets)`: `tlm.eval.predictor.TimeConditioned` or `YearlyEnsemble`.
+targets)`: `tlm.infer.conditioned.TimeConditioned` or `YearlyEnsemble`.
 """
 
 from collections.abc import Mapping, Sequence

@@ -141,7 +141,7 @@ def check_memory(config: Config, mesh, host_rows: int) -> None:
     )
 
 
-# `tlm.eval.predictor` pads every batch to eval.batch_size rows of at least this many int32
+# `tlm.infer.predictor` pads every batch to eval.batch_size rows of at least this many int32
 # input tokens (its lengths are powers of two >= 8).
 _EVAL_MIN_INPUT = 8
 

@@ -20,7 +20,8 @@ import os
 from tlm import configs, safe_read, storage
 from tlm.configs import Config
 from tlm.errors import ConfigError
-from tlm.eval.predictor import Predictor, TimeConditioned, YearlyEnsemble
+from tlm.infer.conditioned import TimeConditioned, YearlyEnsemble
+from tlm.infer.predictor import Predictor
 
 _WEIGHTS = ("model.safetensors", "pytorch_model.bin", "flax_model.msgpack")
 _EXPERT_DIR = "year={}"  # a Yearly expert's directory inside the Yearly workdir

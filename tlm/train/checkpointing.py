@@ -275,13 +275,6 @@ class CheckpointManager:
         ),
       )
     except (ValueError, KeyError, TypeError) as e:
-      step_dir = storage.join(self.directory, str(step))
-      if _opt_layout_changed(step_dir, abstract_params, abstract_opt_state):
-        raise CheckpointError(
-          f"{self.directory}/{step}: optimizer state layout changed (written by an earlier tlm, "
-          "before Adafactor's state became optax's); use a new workdir, or restore params only "
-          f"with model.init_checkpoint={storage.dirname(self.directory)} in a new workdir"
-        ) from None
       raise CheckpointError(
         f"{self.directory}/{step}: does not match the model and optimizer of this config "
         f"({str(e).splitlines()[0][:300]}); use another workdir"
@@ -356,23 +349,6 @@ def _unreadable(directory: str, step: int, e: Exception) -> str:
     f"{directory}/{step}: unreadable ({str(e).splitlines()[0][:200]}); it has no "
     f"{checksums.MANIFEST} to tell corruption early: move it aside to resume from the previous one"
   )
-
-
-def _opt_layout_changed(step_dir: str, abstract_params: Any, abstract_opt_state: Any) -> bool:
-  """Whether a checkpoint's parameters have this config's names but its optimizer state not.
-
-  The optimizer state of checkpoints written before tlm used optax's Adafactor is a dict
-  `{count, v_row, v_col, v}`; optax's is a tuple holding one `FactoredState`.
-  """
-  keys = lambda tree: set(ocp.tree.to_flat_dict(tree))
-  try:
-    saved = [
-      keys(ocp.StandardCheckpointer().metadata(storage.join(step_dir, item)).item_metadata)
-      for item in ("params", "opt_state")
-    ]
-  except (OSError, ValueError, KeyError, TypeError, AttributeError):
-    return False
-  return saved[0] == keys(abstract_params) and saved[1] != keys(abstract_opt_state)
 
 
 def check_architecture(model_config: Any, checkpoint_config: Any, path: str) -> None:

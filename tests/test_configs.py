@@ -131,7 +131,7 @@ def test_override_types():
     [
       "train.steps=12",
       "train.learning_rate=3e-4",
-      "model.remat=true",
+      "model.remat=full",
       "adapt.alphas=0.3,0.5,0.7",
       "data.train_years=2012,2013",
       "model.init_checkpoint=/x/y=z",  # only the first "=" separates key and value
@@ -141,7 +141,7 @@ def test_override_types():
   )
   assert c.train.steps == 13 and isinstance(c.train.steps, int)
   assert c.train.learning_rate == 3e-4
-  assert c.model.remat == "full"  # the old boolean maps to a remat policy
+  assert c.model.remat == "full"
   assert c.adapt.alphas == (0.3, 0.5, 0.7) and all(isinstance(a, float) for a in c.adapt.alphas)
   assert c.data.train_years == (2012, 2013)
   assert c.model.init_checkpoint == "/x/y=z"
@@ -161,6 +161,7 @@ def test_override_errors_list_valid_keys():
     ("train.learning_rate=fast", "expects float"),
     ("data.synthetic=maybe", "expects bool"),
     ("model.remat=maybe", "model.remat must be one of none, full, dots"),
+    ("model.remat=true", "model.remat must be one of none, full, dots"),
     ("adapt.alphas=0.3,x", "comma-separated floats"),
     ("nosuchsection.x=1", "unknown config key"),
     ("train=3", "unknown config key"),

@@ -26,15 +26,12 @@ SIZES = ("tiny", "small", "base", "large", "xl", "xxl")
 # of the weight matmuls (dot_generals without batch dimensions, which the attention
 # scores/values einsums have), recomputing only the cheap elementwise work and attention.
 REMAT_POLICIES = ("none", "full", "dots")
-# The boolean `model.remat` of older configs and `--set=model.remat=true` command lines.
-_REMAT_BOOLEANS = {True: "full", False: "none", "true": "full", "false": "none"}
 
 
 def remat_policy(value: Any, key: str) -> str:
-  """`value` as one of REMAT_POLICIES (booleans mapped); ConfigError naming `key` otherwise."""
+  """`value` as one of REMAT_POLICIES; ConfigError naming `key` otherwise."""
   if isinstance(value, str):
     value = value.strip().lower()
-  value = _REMAT_BOOLEANS.get(value, value)  # type: ignore[arg-type]
   if value not in REMAT_POLICIES:
     raise ConfigError(f"{key} must be one of {', '.join(REMAT_POLICIES)}, got {value!r}")
   return value
@@ -51,7 +48,6 @@ class ModelConfig:
     remat: what each layer keeps for the backward pass (T5X / MaxText remat policies):
       "none" keeps every activation, "full" recomputes the whole layer (gradient
       checkpointing), "dots" keeps the results of the weight matmuls and recomputes the rest.
-      The booleans of older configs are read as "full" (true) and "none" (false).
     init_checkpoint: weights to start from when the workdir has no checkpoint yet: an HF
       directory, a Mesh-TF checkpoint prefix, a tlm model directory or a tlm training workdir
       (anything `tlm.models.checkpoints.load_checkpoint` reads). "" starts from random weights.

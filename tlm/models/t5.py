@@ -88,9 +88,6 @@ class T5Config:
 
   def __post_init__(self):
     object.__setattr__(self, "mlp_activations", tuple(self.mlp_activations))
-    # model_config.json of older workdirs, and callers, may give the old boolean.
-    if isinstance(self.remat, bool):
-      object.__setattr__(self, "remat", "full" if self.remat else "none")
     for f in dataclasses.fields(self):
       value = getattr(self, f.name)
       if f.type in (int, "int") and (

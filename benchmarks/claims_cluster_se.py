@@ -25,8 +25,11 @@ import numpy as np
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from tlm.configs.years import FUTURE_YEARS, TRAIN_SLICE, TRAIN_YEARS  # noqa: E402
-from tlm.eval import claims as C  # noqa: E402
-from tlm.eval import stats  # noqa: E402
+from tlm.eval import (  # noqa: E402
+  claim_parts,
+  claims,
+  stats,  # noqa: E402
+)
 from tlm.eval.claim_summary import _pool_sizes  # noqa: E402
 
 
@@ -80,15 +83,19 @@ def main() -> None:
   dates = _news_dates(meas, os.path.expanduser(args.ssm_dir)) if args.ssm_dir else None
   print(f"seed {meas['seed']}, {args.resamples} resamples: SE with each pool's unit / SE with "
         f"single items (the ratio); pools: items / clusters")  # fmt: skip
-  for claim in C.CLAIMS + C.MECHANISM:
+  for claim in claims.CLAIMS + claims.MECHANISM:
     comps, missing = claim.components(meas)
     if not comps or not any(c.pools for c in comps):
       print(f"{claim.id}: no resampled pool ({'; '.join(missing) or 'aggregate numbers'})")
       continue
     pools = _pool_sizes(comps)
     items = {name: stats.Pool.items(len(p)) for name, p in pools.items()}
-    by_date = {name: stats.Pool.of([dates[i] for i in _news_index(meas, name)], "date")
-               if dates and p.unit == C.NEWS_UNIT else p for name, p in pools.items()}  # fmt: skip
+    by_date = {
+      name: stats.Pool.of([dates[i] for i in _news_index(meas, name)], "date")
+      if dates and p.unit == claim_parts.NEWS_UNIT
+      else p
+      for name, p in pools.items()
+    }
     shape = ", ".join(f"{n}: {len(p)} / {p.n_clusters}" for n, p in pools.items())
     print(f"{claim.id} ({shape})")
     for c in comps:
@@ -97,7 +104,7 @@ def main() -> None:
       se = {k: stats.standard_error(c.margin, {n: v[n] for n in c.pools}, resamples=args.resamples)
             for k, v in (("unit", pools), ("item", items), ("date", by_date))}  # fmt: skip
       line = f"  {c.name}: {se['unit']:.4g} / {se['item']:.4g} = {se['unit'] / se['item']:.2f}"
-      if dates and any(pools[n].unit == C.NEWS_UNIT for n in c.pools):
+      if dates and any(pools[n].unit == claim_parts.NEWS_UNIT for n in c.pools):
         line += f"; news by article date: {se['date'] / se['item']:.2f}"
       print(line)
 

@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from tlm.configs.years import TRAIN_YEARS
-from tlm.eval import claim_summary, claims, measurements
+from tlm.eval import claim_parts, claim_summary, claims, figure_claims, measurements, mechanism
 
 SUBJECTS = 6  # S0-S2 long-lived answers (8 years), S3-S5 short-lived (2 years)
 YEARS = range(2010, 2021)
@@ -304,7 +304,7 @@ def test_gap_curve_averages_expert_year_cells():
   years = np.array([2010, 2010, 2011])
   f1 = {2010: np.array([1.0, 0.0, 0.2]), 2011: np.array([0.4, 0.6, 1.0])}
   # gap 0: (2010 on 2010: 0.5, 2011 on 2011: 1.0); gap 1: 0.2; gap -1: 0.5
-  assert claims.gap_curve(years, f1) == {-1: 0.5, 0: 0.75, 1: pytest.approx(0.2)}
+  assert figure_claims.gap_curve(years, f1) == {-1: 0.5, 0: 0.75, 1: pytest.approx(0.2)}
 
 
 # ---- the seed loop of --mode=reproduce ---------------------------------------------------------
@@ -426,7 +426,11 @@ def test_m2_holds_on_answers_that_track_the_gold_answers():
   assert out["holds"] is True
   assert parts["temporal - chance"]["ci95"][0] > 0.3  # rate 1 against a chance rate near 0.4
   assert parts["temporal - yearly"]["margin"] == pytest.approx(0.1, abs=0.03)
-  assert out["pools"][claims.CHANGING] == {"unit": claims.PAIR, "items": 150, "clusters": 150}
+  assert out["pools"][mechanism.CHANGING] == {
+    "unit": claim_parts.PAIR,
+    "items": 150,
+    "clusters": 150,
+  }
 
 
 def test_m2_fails_on_answers_that_change_at_random():
@@ -459,11 +463,11 @@ def test_m2_fails_on_one_answer_per_pair_and_on_answers_a_year_late():
 def test_summary_states_the_resampling_unit_and_the_components_intervals():
   summary = claim_summary.summarize([world(0), world(1, **FLIPS["C1"])], resamples=RESAMPLES)
   by_id = {c["id"]: c for c in summary["claims"]} | summary["mechanism"]
-  assert by_id["C1"]["bootstrap_unit"] == {"TempLAMA 2010-18": claims.PAIR}
+  assert by_id["C1"]["bootstrap_unit"] == {"TempLAMA 2010-18": claim_parts.PAIR}
   pools = by_id["C1"]["per_seed"][0]["pools"]["TempLAMA 2010-18"]
-  assert pools == {"unit": claims.PAIR, "items": 54, "clusters": 6}  # 6 pairs x 9 years
-  assert by_id["C4"]["bootstrap_unit"] == {"news 2010-18": claims.NEWS_UNIT}
-  assert by_id["C9"]["bootstrap_unit"] == {"TempLAMA 2010-20": claims.PAIR}
+  assert pools == {"unit": claim_parts.PAIR, "items": 54, "clusters": 6}  # 6 pairs x 9 years
+  assert by_id["C4"]["bootstrap_unit"] == {"news 2010-18": claim_parts.NEWS_UNIT}
+  assert by_id["C9"]["bootstrap_unit"] == {"TempLAMA 2010-20": claim_parts.PAIR}
   assert by_id["C13"]["bootstrap_unit"] == {}
   assert summary["bootstrap"]["resamples"] == RESAMPLES
   # C12 mixes nats and nats/year: no interval for the minimum, the components' instead.

@@ -38,10 +38,7 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from tlm.configs.years import TRAIN_YEARS
-from tlm.eval import claims as C
-from tlm.eval import measurements as M
-from tlm.eval import stats
-from tlm.eval import year_tracking as Y
+from tlm.eval import claims, measurements, stats, year_tracking
 from tlm.eval.claim_parts import Claim, Component
 
 MIXED_UNITS = "not reported: the minimum is over parts of different units; see the components"
@@ -187,8 +184,8 @@ def _compound(per_seed) -> bool:
 
 def _f1_not_most_frequent(meas: Mapping, model: str) -> float | None:
   try:
-    cols = M.templama(meas, model, TRAIN_YEARS)
-  except M.MissingInput:
+    cols = measurements.templama(meas, model, TRAIN_YEARS)
+  except measurements.MissingInput:
     return None
   keep = ~cols["most_frequent_is_correct"].astype(bool)
   return float(100.0 * np.mean(cols["f1"][keep])) if keep.any() else None
@@ -198,7 +195,7 @@ def _shares(meas: Mapping, models: Sequence[str]) -> dict[str, float | None]:
   present = [m for m in models if m in meas["models"]]
   if not present:
     return {m: None for m in models}
-  changed = Y.changing_pair_shares(meas, present)
+  changed = year_tracking.changing_pair_shares(meas, present)
   return {m: float(np.mean(changed[m])) if m in changed and len(changed[m]) else None
           for m in models}  # fmt: skip
 
@@ -208,17 +205,17 @@ def _right_year(meas: Mapping, models: Sequence[str]) -> dict[str, dict[str, flo
   present = [m for m in models if m in meas["models"]]
   none = {"rate": None, "chance": None, "answered": None}
   try:
-    counts = Y.right_year_counts(meas, present) if present else {}
-  except M.MissingInput:
+    counts = year_tracking.right_year_counts(meas, present) if present else {}
+  except measurements.MissingInput:
     counts = {}
-  queries = sum(len(ix) for ix in Y.changing_pairs(meas, present[0])) if counts else 0
+  queries = sum(len(ix) for ix in year_tracking.changing_pairs(meas, present[0])) if counts else 0
   out = {}
   for m in models:
     c = counts.get(m)
     if c is None or not np.sum(c["hit"]):
       out[m] = none
       continue
-    out[m] = {"rate": Y.rate(c), "chance": Y.rate(c, key="chance"),
+    out[m] = {"rate": year_tracking.rate(c), "chance": year_tracking.rate(c, key="chance"),
               "answered": float(np.sum(c["hit"])) / queries}  # fmt: skip
   return out
 
@@ -226,7 +223,7 @@ def _right_year(meas: Mapping, models: Sequence[str]) -> dict[str, dict[str, flo
 def summarize(seeds: Sequence[Mapping], *, resamples: int | None = None) -> dict:
   """`summary.json` from each seed's per-query numbers (`measurements.collect`)."""
   models = ("temporal", "uniform", "yearly")
-  mechanism = {c.id: summarize_claim(c, seeds, resamples=resamples) for c in C.MECHANISM}
+  mechanism = {c.id: summarize_claim(c, seeds, resamples=resamples) for c in claims.MECHANISM}
   mechanism["M1"]["f1"] = {m: [_f1_not_most_frequent(s, m) for s in seeds] for m in models}
   right = [_right_year(s, models) for s in seeds]
   for key, field in (("right_year_rate", "rate"), ("chance_rate", "chance"),
@@ -235,7 +232,7 @@ def summarize(seeds: Sequence[Mapping], *, resamples: int | None = None) -> dict
   shares = [_shares(s, models) for s in seeds]  # the earlier M2's share, as a description
   mechanism["M2"]["shares"] = {m: [sh[m] for sh in shares] for m in models}
   return {
-    "claims": [summarize_claim(c, seeds, resamples=resamples) for c in C.CLAIMS],
+    "claims": [summarize_claim(c, seeds, resamples=resamples) for c in claims.CLAIMS],
     "mechanism": mechanism,
     "bootstrap": {
       "outer": "seeds drawn with replacement (one seed: none)",

@@ -33,12 +33,12 @@ import numpy as np
 
 from tlm.configs.years import TRAIN_YEARS
 from tlm.data.metrics import normalize_answer
-from tlm.eval import measurements as M
+from tlm.eval import measurements
 
 
 def _gold_sets(cols: Mapping) -> list[frozenset]:
   if "answers" not in cols:
-    raise M.MissingInput(
+    raise measurements.MissingInput(
       "per_query.json has no 'answers' column (written before M2 needed every gold answer)"
     )
   return [frozenset(normalize_answer(str(a)) for a in answers) for answers in cols["answers"]]
@@ -47,7 +47,7 @@ def _gold_sets(cols: Mapping) -> list[frozenset]:
 def changing_pairs(meas: Mapping, model: str) -> list[list[int]]:
   """The query indices (in `measurements.templama(meas, model, TRAIN_YEARS)` order) of each pair
   whose gold answer set is not the same in all of its 2010-18 queries."""
-  cols = M.templama(meas, model, TRAIN_YEARS)
+  cols = measurements.templama(meas, model, TRAIN_YEARS)
   gold = _gold_sets(cols)
   pairs: dict = {}
   for i, key in enumerate(zip(cols["subject"].tolist(), cols["relation"].tolist())):
@@ -61,12 +61,12 @@ def right_year_counts(meas: Mapping, models: Sequence[str]) -> dict[str, dict[st
   The pairs are those of the first model's gold answers; every model must have been scored
   on the same queries.
   """
-  base = M.templama(meas, models[0], TRAIN_YEARS)
+  base = measurements.templama(meas, models[0], TRAIN_YEARS)
   gold = _gold_sets(base)
   changing = changing_pairs(meas, models[0])
   out = {}
   for m in models:
-    cols = M.templama(meas, m, TRAIN_YEARS)
+    cols = measurements.templama(meas, m, TRAIN_YEARS)
     if tuple(cols["id"]) != tuple(base["id"]):
       raise ValueError(f"M2: {m} was evaluated on other TempLAMA queries than {models[0]}")
     preds = [normalize_answer(str(p)) for p in cols["prediction"]]
@@ -92,13 +92,13 @@ def changing_pair_shares(meas: Mapping, models: Sequence[str]) -> dict[str, np.n
   """For each pair whose first answer changes over 2010-18, whether each model's normalized
   prediction changes too: {model: bool per pair}. (The earlier M2, kept as a description:
   it cannot fail against Uniform, whose input has no year.)"""
-  gold = M.templama(meas, models[0], TRAIN_YEARS)
+  gold = measurements.templama(meas, models[0], TRAIN_YEARS)
   pairs: dict = {}
   for i, key in enumerate(zip(gold["subject"].tolist(), gold["relation"].tolist())):
     pairs.setdefault(key, []).append(i)
   changing = [ix for ix in pairs.values() if len({gold["first_answer"][i] for i in ix}) > 1]
   out = {}
   for m in models:
-    preds = [normalize_answer(p) for p in M.templama(meas, m, TRAIN_YEARS)["prediction"]]
+    preds = [normalize_answer(p) for p in measurements.templama(meas, m, TRAIN_YEARS)["prediction"]]
     out[m] = np.array([len({preds[i] for i in ix}) > 1 for ix in changing], dtype=bool)
   return out

@@ -409,28 +409,6 @@ def test_checkpoint_save_error_is_one_line_and_keeps_nothing(tmp_path, monkeypat
 
 
 @pytest.fixture
-def tmpfs(tmp_path):
-  """Mounts small tmpfs file systems (root on Linux), unmounted after the test; else skips."""
-  if sys.platform != "linux" or os.geteuid() != 0 or shutil.which("mount") is None:
-    pytest.skip("mounting a tmpfs needs root on Linux (ENOSPC is simulated in the tests above)")
-  mounted = []
-
-  def mount(size: str) -> str:
-    mount_point = tmp_path / f"tmpfs{len(mounted)}"
-    mount_point.mkdir()
-    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(mount_point)],
-                          capture_output=True, text=True)  # fmt: skip
-    if proc.returncode != 0:
-      pytest.skip(f"cannot mount a tmpfs here: {proc.stderr.strip()[:200]}")
-    mounted.append(str(mount_point))
-    return str(mount_point)
-
-  yield mount
-  for mount_point in mounted:
-    subprocess.run(["umount", "-l", mount_point], check=False)
-
-
-@pytest.fixture
 def tiny_disk(tmpfs):
   """A 1 MiB tmpfs."""
   return tmpfs("1m")
@@ -473,7 +451,7 @@ def test_full_disk_convert(tiny_disk, save):
 
 @pytest.mark.slow
 def test_full_disk_during_training_is_one_line_error(tmpfs):
-  from tests.test_resume import train_command
+  from tests.helpers import train_command
 
   workdir = os.path.join(tmpfs("600k"), "w")  # holds the run's files, not a checkpoint
   env = dict(os.environ, JAX_PLATFORMS="cpu")

@@ -18,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.cli_run import one_error, run_tlm, tree
+from tests.helpers import one_error, run_tlm, tree
 from tlm import configs, files, storage
 from tlm.configs import schema
 from tlm.errors import ConfigError, UserError

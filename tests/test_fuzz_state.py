@@ -19,7 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.test_state_files import fake_step
+from tests.helpers import fake_step
 from tlm import checksums
 from tlm.errors import CheckpointError, ConfigError, DataError, UserError
 

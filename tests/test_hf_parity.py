@@ -14,7 +14,7 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from tests.test_decoding import BATCH, MAX_DECODE, VOCAB, inputs, random_params  # noqa: E402
+from tests.helpers import BATCH, MAX_DECODE, VOCAB, inputs, random_params  # noqa: E402
 from tlm.models import checkpoints, decoding, layers, t5  # noqa: E402
 from tlm.models.formats import safetensors  # noqa: E402
 from tlm.models.formats.hf_config import from_hf_config, to_hf_config  # noqa: E402

@@ -11,7 +11,7 @@ import time
 import numpy as np
 import pytest
 
-from tests.fixtures.train.fixture_sets import FIXTURE_DATA_SETS
+from tests.helpers import FIXTURE_DATA_SETS
 from tlm import configs
 from tlm.data.prefetch import Prefetcher
 from tlm.train import data as train_data

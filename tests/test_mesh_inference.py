@@ -11,9 +11,15 @@ import sys
 import numpy as np
 import pytest
 
-from tests.test_decoding import random_params
-from tests.test_multihost import environment, free_port
-from tests.test_partitioning import FIXTURES, ROOT, run_fixture, subprocess_env
+from tests.helpers import (
+  FIXTURES,
+  ROOT,
+  environment,
+  free_port,
+  random_params,
+  run_fixture,
+  subprocess_env,
+)
 from tlm.models import checkpoints, t5
 
 VOCAB = os.path.join(FIXTURES, "tiny_data", "spiece.model")

@@ -3,7 +3,6 @@ with the same devices, and save/restore checkpoints across processes. Each run i
 
 import json
 import os
-import socket
 import subprocess
 import sys
 
@@ -11,7 +10,7 @@ import numpy as np
 import orbax.checkpoint as ocp
 import pytest
 
-from tests.fixtures.train.fixture_sets import FIXTURE_DATA_SETS
+from tests.helpers import FIXTURE_DATA_SETS, environment, free_port
 from tlm.models.formats import orbax_params
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -32,24 +31,6 @@ def command(workdir, steps, *flags):
   ]
   return [sys.executable, "run.py", "--mode=train", "--config=tiny_temporal",
           f"--workdir={workdir}", *flags] + [f"--set={s}" for s in sets]  # fmt: skip
-
-
-def environment(devices, cache):
-  env = dict(os.environ)
-  env["JAX_PLATFORMS"] = "cpu"
-  env["XLA_FLAGS"] = (
-    f"--xla_force_host_platform_device_count={devices} --xla_backend_optimization_level=0"
-  )
-  env["JAX_COMPILATION_CACHE_DIR"] = cache
-  env["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"
-  env["JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES"] = "-1"
-  return env
-
-
-def free_port():
-  with socket.socket() as s:
-    s.bind(("127.0.0.1", 0))
-    return s.getsockname()[1]
 
 
 def two_processes(workdir, steps, env):

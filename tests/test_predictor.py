@@ -4,7 +4,7 @@ routing send each query, formatted for its year, to the right model."""
 import numpy as np
 import pytest
 
-from tests.test_decoding import random_params
+from tests.helpers import random_params
 from tlm.data.vocab import Vocabulary, train_sentencepiece
 from tlm.errors import ConfigError
 from tlm.infer.conditioned import TimeConditioned, YearlyEnsemble

@@ -16,7 +16,7 @@ import typing
 import jax
 import pytest
 
-from tests.cli_run import ROOT, one_error, run_tlm, tree
+from tests.helpers import ROOT, one_error, run_tlm, tree
 from tlm import configs
 from tlm.configs import schema
 from tlm.data import templama

@@ -9,7 +9,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from tests.test_decoding import random_params
+from tests.helpers import random_params
 from tlm.errors import ConfigError
 from tlm.models import dense, t5
 

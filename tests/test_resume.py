@@ -8,35 +8,18 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import time
 
 import numpy as np
 import orbax.checkpoint as ocp
 import pytest
 
-from tests.fixtures.train.fixture_sets import FIXTURE_DATA_SETS
+from tests.helpers import train_command
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 STEPS = 20
 
 pytestmark = pytest.mark.slow
-
-
-def train_command(workdir, *overrides):
-  sets = [
-    *FIXTURE_DATA_SETS,
-    "train.batch_size=8",
-    "train.checkpoint_every=4",
-    "train.keep_checkpoints=3",
-    "train.log_every=1",
-    "train.eval_every=10",
-    "model.dropout_rate=0.1",  # resumed runs must draw the same dropout masks
-    "model.num_layers=1",  # the mechanics, not the model, are under test: compile less
-    *overrides,
-  ]
-  return [sys.executable, "run.py", "--mode=train", "--config=tiny_temporal",
-          f"--workdir={workdir}"] + [f"--set={s}" for s in sets]  # fmt: skip
 
 
 @pytest.fixture(scope="module")

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from tests.test_decoding import MAX_DECODE, VOCAB, inputs, random_params
+from tests.helpers import MAX_DECODE, VOCAB, inputs, random_params
 from tlm.models import decoding, t5
 
 

@@ -14,9 +14,9 @@ import os
 import subprocess
 import sys
 
-import numpy as np
 import pytest
 
+from tests.helpers import fake_step, write_file
 from tlm import checksums, safe_read
 from tlm.errors import CheckpointError, ConfigError, DataError
 from tlm.workdir_lock import LOCK_NAME, LockedError, WorkdirLock
@@ -26,25 +26,6 @@ ITEMS = ("params", "opt_state", "data_state")
 DIGEST = "0" * 64
 
 
-def _write(path, content: bytes | str) -> None:
-  os.makedirs(os.path.dirname(path), exist_ok=True)
-  with open(path, "wb") as f:
-    f.write(content.encode() if isinstance(content, str) else content)
-
-
-def fake_step(root, step: int = 1) -> str:
-  """A checkpoint step with orbax's item markers and a data file per item, and its manifest
-  (plain files: `checksums.check` needs no orbax)."""
-  step_dir = os.path.join(str(root), "checkpoints", str(step))
-  rs = np.random.RandomState(step)
-  for item in ("params", "opt_state"):
-    _write(os.path.join(step_dir, item, "_METADATA"), '{"tree": {}}')
-    _write(os.path.join(step_dir, item, "d", "abc"), rs.bytes(1024))
-  _write(os.path.join(step_dir, "data_state", "metadata"), json.dumps({"step": step}))
-  checksums.write_manifest(step_dir)
-  return step_dir
-
-
 def _manifest(step_dir) -> dict:
   with open(os.path.join(step_dir, checksums.MANIFEST)) as f:
     return json.load(f)
@@ -52,7 +33,7 @@ def _manifest(step_dir) -> dict:
 
 def _set_manifest(step_dir, manifest) -> None:
   raw = manifest if isinstance(manifest, (str, bytes)) else json.dumps(manifest)
-  _write(os.path.join(step_dir, checksums.MANIFEST), raw)
+  write_file(os.path.join(step_dir, checksums.MANIFEST), raw)
 
 
 def _check_in_subprocess(step_dir, items=ITEMS, timeout=60) -> str:
@@ -191,7 +172,7 @@ def test_every_file_of_a_checked_item_must_be_listed(tmp_path):
   )
   assert checksums.check(step_dir, ("opt_state",)) is None  # another item is unaffected
   step_dir = fake_step(tmp_path, step=2)
-  _write(os.path.join(step_dir, "params", ".DS_Store"), b"x")  # hidden names are not orbax's
+  write_file(os.path.join(step_dir, "params", ".DS_Store"), b"x")  # hidden names are not orbax's
   assert checksums.check(step_dir, ITEMS) is None
 
 
@@ -254,7 +235,7 @@ def test_a_hostile_lock_file_is_a_one_line_error(tmp_path, case):
   content = HOSTILE_LOCKS[case]
   if isinstance(content, (dict, list)):
     content = json.dumps(content)
-  _write(str(tmp_path / LOCK_NAME), content)
+  write_file(str(tmp_path / LOCK_NAME), content)
   with pytest.raises(LockedError) as e:
     WorkdirLock(str(tmp_path), "train").acquire()
   message = str(e.value)
@@ -305,7 +286,7 @@ def test_a_hostile_best_json_is_a_one_line_error_saying_what_to_do(tmp_path, cas
 
   content = HOSTILE_BESTS[case]
   path = str(tmp_path / "best.json")
-  _write(path, content if isinstance(content, str) else json.dumps(content))
+  write_file(path, content if isinstance(content, str) else json.dumps(content))
   with pytest.raises(CheckpointError) as e:
     read_best(path)
   message = str(e.value)
@@ -318,7 +299,7 @@ def test_a_good_best_json_reads_back(tmp_path):
   from tlm.train.best import read_best
 
   path = str(tmp_path / "best.json")
-  _write(path, json.dumps({**GOOD_BEST, "value": 3}))
+  write_file(path, json.dumps({**GOOD_BEST, "value": 3}))
   assert read_best(path) == {**GOOD_BEST, "value": 3.0}
 
 
@@ -344,7 +325,7 @@ def test_a_hostile_best_json_stops_a_resumed_run_before_training(tmp_path):
   record = {"step": 1, "eval_loss": 2.0}
   assert keeper.update(record, {"w": jnp.ones(4)}, {"c": jnp.int32(0)}, {"step": 1})
   keeper.close()
-  _write(str(tmp_path / "best" / "best.json"), '{"metric": "eval_loss", "mode": "min"')
+  write_file(str(tmp_path / "best" / "best.json"), '{"metric": "eval_loss", "mode": "min"')
   with pytest.raises(CheckpointError, match="best.json: cannot read best.json"):
     BestKeeper(str(tmp_path), "eval_loss", main=True)
 
@@ -384,7 +365,7 @@ def test_a_data_state_of_another_step_or_type_falls_back_to_the_previous_checkpo
   root = os.path.join(str(tmp_path), "checkpoints")
   # Rewritten with a matching manifest: the file is intact, what it says is not.
   for step, content in ((3, "[]"), (2, '{"step": 7}')):
-    _write(os.path.join(root, str(step), "data_state", "metadata"), content)
+    write_file(os.path.join(root, str(step), "data_state", "metadata"), content)
     checksums.write_manifest(os.path.join(root, str(step)))
   warnings = []
   found = checksums.newest_good_step(
@@ -410,8 +391,8 @@ def _saved_config(tmp_path, edit=None) -> str:
   if edit is not None:
     edit(saved)
   path = str(tmp_path / "config.json")
-  _write(path, json.dumps(saved))
-  _write(str(tmp_path / "model_config.json"), "{}")
+  write_file(path, json.dumps(saved))
+  write_file(str(tmp_path / "model_config.json"), "{}")
   return path
 
 
@@ -447,8 +428,8 @@ def test_a_hostile_saved_config_is_a_one_line_error_naming_the_file(tmp_path, ed
 def test_an_unreadable_saved_config_is_a_one_line_error(tmp_path, content):
   from tlm.infer.trained_models import saved_config
 
-  _write(str(tmp_path / "config.json"), content)
-  _write(str(tmp_path / "model_config.json"), "{}")
+  write_file(str(tmp_path / "config.json"), content)
+  write_file(str(tmp_path / "model_config.json"), "{}")
   with pytest.raises(ConfigError) as e:
     saved_config(str(tmp_path))
   assert str(e.value).startswith(f"{tmp_path / 'config.json'}: cannot read the saved config (")
@@ -456,7 +437,7 @@ def test_an_unreadable_saved_config_is_a_one_line_error(tmp_path, content):
 
 def test_a_saved_config_that_is_a_fifo_is_never_opened(tmp_path):
   os.mkfifo(tmp_path / "config.json")
-  _write(str(tmp_path / "model_config.json"), "{}")
+  write_file(str(tmp_path / "model_config.json"), "{}")
   code = (
     "import sys\nfrom tlm.errors import ConfigError\n"
     "from tlm.infer.trained_models import saved_config\n"
@@ -475,7 +456,7 @@ def test_a_hostile_model_config_of_an_init_checkpoint_is_a_one_line_error(tmp_pa
   from tlm.train.checkpointing import load_init_params
 
   (tmp_path / "checkpoints").mkdir()
-  _write(str(tmp_path / "model_config.json"), content)
+  write_file(str(tmp_path / "model_config.json"), content)
   with pytest.raises(CheckpointError) as e:
     load_init_params(str(tmp_path), t5.get_preset("tiny", vocab_size=40), None)
   assert str(e.value).startswith(f"{tmp_path / 'model_config.json'}: ")
@@ -500,7 +481,7 @@ def seed_dir(written, tmp_path_factory):
     "seed_summary.json": {"configs": {"temporal": {"name": "tiny_temporal"}}},
   }  # fmt: skip
   for name, content in files.items():
-    _write(str(directory / "results" / name), json.dumps(content))
+    write_file(str(directory / "results" / name), json.dumps(content))
   return directory
 
 
@@ -523,7 +504,7 @@ def _edited(path, edit):
   with open(path) as f:
     value = json.load(f)
   edit(value)
-  _write(str(path), json.dumps(value))
+  write_file(str(path), json.dumps(value))
 
 
 @pytest.mark.parametrize(
@@ -578,7 +559,7 @@ def test_an_integer_beyond_the_digit_limit_in_a_jsonl_line_is_a_data_error(tmp_p
   from tlm.files import read_jsonl
 
   path = str(tmp_path / "in.jsonl")
-  _write(path, '{"a": 1}\n{"a": ' + "9" * 5000 + "}\n")
+  write_file(path, '{"a": 1}\n{"a": ' + "9" * 5000 + "}\n")
   with pytest.raises(DataError, match=f"^{path}:2: malformed JSON \\(Exceeds the limit"):
     read_jsonl(path)
 
@@ -591,7 +572,7 @@ def test_safe_read_refuses_special_files_and_nul_names(tmp_path):
       safe_read.read_bounded(str(path), 10)
   with pytest.raises(OSError, match="NUL"):
     safe_read.read_bounded(str(tmp_path / "a\x00b"), 10)
-  _write(str(tmp_path / "f"), b"x" * 11)
+  write_file(str(tmp_path / "f"), b"x" * 11)
   with pytest.raises(safe_read.FileTooLarge, match="larger than 10 bytes"):
     safe_read.read_bounded(str(tmp_path / "f"), 10)
   assert safe_read.read_bounded(str(tmp_path / "f"), 11) == b"x" * 11
@@ -605,7 +586,7 @@ def test_a_bad_metrics_line_keeps_the_records_before_it(tmp_path, capsys, bad_li
   from tlm.train.records import resume_metrics
 
   path = str(tmp_path / "metrics.jsonl")
-  _write(path, '{"step": 1, "loss": 3.0}\n{"step": 2, "loss": 2.0}\n' + bad_line + "\n" + after)
+  write_file(path, '{"step": 1, "loss": 3.0}\n{"step": 2, "loss": 2.0}\n' + bad_line + "\n" + after)
   assert resume_metrics(path, 9) == [{"step": 1, "loss": 3.0}, {"step": 2, "loss": 2.0}]
   err = capsys.readouterr().err.strip()
   if bad_line == "x" and not after:  # unparseable and last: a torn append, dropped quietly
@@ -619,6 +600,6 @@ def test_a_bad_metrics_line_keeps_the_records_before_it(tmp_path, capsys, bad_li
 def test_a_hostile_synthetic_build_info_is_a_one_line_error(tmp_path, content):
   from tlm.data import datasets
 
-  _write(str(tmp_path / datasets._BUILD_INFO), content)
+  write_file(str(tmp_path / datasets._BUILD_INFO), content)
   with pytest.raises(ConfigError, match="was not built by ensure_synthetic_data"):
     datasets._check_world(str(tmp_path), {"seed": 0})

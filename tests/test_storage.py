@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from tests import objstore
-from tests.fixtures.train.fixture_sets import DATA, FIXTURE_DATA_SETS
+from tests.helpers import DATA, FIXTURE_DATA_SETS
 from tlm import checksums, files, storage
 from tlm.errors import OutputError, UserError
 from tlm.workdir_lock import LOCK_NAME, LockedError, WorkdirLock

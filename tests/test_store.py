@@ -14,7 +14,7 @@ import sys
 import numpy as np
 import pytest
 
-from tests.fixtures.train.fixture_sets import DATA
+from tests.helpers import DATA
 from tlm.data import datasets, ssm, store, store_build, store_convert
 from tlm.data.packing import Batcher
 from tlm.data.sampling import MixtureSampler

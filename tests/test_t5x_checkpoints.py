@@ -21,7 +21,7 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
 from tests import t5x_reference as ref  # noqa: E402
-from tests.test_decoding import BATCH, MAX_DECODE, VOCAB, inputs  # noqa: E402
+from tests.helpers import BATCH, MAX_DECODE, VOCAB, inputs  # noqa: E402
 from tlm import storage  # noqa: E402
 from tlm.models import checkpoints, decoding, t5  # noqa: E402
 from tlm.models.formats import t5x, t5x_msgpack  # noqa: E402

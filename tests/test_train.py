@@ -14,7 +14,7 @@ import torch
 import transformers
 from flax import linen as nn
 
-from tests.fixtures.train.fixture_sets import FIXTURE_DATA_SETS
+from tests.helpers import FIXTURE_DATA_SETS
 from tlm import configs
 from tlm.errors import CheckpointError, ConfigError
 from tlm.models import t5

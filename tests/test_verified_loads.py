@@ -18,7 +18,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from tests.fixtures.train.fixture_sets import DATA
+from tests.helpers import DATA
 from tlm import checksums
 from tlm.data.vocab import Vocabulary
 from tlm.errors import CheckpointError
@@ -191,12 +191,9 @@ def _corrupt_name(directory):
 # --- A full disk: tlm's one line, nothing else ------------------------------------------------
 
 
-from tests.test_faults import tmpfs as tmpfs  # noqa: E402 (mounts small tmpfs, root on Linux)
-
-
 @pytest.mark.slow
 def test_a_full_disk_while_training_prints_tlms_line_alone(tmpfs):
-  from tests.test_resume import train_command
+  from tests.helpers import train_command
 
   workdir = os.path.join(tmpfs("600k"), "w")
   env = dict(os.environ, JAX_PLATFORMS="cpu")

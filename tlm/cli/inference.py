@@ -198,7 +198,9 @@ def _predictor(
   rows = min(flags.batch_size, 1 << max(n - 1, 0).bit_length())
   if flags.dry_run:
     from tlm.infer.dry_run import eval_dry_run, saved_model_config
+    from tlm.infer.programs import Decoding
 
+    sampling = {k: kwargs[k] for k in ("temperature", "top_k", "top_p", "seed") if k in kwargs}
     eval_dry_run(
       saved_model_config(flags.checkpoint),
       mesh,
@@ -207,7 +209,7 @@ def _predictor(
       batch_size=rows,
       input_length=lengths[0],
       target_length=lengths[1],
-      beam_size=kwargs.get("beam_size", 1),
+      decoding=Decoding(lengths[1], kwargs.get("beam_size", 1), **sampling),
     )
     return None
   return checkpoint_predictor(

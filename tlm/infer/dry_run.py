@@ -1,8 +1,10 @@
 """`--dry_run` of inference: the Predictor's programs compiled on the configured mesh, abstractly.
 
 `eval_dry_run(...)` (`--mode=eval | eval_future | predict | score`, and beside the train step's
-`tlm.train.dry_run` for `adapt` / `cronquestions`, which train too) lowers and compiles greedy
-(or beam) decoding and scoring of one batch, the programs of `tlm.infer.predictor.Predictor`,
+`tlm.train.dry_run` for `adapt` / `cronquestions`, which train too) lowers and compiles the
+decoding (greedy, beam search or sampling) and scoring of one batch that
+`tlm.infer.predictor.Predictor` runs: the same programs (`tlm.infer.programs`), rows and
+length buckets,
 with parameters and batch as `jax.ShapeDtypeStruct`s carrying their shardings: parameter bytes
 per device are exact; activation memory (`temporaries`) comes from XLA's `memory_analysis()` of
 the compiled SPMD program (one device's share). Nothing is allocated and no weights are read
@@ -15,13 +17,13 @@ from collections.abc import Callable
 import jax
 import numpy as np
 from flax import linen as nn
-from jax.sharding import Mesh, NamedSharding
+from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
 from tlm import safe_read, storage
 from tlm.configs import Config
 from tlm.console import log_line
 from tlm.errors import CheckpointError, ConfigError
-from tlm.models import decoding
+from tlm.infer.programs import Decoding, bucket, decode_program, padded_rows, score_program
 from tlm.models.formats.hf_config import from_hf_config
 from tlm.models.shapes import abstract_params, model_config, param_count
 from tlm.models.t5 import T5Config, get_preset
@@ -41,10 +43,13 @@ def eval_dry_run(
   input_length: int = 128,
   target_length: int = 32,
   beam_size: int = 1,
+  decoding: Decoding | None = None,
   compile: bool = True,
   log: Callable[[str], None] = log_line,
 ) -> dict:
-  """Lowers (and compiles) decoding and scoring of one batch on `mesh`, abstractly.
+  """Lowers (and compiles) the Predictor's decoding and scoring of one batch on `mesh`,
+  abstractly: the programs of `tlm.infer.programs`, on the rows and length buckets the
+  Predictor would run.
 
   Args:
     t5: the model's architecture.
@@ -52,43 +57,42 @@ def eval_dry_run(
     fsdp: the FSDP axis rules (`mesh.fsdp`).
     param_dtype: "float32" or "bfloat16" (`eval.param_dtype`).
     batch_size: rows per batch (rounded up to the data axis, as the predictor does).
-    input_length: encoder tokens per row.
-    target_length: decoded / scored tokens per row.
-    beam_size: 1 for greedy decoding, else beam search.
+    input_length: encoder tokens per row (padded to its bucket, as the predictor does).
+    target_length: decoded tokens per row, and scored ones (padded to their bucket).
+    beam_size: 1 for greedy decoding, else beam search (when `decoding` is not given).
+    decoding: the Predictor's decoding settings (sampling included); default greedy or beam
+      search of `target_length` tokens.
     compile: compile (activation memory) or only lower (parameter bytes only).
     log: where the summary lines go.
 
   Returns:
     {"parameters", "devices", "mesh", "fsdp", "param_dtype", "batch_size",
      "parameter_bytes_per_device" (exact), "memory_per_device" ({"decode": ..., "score": ...}
-     as in `dry_run`, None without compiling), "lower_seconds", "compile_seconds"}.
+     as in `tlm.train.dry_run.dry_run`, None without compiling), "lower_seconds",
+     "compile_seconds"}.
   """
   rules = partitioning.axis_rules(fsdp)
-  data = mesh.shape[partitioning.DATA_AXIS]
-  rows = -(-batch_size // data) * data
+  rows = padded_rows(batch_size, mesh)
+  d = decoding or Decoding(max_decode_length=target_length, beam_size=beam_size)
+  input_length, target_length = bucket(input_length), bucket(target_length)
   batch = NamedSharding(mesh, partitioning.BATCH_SPEC)
   t0 = time.perf_counter()
   with jax.set_mesh(mesh), nn.logical_axis_rules(rules):
     params = abstract_params(t5, mesh, rules, _PARAM_DTYPES[param_dtype])
     inputs = jax.ShapeDtypeStruct((rows, input_length), np.int32, sharding=batch)
     targets = jax.ShapeDtypeStruct((rows, target_length), np.int32, sharding=batch)
-    if beam_size == 1:
-      decode = jax.jit(lambda p, x: decoding.greedy_decode(t5, p, x, target_length))
-    else:
-      decode = jax.jit(
-        lambda p, x: decoding.beam_search(t5, p, x, target_length, beam_size=beam_size)
-      )
-    score = jax.jit(lambda p, x, y: decoding.score(t5, p, x, y)[0])
+    decode_args = (params, inputs)
+    if d.sampled:  # each row's sampling key comes from its example id
+      ids = NamedSharding(mesh, PartitionSpec(partitioning.DATA_AXIS))
+      decode_args += (jax.ShapeDtypeStruct((rows,), np.int32, sharding=ids),)
     lowered = {
-      "decode": decode.lower(params, inputs),
-      "score": score.lower(params, inputs, targets),
+      "decode": jax.jit(decode_program(t5, d)).lower(*decode_args),
+      "score": jax.jit(score_program(t5)).lower(params, inputs, targets),
     }
   t1 = time.perf_counter()
-  mem = (
-    {name: compiled_memory(program.compile()) for name, program in lowered.items()}
-    if compile
-    else None
-  )
+  mem = None
+  if compile:
+    mem = {name: compiled_memory(program.compile()) for name, program in lowered.items()}
   t2 = time.perf_counter()
   report = {
     "parameters": param_count(params),

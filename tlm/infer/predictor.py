@@ -24,14 +24,15 @@ import numpy as np
 
 from tlm.data.vocab import Vocabulary, find_spiece_model
 from tlm.errors import ConfigError
+from tlm.infer.programs import (
+  Decoding,
+  bucket,
+  decode_program,
+  padded_rows,
+  rank_program,
+  score_program,
+)
 from tlm.token_ids import EOS_ID
-
-_MIN_LENGTH = 8
-
-
-def _bucket(n: int) -> int:
-  """Smallest power of two >= max(n, _MIN_LENGTH)."""
-  return 1 << (max(n, _MIN_LENGTH) - 1).bit_length()
 
 
 def _pad(sequences: Sequence[Sequence[int]], rows: int, length: int) -> np.ndarray:
@@ -156,11 +157,10 @@ class Predictor:
     # Each process keeps only the shards its devices hold.
     self.params = place_params(params, abstract, "params")
     self.vocab = vocab
-    data = self.mesh.shape[partitioning.DATA_AXIS]
-    self.batch_size = -(-batch_size // data) * data
-    self.max_decode_length = max_decode_length
-    self.beam_size = beam_size
-    self.sampling = {"temperature": temperature, "top_k": top_k, "top_p": top_p, "seed": seed}
+    self.batch_size = padded_rows(batch_size, self.mesh)
+    self.decoding = Decoding(max_decode_length, beam_size, temperature, top_k, top_p, seed)
+    self._decode = decode_program(config, self.decoding)
+    self._score = score_program(config)
     self.max_input_length = max_input_length
     self.progress = progress
 
@@ -230,7 +230,7 @@ class Predictor:
     progress = _Progress(label, len(keys), self.progress and len(keys) > 4 * self.batch_size)
     for start in range(0, len(order), self.batch_size):
       chunk = order[start : start + self.batch_size]
-      out = run(chunk, _bucket(max(keys[i] for i in chunk)))
+      out = run(chunk, bucket(max(keys[i] for i in chunk)))
       for row, i in enumerate(chunk):
         results[i] = out[row]
       progress.update(len(chunk))
@@ -244,35 +244,15 @@ class Predictor:
     A sampled input's key is derived from the seed and its index in `inputs`
     (`decoding.example_keys`), so its text does not depend on the batching or the mesh.
     """
-    from tlm.models import decoding
-
     encoded = [self.tokenize(t) for t in inputs]
-    sample = self.sampling["temperature"] > decoding.MIN_TEMPERATURE
-
-    def decode(params, tokens, example_ids=None):
-      if sample:
-        return decoding.temperature_sample(
-          self.config,
-          params,
-          tokens,
-          self.max_decode_length,
-          example_ids=example_ids,
-          **self.sampling,
-        )
-      if self.beam_size == 1:
-        return decoding.greedy_decode(self.config, params, tokens, self.max_decode_length)
-      out, _ = decoding.beam_search(
-        self.config, params, tokens, self.max_decode_length, beam_size=self.beam_size
-      )
-      return out[:, 0]
 
     def run(chunk, length):
       tokens = _pad([encoded[i] for i in chunk], self.batch_size, length)
-      if not sample:
-        return self._run(decode, tokens)
+      if not self.decoding.sampled:
+        return self._run(self._decode, tokens)
       example_ids = np.zeros(self.batch_size, np.int32)  # padding rows: any id
       example_ids[: len(chunk)] = chunk
-      return self._run(decode, tokens, example_ids)
+      return self._run(self._decode, tokens, example_ids)
 
     tokens = self._batched("predict", [len(e) for e in encoded], run)
     return [self.vocab.decode(t) for t in tokens]
@@ -281,20 +261,15 @@ class Predictor:
     self, inputs: Sequence[str], targets: Sequence[str]
   ) -> tuple[np.ndarray, np.ndarray]:
     """Natural-log p(target | input) summed over target tokens incl. EOS, and token counts."""
-    from tlm.models import decoding
-
     if len(inputs) != len(targets):
       raise ValueError(f"{len(inputs)} inputs but {len(targets)} targets")
     enc = [self.tokenize(t) for t in inputs]
     dec = [self.vocab.encode(t) + [EOS_ID] for t in targets]
-    target_length = _bucket(max((len(d) for d in dec), default=1))
-
-    def summed(params, inputs, targets):
-      return decoding.score(self.config, params, inputs, targets)[0]
+    target_length = bucket(max((len(d) for d in dec), default=1))
 
     def run(chunk, length):
       out = self._run(
-        summed,
+        self._score,
         _pad([enc[i] for i in chunk], self.batch_size, length),
         _pad([dec[i] for i in chunk], self.batch_size, target_length),
       )
@@ -305,10 +280,8 @@ class Predictor:
 
   def rank(self, inputs: Sequence[str], candidates: Sequence[str]) -> np.ndarray:
     """`[len(inputs), len(candidates)]` log p(candidate | input), encoder once per input."""
-    from tlm.models import decoding
-
     cand = [self.vocab.encode(c) + [EOS_ID] for c in candidates]
-    cand_tokens = _pad(cand, len(cand), _bucket(max(len(c) for c in cand)))
+    cand_tokens = _pad(cand, len(cand), bucket(max(len(c) for c in cand)))
     enc = [self.tokenize(t) for t in inputs]
     # A few inputs at a time keeps the [inputs x candidates x length x vocab] logits small.
     per_step = max(1, min(self.batch_size, 4096 // max(len(cand), 1)))
@@ -316,8 +289,7 @@ class Predictor:
     multiple = math.lcm(per_step, self.mesh.shape["data"])
     rows = -(-min(self.batch_size, len(enc)) // multiple) * multiple
 
-    def ranked(params, tokens):
-      return decoding.rank_candidates(self.config, params, tokens, cand_tokens, per_step)
+    ranked = rank_program(self.config, cand_tokens, per_step)
 
     def run(chunk, length):
       out = []

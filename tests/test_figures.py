@@ -89,9 +89,9 @@ def _adapt_result(shift: float, news: bool = True) -> dict:
 
 
 def test_figure5_has_templama_and_news_panels_with_bands_over_seeds(monkeypatch, tmp_path):
-  from tlm.eval import over_seeds
+  from tlm.eval import adaptation
 
-  adapted, retrained = over_seeds.figure5_inputs(
+  adapted, retrained = adaptation.figure5_inputs(
     [{"tiny_temporal": _adapt_result(0.0)}, {"tiny_temporal": _adapt_result(0.1)}]
   )
   panels = ["TempLAMA 2010-18", "TempLAMA 2019", "news 2010-18", "news 2019"]
@@ -108,7 +108,7 @@ def test_figure5_has_templama_and_news_panels_with_bands_over_seeds(monkeypatch,
     assert len(ax.collections) == 1  # the adapted line's band over the two seeds
     assert len(ax.patches) == 1  # the retrained model's band
   # Without news numbers (a run that evaluated none) only the TempLAMA panels are drawn.
-  adapted, _ = over_seeds.figure5_inputs([{"m": _adapt_result(0.0, news=False)}])
+  adapted, _ = adaptation.figure5_inputs([{"m": _adapt_result(0.0, news=False)}])
   assert list(adapted["m"][0.3]) == panels[:2]
 
 

@@ -24,6 +24,7 @@ results in `WORKDIR/results/adapt.json` and `figure5.png`.
 
 import math
 import os
+from collections.abc import Mapping, Sequence
 
 from tlm import configs, storage
 from tlm.configs import Config
@@ -176,10 +177,36 @@ def adapt(config: Config, workdir: str, log=print, data=None) -> dict:
 
 def draw_figure5(results: dict, path: str, log=print) -> None:
   """Figure 5 from {model name: adapt() result}: F1 against alpha on TempLAMA and, where it was
-  evaluated, the news, on 2010-18 and on the new year (`over_seeds.figure5_inputs`)."""
-  from tlm.eval import over_seeds
-
+  evaluated, the news, on 2010-18 and on the new year (`figure5_inputs`)."""
   try:
-    figures.figure5(*over_seeds.figure5_inputs([results]), path)
+    figures.figure5(*figure5_inputs([results]), path)
   except figures.FiguresUnavailable as e:
     log(f"note: {e}")
+
+
+def _figure5_panels(slices: Mapping, new_year) -> dict:
+  """One adapted or retrained model's Figure 5 numbers: F1 on TempLAMA and, where evaluated,
+  the news (the paper's CustomNews panel), on 2010-18 and on the new year."""
+  out = {}
+  for source, part in (("TempLAMA", slices), ("news", slices.get("news") or {})):
+    for name in (TRAIN_SLICE, str(new_year)):
+      if part.get(name) is not None:
+        out[f"{source} {name}"] = part[name]
+  return out
+
+
+def figure5_inputs(per_seed: Sequence[Mapping[str, Mapping]]) -> tuple[dict, dict]:
+  """`figures.figure5`'s inputs from `adaptation.adapt` results, one {model name: result} per
+  seed: ({model: {alpha: {panel: [F1 per seed]}}}, {model: {panel: [F1 per seed]}}), a panel
+  per source (TempLAMA, news) and slice (2010-18, the new year)."""
+  adapted, retrained = [], []
+  for results in per_seed:
+    a, r = {}, {}
+    for name, res in results.items():
+      new = res["new_year"]
+      a[name] = {float(x): _figure5_panels(s, new) for x, s in res["alphas"].items()}
+      if res.get("retrained"):
+        r[name] = _figure5_panels(res["retrained"], new)
+    adapted.append(a)
+    retrained.append(r)
+  return figures.stack(adapted), figures.stack(retrained)

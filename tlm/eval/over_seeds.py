@@ -16,21 +16,11 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from tlm import safe_read, storage
-from tlm.configs.years import TRAIN_SLICE
 from tlm.errors import DataError
-from tlm.eval import claim_summary, figures, measurements, tables
+from tlm.eval import adaptation, claim_summary, figures, measurements, tables
 from tlm.eval import results as results_lib
+from tlm.eval.figures import stack
 from tlm.files import atomic_output_file, write_json
-
-
-def stack(values: Sequence):
-  """Nested dicts of numbers, one per seed -> the same nesting with a list of numbers at each
-  leaf (a key absent from a seed, or None, is left out of that leaf's list)."""
-  present = [v for v in values if v is not None]
-  if present and all(isinstance(v, Mapping) for v in present):
-    keys = list(dict.fromkeys(k for v in present for k in v))
-    return {k: stack([v.get(k) for v in present]) for k in keys}
-  return [float(v) for v in present]
 
 
 def _cell(values: Sequence[float | None]):
@@ -65,34 +55,6 @@ def table7(per_seed: Sequence[Mapping]) -> str:
                                       for y, v in by_year.items()}}}
           for name, by_year in by_name.items()}  # fmt: skip
   return tables.table7(mean)
-
-
-def _figure5_panels(slices: Mapping, new_year) -> dict:
-  """One adapted or retrained model's Figure 5 numbers: F1 on TempLAMA and, where evaluated,
-  the news (the paper's CustomNews panel), on 2010-18 and on the new year."""
-  out = {}
-  for source, part in (("TempLAMA", slices), ("news", slices.get("news") or {})):
-    for name in (TRAIN_SLICE, str(new_year)):
-      if part.get(name) is not None:
-        out[f"{source} {name}"] = part[name]
-  return out
-
-
-def figure5_inputs(per_seed: Sequence[Mapping[str, Mapping]]) -> tuple[dict, dict]:
-  """`figures.figure5`'s inputs from `adaptation.adapt` results, one {model name: result} per
-  seed: ({model: {alpha: {panel: [F1 per seed]}}}, {model: {panel: [F1 per seed]}}), a panel
-  per source (TempLAMA, news) and slice (2010-18, the new year)."""
-  adapted, retrained = [], []
-  for results in per_seed:
-    a, r = {}, {}
-    for name, res in results.items():
-      new = res["new_year"]
-      a[name] = {float(x): _figure5_panels(s, new) for x, s in res["alphas"].items()}
-      if res.get("retrained"):
-        r[name] = _figure5_panels(res["retrained"], new)
-    adapted.append(a)
-    retrained.append(r)
-  return stack(adapted), stack(retrained)
 
 
 # The saved files of a seed's figures: file -> the keys of `load_saved_seed`'s result it fills.
@@ -242,7 +204,7 @@ def draw_figures(results: str, per_seed: Sequence[Mapping], log=print) -> None:
     "figure3.png": (("future",), lambda: (figures.figure3, named("future", groups))),
     "figure4.png": (("future",), lambda: (
       figures.figure4, named("future", results_lib.future_entropy_by_set))),
-    "figure5.png": (("adapted",), lambda: (figures.figure5, *figure5_inputs(adapted()))),
+    "figure5.png": (("adapted",), lambda: (figures.figure5, *adaptation.figure5_inputs(adapted()))),
   }  # fmt: skip
   for name, (keys, inputs) in draws.items():
     lacking = [s["seed"] for s in per_seed if any(k not in s for k in keys)]

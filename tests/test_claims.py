@@ -43,11 +43,18 @@ def _first_answer(s: int, y: int) -> str:
   return f"A{s}" if y < 2015 else f"B{s}"
 
 
+def _prediction(model: str, s: int, y: int) -> str:
+  """Temporal answers each year's gold answer; the Yearly expert of 2015 still gives the
+  2010-14 answer (it mixes years up once per pair); Uniform gives one answer per pair."""
+  if model == "temporal" or (model == "yearly" and y != 2015):
+    return _first_answer(s, y)
+  return f"A{s}"
+
+
 def _records(model, f1=_templama_f1):
   out = []
   for s in range(SUBJECTS):
     for y in YEARS:
-      changing = model in ("temporal", "yearly")
       out.append(
         {
           "id": f"S{s}_P54_{y}",
@@ -56,7 +63,7 @@ def _records(model, f1=_templama_f1):
           "relation": "P54",
           "duration": 8 if _is_long(s) else 2,
           "most_frequent_is_correct": y < 2015,
-          "prediction": _first_answer(s, y) if changing else f"A{s}",
+          "prediction": _prediction(model, s, y),
           "answers": [_first_answer(s, y)],
           "f1": f1(model, s, y),
         }
@@ -170,7 +177,12 @@ def test_every_claim_holds_in_the_paper_world():
   assert [c.id for c in claims.CLAIMS] == [f"C{i}" for i in range(1, 14)]
   assert out["C1"]["margin"] == pytest.approx(20.0)  # 70 - 50 F1 points on 2010-18
   assert out["C6"]["margin"] == pytest.approx(1.0)  # 2 - |49 - 50|, the smallest component
-  assert out["M2"]["margin"] == pytest.approx(1.0)  # Temporal changes on all 6 pairs, Uniform 0
+  # M2: Temporal's right-year rate is 1; the Yearly experts' 8/9 (the 2015 expert's slip); the
+  # chance rate of Temporal's answers is (5 * 5 + 4 * 4) / 9**2 = 41/81 (A in 5 years, B in 4).
+  m2 = {c["name"]: c["margin"] for c in out["M2"]["components"]}
+  assert m2 == {"temporal - chance (right-year rate)": pytest.approx(1 - 41 / 81),
+                "temporal - yearly (right-year rate)": pytest.approx(1 / 9)}  # fmt: skip
+  assert out["M2"]["margin"] == pytest.approx(1 / 9)
 
 
 def _seen_f1(model, value):
@@ -190,6 +202,15 @@ def _f1_with(model, fn):
   return lambda m, s, y: fn(s, y) if m == model else _templama_f1(m, s, y)
 
 
+def _random_answer(r) -> str:
+  """One of the subject's two answers, at random (a fixed draw per query id)."""
+  return str(
+    np.random.default_rng(list(r["id"].encode())).choice(
+      [f"A{r['subject'][1:]}", f"B{r['subject'][1:]}"]
+    )
+  )
+
+
 FLIPS = {
   "C1": dict(f1=_seen_f1("temporal", 0.45)),
   "C2": dict(f1=_f1_with("yearly", lambda s, y: 0.4 if y <= 2018 else 0.49)),
@@ -206,7 +227,7 @@ FLIPS = {
                       "temporal": _future(frequent=lambda y: 3 - 0.01 * (y - 2018))[0]}),
   "C13": dict(adapted=_adapted(temporal_seen_at_half=0.45)),
   "M1": dict(f1=_f1_with("uniform", lambda s, y: 0.8 if 2015 <= y <= 2018 else 0.4)),
-  "M2": dict(predictions={"temporal": lambda r: r["subject"]}),
+  "M2": dict(predictions={"temporal": lambda r: _random_answer(r)}),
 }  # fmt: skip
 
 
@@ -251,6 +272,14 @@ def test_summary_over_seeds():
   assert c2["holds"] is True and c2["hold_rate"] == 1.0
   m2 = summary["mechanism"]["M2"]
   assert m2["shares"]["temporal"] == [1.0, 1.0] and m2["shares"]["uniform"] == [0.0, 0.0]
+  assert m2["right_year_rate"]["temporal"] == [1.0, 1.0]
+  assert m2["right_year_rate"]["yearly"] == [pytest.approx(8 / 9)] * 2
+  # Uniform's one answer per pair (A, right in 5 of 9 years): its rate is its chance rate.
+  assert (
+    m2["right_year_rate"]["uniform"] == m2["chance_rate"]["uniform"] == [pytest.approx(5 / 9)] * 2
+  )
+  assert m2["chance_rate"]["temporal"] == [pytest.approx(41 / 81)] * 2
+  assert m2["answered_share"]["temporal"] == [1.0, 1.0]
   assert summary["mechanism"]["M1"]["f1"]["temporal"][0] == pytest.approx(70.0)
   json.dumps(summary)  # JSON-ready
   table = claim_summary.claims_table(summary)
@@ -351,3 +380,105 @@ def test_reproduce_runs_each_seed_in_its_own_workdir_and_combines_them(tmp_path,
   assert "| tiny_temporal | 30.0 ± 0.0 | 20.0 ± 0.0 | 42.5 ± 3.5 | 42.5 ± 3.5 |" in table2
   assert "| most frequent answer (oracle) | - | - | 70.0 ± 0.0 | 60.0 ± 0.0 |" in table2
   assert "| C1 |" in (results / "claims.md").read_text() and any("| C13 |" in x for x in lines)
+
+
+# ---- M2 on many pairs ----------------------------------------------------------------------------
+
+
+def _m2_world(predict, pairs=150, seed=0):
+  """`pairs` (subject, relation) pairs over 2010-18, each with answers A, B, C changing at
+  two random years; `predict(gold of the pair by year, year, rng) -> prediction`."""
+  rng = np.random.default_rng(seed)
+  cols = {c: [] for c in measurements.TEMPLAMA_COLUMNS + (measurements.ANSWERS,)}
+  preds = {"temporal": [], "yearly": []}
+  for p in range(pairs):
+    cuts = sorted(rng.choice(np.arange(2011, 2019), size=2, replace=False))
+    gold = {y: f"A{p}" if y < cuts[0] else f"B{p}" if y < cuts[1] else f"C{p}"
+            for y in claims.SEEN}  # fmt: skip
+    for y in claims.SEEN:
+      cols["id"].append(f"Q{p}_P54_{y}")
+      cols["year"].append(y)
+      cols["subject"].append(f"Q{p}")
+      cols["relation"].append("P54")
+      cols["duration"].append(3)
+      cols["f1"].append(0.0)
+      cols["first_answer"].append(gold[y])
+      cols["answers"].append([gold[y]])
+      cols["most_frequent_is_correct"].append(False)
+      preds["temporal"].append(predict(gold, y, rng))
+      others = sorted(set(gold.values()) - {gold[y]})  # Yearly slips to another answer 10%
+      preds["yearly"].append(gold[y] if rng.random() < 0.9 else str(rng.choice(others)))
+  models = {m: {"templama": {**cols, "prediction": preds[m]}, "news": {c: [] for c in
+                                                                        measurements.NEWS_COLUMNS}}
+            for m in preds}  # fmt: skip
+  return json.loads(json.dumps({"seed": seed, "models": models}))
+
+
+def _m2(meas):
+  m2 = next(c for c in claims.MECHANISM if c.id == "M2")
+  out = claim_summary.seed_verdict(m2, meas, resamples=400)
+  return out, {c["name"].split(" (")[0]: c for c in out["components"]}
+
+
+def test_m2_holds_on_answers_that_track_the_gold_answers():
+  out, parts = _m2(_m2_world(lambda gold, y, rng: gold[y]))
+  assert out["holds"] is True
+  assert parts["temporal - chance"]["ci95"][0] > 0.3  # rate 1 against a chance rate near 0.4
+  assert parts["temporal - yearly"]["margin"] == pytest.approx(0.1, abs=0.03)
+  assert out["pools"][claims.CHANGING] == {"unit": claims.PAIR, "items": 150, "clusters": 150}
+
+
+def test_m2_fails_on_answers_that_change_at_random():
+  # Each year's answer is one of the pair's answers, drawn at random: it changes across the
+  # years as often as the gold does, but not with it. The margin against chance is near 0
+  # with an interval covering 0, and the Yearly experts track the years better.
+  def random_answer(gold, y, rng):
+    return str(rng.choice(sorted(set(gold.values()))))
+
+  for seed in range(3):
+    out, parts = _m2(_m2_world(random_answer, seed=seed))
+    assert out["holds"] is False
+    lo, hi = parts["temporal - chance"]["ci95"]
+    assert lo < 0 < hi and abs(parts["temporal - chance"]["margin"]) < 0.05
+    assert parts["temporal - yearly"]["holds"] is False
+
+
+def test_m2_fails_on_one_answer_per_pair_and_on_answers_a_year_late():
+  # One answer per pair (Uniform's behaviour): the rate is the chance rate exactly.
+  out, parts = _m2(_m2_world(lambda gold, y, rng: gold[2010]))
+  assert parts["temporal - chance"]["margin"] == pytest.approx(0.0, abs=1e-12)
+  assert out["holds"] is False
+  # Answers a year late follow the years, but slip at each of the 2 changes: 2/9 of the queries,
+  # more than Yearly's 10%.
+  out, parts = _m2(_m2_world(lambda gold, y, rng: gold[max(2010, y - 1)]))
+  assert parts["temporal - chance"]["holds"] is True
+  assert parts["temporal - yearly"]["holds"] is False and out["holds"] is False
+
+
+def test_summary_states_the_resampling_unit_and_the_components_intervals():
+  summary = claim_summary.summarize([world(0), world(1, **FLIPS["C1"])], resamples=RESAMPLES)
+  by_id = {c["id"]: c for c in summary["claims"]} | summary["mechanism"]
+  assert by_id["C1"]["bootstrap_unit"] == {"TempLAMA 2010-18": claims.PAIR}
+  pools = by_id["C1"]["per_seed"][0]["pools"]["TempLAMA 2010-18"]
+  assert pools == {"unit": claims.PAIR, "items": 54, "clusters": 6}  # 6 pairs x 9 years
+  assert by_id["C4"]["bootstrap_unit"] == {"news 2010-18": claims.NEWS_UNIT}
+  assert by_id["C9"]["bootstrap_unit"] == {"TempLAMA 2010-20": claims.PAIR}
+  assert by_id["C13"]["bootstrap_unit"] == {}
+  assert summary["bootstrap"]["resamples"] == RESAMPLES
+  # C12 mixes nats and nats/year: no interval for the minimum, the components' instead.
+  c12 = by_id["C12"]
+  assert c12["margin_ci95"] is None and "different units" in c12["margin_ci95_note"]
+  assert c12["per_seed"][0]["ci95"] is None
+  assert all(len(c["ci95"]) == 2 for c in c12["per_seed"][0]["components"])
+  assert all(len(c["margin_ci95"]) == 2 for c in c12["components"])
+  # A compound claim keeps each part's verdict over the seeds.
+  c6 = {c["name"]: c for c in by_id["C6"]["components"]}
+  assert c6["2 - |yearly - temporal|"]["holds"] is True
+  assert c6["2 - |yearly - temporal|"]["hold_rate"] == 1.0
+  assert by_id["C1"]["components"][0]["hold_rate"] == 0.5
+  lo, hi = by_id["C1"]["components"][0]["margin_ci95"]
+  assert [lo, hi] == by_id["C1"]["margin_ci95"]  # one component: the claim's own interval
+  table = claim_summary.claims_table(summary)
+  assert "resampled by (subject, relation) pair" in table and "- (mixed units)" in table
+  assert "resampled by news example" in table
+  json.dumps(summary)

@@ -56,3 +56,87 @@ def test_non_finite_replicates_are_dropped_and_sizes_must_match():
   assert np.isnan(lo) and np.isnan(hi)
   with pytest.raises(ValueError):
     stats.hierarchical_bootstrap([lambda idx: 0.0], [])
+
+
+# ---- clusters ---------------------------------------------------------------------------------
+
+
+def _clustered_world(clusters: int, size: int):
+  """Per-query differences in clusters of `size` perfectly correlated queries (all of a
+  cluster's queries have its value): cluster values with mean 0.25 and sd 1, exactly."""
+  z = np.random.default_rng(7).normal(size=clusters)
+  values = (z - z.mean()) / z.std() + 0.25
+  d = np.repeat(values, size)
+  labels = np.repeat([f"S{c}_P54" for c in range(clusters)], size)
+  stat = lambda idx: float(np.mean(stats.take(d, idx["q"])))  # noqa: E731
+  return stat, labels
+
+
+def test_per_query_resampling_is_too_narrow_on_clustered_queries_and_the_cluster_one_is_not():
+  # 30 clusters of 10 identical queries: in truth 30 independent values with sd 1, so the 95%
+  # interval of their mean is about 0.25 +- 1.96 / sqrt(30) = [-0.11, +0.61], which covers 0.
+  # Resampling the 300 queries as if independent gives +- 1.96 / sqrt(300): [0.14, 0.36].
+  stat, labels = _clustered_world(30, 10)
+  per_query = stats.hierarchical_bootstrap([stat], [{"q": len(labels)}], resamples=2000)
+  cluster = stats.hierarchical_bootstrap(
+    [stat], [{"q": stats.Pool.of(labels, "pair")}], resamples=2000
+  )
+  assert 0 < per_query[0] < 0.25 < per_query[1]
+  assert cluster[0] < 0 < 0.25 < cluster[1]
+  half = 1.96 / np.sqrt(30)
+  np.testing.assert_allclose(cluster, [0.25 - half, 0.25 + half], atol=0.05)
+
+
+@pytest.mark.parametrize("size", [4, 9, 16])
+def test_cluster_interval_widens_as_the_root_of_the_cluster_size(size):
+  # Perfectly correlated clusters of m queries: the per-query interval is sqrt(m) too narrow.
+  stat, labels = _clustered_world(40, size)
+  width = lambda ci: ci[1] - ci[0]  # noqa: E731
+  per_query = stats.hierarchical_bootstrap([stat], [{"q": len(labels)}], resamples=2000)
+  cluster = stats.hierarchical_bootstrap(
+    [stat], [{"q": stats.Pool.of(labels, "pair")}], resamples=2000
+  )
+  assert width(cluster) / width(per_query) == pytest.approx(np.sqrt(size), rel=0.15)
+
+
+def test_clusters_of_one_are_the_per_item_bootstrap():
+  d = np.random.default_rng(3).normal(size=60)
+  stat = lambda idx: float(np.mean(stats.take(d, idx["q"])))  # noqa: E731
+  items = stats.hierarchical_bootstrap([stat], [{"q": 60}])
+  ones = stats.hierarchical_bootstrap([stat], [{"q": stats.Pool.of(range(60), "item")}])
+  assert items == ones  # the same draws: a plain count is a pool of 60 clusters of one
+
+
+def test_a_drawn_cluster_brings_all_of_its_items():
+  labels = ["a", "b", "a", "c", "b", "a"]  # a: items 0, 2, 5; b: 1, 4; c: 3
+  pool = stats.Pool.of(labels, "pair")
+  assert (len(pool), pool.n_clusters) == (6, 3)
+  np.testing.assert_array_equal(pool.clusters, [0, 1, 0, 2, 1, 0])
+  members = {0: [0, 2, 5], 1: [1, 4], 2: [3]}
+  rng = np.random.default_rng(0)
+  for _ in range(20):
+    idx = pool.draw(rng)
+    picked = [labels[i] for i in idx]
+    # Each drawn cluster appears with all of its items, and the draw has 3 clusters' worth.
+    counts = {c: picked.count(c) for c in set(picked)}
+    for c, n in counts.items():
+      size = len(members["abc".index(c)])
+      assert n % size == 0
+    assert sum(n // len(members["abc".index(c)]) for c, n in counts.items()) == 3
+  assert stats.Pool.of([], "pair").draw(rng) is None
+  assert pool.same_as(stats.Pool.of(labels, "pair"))
+  assert not pool.same_as(stats.Pool.of(labels, "item"))
+  assert not pool.same_as(stats.Pool.of(["a", "a", "a", "c", "b", "a"], "pair"))
+  with pytest.raises(ValueError, match="one index per item"):
+    stats.Pool(np.array([0, 2]), "pair")  # cluster 1 unused
+
+
+def test_replicates_keep_each_seed_and_each_output_apart():
+  statistics = [(lambda idx, m=m: np.array([m, -m])) for m in (1.0, 2.0)]
+  reps = stats.replicates(statistics, [{}, {}], resamples=50)
+  assert reps.shape == (50, 2, 2)
+  np.testing.assert_array_equal(reps[:, :, 1], -reps[:, :, 0])
+  assert set(np.unique(reps[:, :, 0])) == {1.0, 2.0}
+  se = stats.standard_error(lambda idx: float(np.mean(stats.take(np.arange(100.0), idx["q"]))),
+                            {"q": 100})  # fmt: skip
+  assert se == pytest.approx(np.arange(100.0).std() / 10, rel=0.1)

@@ -3,7 +3,8 @@
 A component is one comparison of a claim ("Temporal > Uniform on TempLAMA 2010-18") as a margin
 that is > 0 iff it holds, computed from a *draw*: for each pool of items it reads (the TempLAMA
 queries of a slice, the news examples, ...), the item indices of a bootstrap resample, or None
-for every item as it is (`tlm.eval.stats`).
+for every item as it is (`tlm.eval.stats`). A pool is a `tlm.eval.stats.Pool` (its items and
+the cluster each belongs to, resampled whole) or a plain count of independent items.
 """
 
 import dataclasses
@@ -12,6 +13,7 @@ from collections.abc import Callable, Mapping, Sequence
 import numpy as np
 
 from tlm.eval.measurements import MissingInput
+from tlm.eval.stats import Pool
 
 Draw = Mapping[str, np.ndarray | None]
 
@@ -23,13 +25,14 @@ class Component:
   Attributes:
     name: what is compared, e.g. "temporal - uniform".
     unit: the margin's unit.
-    pools: {pool name: items} the margin is a statistic of (empty: aggregate numbers only).
+    pools: {pool name: Pool, or a number of independent items} the margin is a statistic of
+      (empty: aggregate numbers only).
     margin: the margin on a draw {pool: indices}; None indices means every item as is.
   """
 
   name: str
   unit: str
-  pools: Mapping[str, int]
+  pools: Mapping[str, "Pool | int"]
   margin: Callable[[Draw], float]
 
 

@@ -30,6 +30,9 @@ from tlm.eval import results
 
 TEMPLAMA_COLUMNS = ("id", "year", "subject", "relation", "duration", "f1", "prediction",
                     "first_answer", "most_frequent_is_correct")  # fmt: skip
+# Every gold answer of a query (a list per query; M2 needs them all). Optional on reading: a
+# per_query.json written before it existed still serves every claim but M2.
+ANSWERS = "answers"
 NEWS_COLUMNS = ("year", "f1", "loglik", "tokens")
 
 
@@ -43,10 +46,11 @@ class MissingInput(Exception):
 def templama_columns(result: Mapping) -> dict[str, list]:
   """The TempLAMA per-query columns of an `evaluate` result, sorted by query id."""
   records = sorted(results.templama_records(result), key=lambda r: r["id"])
-  cols = {c: [] for c in TEMPLAMA_COLUMNS}
+  cols = {c: [] for c in TEMPLAMA_COLUMNS + (ANSWERS,)}
   for r in records:
     for c in TEMPLAMA_COLUMNS:
       cols[c].append(r["answers"][0] if c == "first_answer" else r[c])
+    cols[ANSWERS].append([str(a) for a in r["answers"]])
   return cols
 
 
@@ -120,7 +124,12 @@ def templama(meas: Mapping, model: str, years: Sequence[int]) -> dict[str, np.nd
   """A model's TempLAMA columns for the queries of `years`, as arrays (order: query id)."""
   cols = _model(meas, model)["templama"]
   keep = np.isin(np.asarray(cols["year"]), list(years))
-  return {c: np.asarray(cols[c])[keep] for c in TEMPLAMA_COLUMNS}
+  out = {c: np.asarray(cols[c])[keep] for c in TEMPLAMA_COLUMNS}
+  if ANSWERS in cols:  # lists of different lengths: an object array of lists
+    answers = np.empty(len(cols[ANSWERS]), dtype=object)
+    answers[:] = [list(a) for a in cols[ANSWERS]]
+    out[ANSWERS] = answers[keep]
+  return out
 
 
 def news(meas: Mapping, model: str, years: Sequence[int]) -> dict[str, np.ndarray]:
@@ -138,6 +147,21 @@ def experts(meas: Mapping) -> tuple[np.ndarray, dict[int, np.ndarray]]:
     raise MissingInput("no per-expert TempLAMA scores (Figure 2, left) in this run")
   e = meas["experts"]
   return np.asarray(e["year"]), {int(y): np.asarray(v, dtype=float) for y, v in e["f1"].items()}
+
+
+def expert_pairs(meas: Mapping) -> list[tuple[str, str]]:
+  """Figure 2 (left): the (subject, relation) of each query of `experts`, in its order, from
+  the TempLAMA columns of the evaluated models (joined by query id)."""
+  if "experts" not in meas:
+    raise MissingInput("no per-expert TempLAMA scores (Figure 2, left) in this run")
+  pair_of = {}
+  for block in meas["models"].values():
+    cols = block["templama"]
+    pair_of.update(zip(cols["id"], zip(cols["subject"], cols["relation"])))
+  try:
+    return [tuple(pair_of[i]) for i in meas["experts"]["id"]]
+  except KeyError as e:
+    raise ValueError(f"experts: query {e.args[0]!r} is in no model's TempLAMA columns") from None
 
 
 def loglik_change(meas: Mapping, model: str) -> dict[str, dict[int, np.ndarray]]:

@@ -53,6 +53,13 @@ def train_starts(cfgs: dict[str, Config], workdir: str, log) -> None:
     run(cfgs[name], dirs[name], log=log)
 
 
+def train_start(cfgs: dict[str, Config], workdir: str, name: str, log) -> None:
+  """Trains (or finds trained) one starting point, WORKDIR/<name> ("t5" or "cbqa")."""
+  from tlm.train.loop import run
+
+  run(cfgs[name], start_dirs(workdir)[name], log=log)
+
+
 def train_cbqa_ft(cfgs: dict[str, Config], workdir: str, log) -> None:
   """Trains (or finds trained) WORKDIR/cbqa_ft: T5-CBQA + TempLAMA-train alone."""
   from tlm.train.loop import run

@@ -1,0 +1,75 @@
+"""The search for the miniature's default protocol (issue 19), on exploration seeds only.
+
+  python benchmarks/miniature_default.py --settings=v11-3200 --seeds=100 --root=runs/explore
+
+Each setting trains only Uniform and Temporal per seed from the same pretrained start and for
+the same steps (`tlm.eval.levers`, the cheap screen of the levers study), evaluates them on
+TempLAMA with the reproduction's code and judges C1, C5 and M1 with the reproduction's claims
+and statistics (the paired bootstrap over (subject, relation) pairs). Everything not named in
+a setting is the tiny configs' (T5.1.1 tiny models, batch 64, Adafactor 3e-2 constant, 20
+subjects per relation). Seeds 0-3 are never used here: the verdict of the chosen default is
+run on seeds 0, 1, 2 after its pre-registration (docs/results/PREREGISTRATION.md), which also
+lists every setting tried here and what it gave (docs/results/explore/).
+
+A setting's start: its own (`tiny_t5`'s recipe at the setting's model size, with the setting's
+overrides), or, with `start_of`, the start of another setting of the same model size, so that
+settings that differ only in how Uniform and Temporal train share their start.
+"""
+
+import argparse
+import os
+import sys
+
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+from tlm.eval.levers import Setting, run  # noqa: E402
+
+WIDE = ("model.emb_dim=128", "model.num_heads=8", "model.head_dim=16", "model.mlp_dim=256")
+# name: (description, steps, curve steps, overrides, the setting whose start it shares or "")
+SETTINGS = {
+  "v11-3200": ("T5.1.1 tiny, batch 64, lr 3e-2", 3200, (800, 1600, 2400), (), ""),
+  "v11wide-2400": ("T5.1.1 wide (d 128, MLP 256)", 2400, (800, 1600), WIDE, ""),
+  "v11-lr1e-2-3200": ("T5.1.1 tiny, lr 1e-2", 3200, (800, 1600, 2400),
+                      ("train.learning_rate=0.01",), "v11-3200"),
+  "v11-b32-3200": ("T5.1.1 tiny, batch 32", 3200, (800, 1600, 2400),
+                   ("train.batch_size=32",), "v11-3200"),
+}  # fmt: skip
+
+
+def settings(root: str) -> list[Setting]:
+  out = []
+  for name, (description, steps, curve, overrides, start_of) in SETTINGS.items():
+    start = os.path.join(root, start_of, "seed={seed}", "t5") if start_of else ""
+    out.append(Setting(name, description, steps, overrides=overrides, start=start,
+                       eval_steps=curve))  # fmt: skip
+  return out
+
+
+def main(argv=None) -> None:
+  p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+  p.add_argument("--root", default=os.path.join("runs", "explore"))
+  p.add_argument("--settings", required=True, help="comma-separated names")
+  p.add_argument("--seeds", default="100")
+  p.add_argument("--set", action="append", default=[], dest="overrides")
+  p.add_argument(
+    "--report_only",
+    action="store_true",
+    help="train nothing: report what the settings have measured so far",
+  )
+  args = p.parse_args(argv)
+  seeds = [int(s) for s in args.seeds.split(",")]
+  if set(seeds) & {0, 1, 2, 3}:
+    p.error("seeds 0-3 are kept for the pre-registered verdict; explore on others")
+  root = os.path.abspath(args.root)
+  names = args.settings.split(",")
+  unknown = sorted(set(names) - set(SETTINGS))
+  if unknown:
+    p.error(f"unknown settings {unknown}; choose from {sorted(SETTINGS)}")
+  chosen = [s for s in settings(root) if s.name in names]
+  schedule = [(s.name, 0 if args.report_only else s.steps) for s in chosen]
+  summary = run(chosen, seeds, root, args.overrides, schedule=schedule)
+  print(f"{len(summary['rows'])} rows in {os.path.join(root, 'levers.md')}")
+
+
+if __name__ == "__main__":
+  main()

@@ -33,6 +33,8 @@ SETTINGS = {
                       ("train.learning_rate=0.01",), "v11-3200"),
   "v11-b32-3200": ("T5.1.1 tiny, batch 32", 3200, (800, 1600, 2400),
                    ("train.batch_size=32",), "v11-3200"),
+  "v11-b128-1600": ("T5.1.1 tiny, batch 128", 1600, (800, 1200),
+                    ("train.batch_size=128",), "v11-3200"),
 }  # fmt: skip
 
 

@@ -13,7 +13,8 @@ compiled ahead of time; the ensemble step is `jax.vmap` of the same step over `-
 stacked states and batches, as one would train the nine Yearly experts at once. FLOPs are
 XLA's cost analysis of each compiled step; the matmul peak is the fastest of 3 `--matmul`^3
 float32 matmuls. Prints ONE JSON line. The machine may be shared: the fastest step is
-reported beside the mean.
+reported beside the mean, and the process's CPU seconds per model step (`ensemble_cpu_saving`:
+one model's over the ensemble's), which the other users of a shared machine change less.
 """
 
 import argparse
@@ -66,14 +67,21 @@ def _flops(compiled) -> float:
   return float((cost[0] if isinstance(cost, list) else cost)["flops"])
 
 
-def _time_steps(fn, state, batches) -> list[float]:
+def _cpu_seconds() -> float:
+  t = os.times()
+  return t.user + t.system
+
+
+def _time_steps(fn, state, batches) -> tuple[list[float], float]:
+  """Each step's wall time, and this process's CPU seconds per step (all its threads: on a
+  shared machine, the cost that does not depend on how much of the CPU the others take)."""
   state = jax.block_until_ready(fn(state, batches[0])[0])  # warm-up
-  times = []
+  times, cpu = [], _cpu_seconds()
   for b in batches[1:]:
     start = time.perf_counter()
     state = jax.block_until_ready(fn(state, b)[0])
     times.append(time.perf_counter() - start)
-  return times
+  return times, (_cpu_seconds() - cpu) / len(times)
 
 
 def matmul_flops_per_second(n: int, repeats: int = 3) -> float:
@@ -117,7 +125,7 @@ def main():
     single = jax.jit(step_fn, donate_argnums=(0,))
     batches = [random_batch(rng, rows) for _ in range(args.steps + 1)]
     single_compiled = single.lower(state, batches[0]).compile()
-    single_times = _time_steps(single_compiled, state, batches)
+    single_times, single_cpu = _time_steps(single_compiled, state, batches)
 
     states = stack([init_state(model, optimizer, layout, seed=s)
                              for s in range(args.experts)])  # fmt: skip
@@ -125,12 +133,13 @@ def main():
                for _ in range(args.steps + 1)]  # fmt: skip
     multi = jax.jit(jax.vmap(step_fn), donate_argnums=(0,))
     multi_compiled = multi.lower(states, stacked[0]).compile()
-    multi_times = _time_steps(multi_compiled, states, stacked)
+    multi_times, multi_cpu = _time_steps(multi_compiled, states, stacked)
   peak = matmul_flops_per_second(args.matmul)
   tokens = rows * (INPUT_LENGTH + TARGET_LENGTH)
 
-  def report(times, flops, models):
+  def report(times, cpu, flops, models):
     return {
+      "cpu_seconds_per_model_step": round(cpu / models, 4),
       "tokens_per_second_mean": round(models * tokens * len(times) / sum(times)),
       "tokens_per_second_best": round(models * tokens / min(times)),
       "seconds_per_step_mean": round(sum(times) / len(times), 4),
@@ -139,8 +148,8 @@ def main():
       "fraction_of_matmul_mean": round(flops * len(times) / sum(times) / peak, 3),
     }
 
-  one = report(single_times, _flops(single_compiled), 1)
-  many = report(multi_times, _flops(multi_compiled), args.experts)
+  one = report(single_times, single_cpu, _flops(single_compiled), 1)
+  many = report(multi_times, multi_cpu, _flops(multi_compiled), args.experts)
   print(
     json.dumps(
       {
@@ -156,6 +165,9 @@ def main():
         f"vmapped_{args.experts}_models": many,
         "ensemble_speedup_mean": round(
           many["tokens_per_second_mean"] / one["tokens_per_second_mean"], 2
+        ),
+        "ensemble_cpu_saving": round(
+          one["cpu_seconds_per_model_step"] / many["cpu_seconds_per_model_step"], 2
         ),
       }
     )

@@ -49,10 +49,13 @@ flags.DEFINE_string("checkpoint", None, "HF dir, Mesh-TF prefix, or tlm checkpoi
 flags.DEFINE_string("input_file", None, "JSON lines input (predict, score).")
 flags.DEFINE_string("output_file", None, "JSON lines output (predict, score).")
 flags.DEFINE_string("output_dir", None, "Output directory (convert, build_*).")
-flags.DEFINE_enum("format", "hf", ["hf", "tlm"], "convert: output checkpoint format.")
+flags.DEFINE_enum("format", "hf", ["hf", "tlm", "t5x"], "convert: output checkpoint format.")
 flags.DEFINE_integer("batch_size", 32, "predict/score: examples per batch.")
 flags.DEFINE_integer("max_decode_length", 32, "predict: maximum number of decoded tokens.")
 flags.DEFINE_integer("beam_size", 1, "predict: 1 is greedy decoding.")
+flags.DEFINE_float("temperature", 0.0, "predict: > 0 samples (T5X temperature_sample); 0 greedy.")
+flags.DEFINE_integer("top_k", 0, "predict, sampling: keep the k likeliest tokens; 0 all.")
+flags.DEFINE_float("top_p", 1.0, "predict, sampling: then the top-p nucleus, in (0, 1]; 1 all.")
 flags.DEFINE_string("vocab", None, "SentencePiece model (default: the one beside the checkpoint).")
 flags.DEFINE_bool(
   "truncate_inputs", False, "predict/score: cut inputs to the model's training input length."
@@ -69,7 +72,7 @@ flags.DEFINE_integer("min_year", 2010, "build_templama: first year.")
 flags.DEFINE_integer("max_year", 2020, "build_templama: last year.")
 flags.DEFINE_integer("max_subjects_per_relation", 1000, "build_templama: subjects kept.")
 flags.DEFINE_enum("granularity", "year", ["year", "quarter", "month"], "build_templama: bucket.")
-flags.DEFINE_integer("seed", 0, "Seed for data builders.")
+flags.DEFINE_integer("seed", 0, "Seed for data builders and predict's sampling.")
 flags.DEFINE_float("scale", 1.0, "build_world: size of the synthetic world.")
 # Multi-host (otherwise taken from the cluster environment, if any).
 flags.DEFINE_string("coordinator_address", None, "jax.distributed coordinator host:port.")
@@ -77,6 +80,24 @@ flags.DEFINE_integer("num_processes", None, "jax.distributed number of processes
 flags.DEFINE_integer("process_id", None, "jax.distributed index of this process.")
 
 FLAGS = flags.FLAGS
+# The flags that name a file or directory (--workdirs: a list of them), parsed once by
+# `tlm.storage.parse` before the mode starts.
+PATH_FLAGS = (
+  "workdir", "checkpoint", "input_file", "output_file", "output_dir", "vocab", "facts",
+  "entities", "news", "data", "workdirs",
+)  # fmt: skip
+
+
+def parse_path_flags(values) -> None:
+  """Replaces each path flag's value by its canonical form (`tlm.storage.parse`)."""
+  from tlm import storage
+
+  for name in PATH_FLAGS:
+    value = getattr(values, name)
+    if isinstance(value, list):
+      setattr(values, name, [storage.parse(v, f"--{name}") for v in value])
+    elif value:
+      setattr(values, name, storage.parse(value, f"--{name}"))
 
 
 def main(argv):
@@ -91,6 +112,7 @@ def main(argv):
   module_name, function_name = MODES[FLAGS.mode].split(":")
   fn = getattr(importlib.import_module(module_name), function_name)
   try:
+    parse_path_flags(FLAGS)
     fn(FLAGS)
   except UserError as e:
     print(f"error: {e}", file=sys.stderr)

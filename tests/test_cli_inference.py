@@ -154,6 +154,78 @@ def test_predict_beam_search(setup, tmp_path):
   assert all(isinstance(r["prediction"], str) for r in rows)
 
 
+def test_predict_samples_the_same_texts_in_any_batch(setup, tmp_path):
+  from tlm.models import decoding
+  from tlm.models.checkpoints import load_checkpoint
+
+  checkpoint = str(setup["root"] / "t5_v1_1")
+  out = str(tmp_path / "sampled.jsonl")
+  # Three batches of 3 rows, sorted by length, in two length buckets.
+  _run("--mode=predict", f"--checkpoint={checkpoint}", f"--input_file={setup['inputs']}",
+       f"--output_file={out}", "--batch_size=3", "--max_decode_length=8", "--temperature=1.0",
+       "--top_k=20", "--top_p=0.9", "--seed=5")  # fmt: skip
+  predictions = [r["prediction"] for r in _read_jsonl(out)]
+
+  # Directly: all inputs in one batch, each row keyed by its line's index.
+  vocab = setup["vocab"]
+  ids = [vocab.encode(x) + [EOS_ID] for x in INPUTS]
+  tokens = np.zeros((len(ids), max(map(len, ids))), np.int32)
+  for i, x in enumerate(ids):
+    tokens[i, : len(x)] = x
+  config, params = load_checkpoint(checkpoint)
+  direct = decoding.temperature_sample(
+    config, params, tokens, 8, seed=5, temperature=1.0, top_k=20, top_p=0.9
+  )
+  assert predictions == [vocab.decode(row) for row in np.asarray(direct)]
+  greedy = np.asarray(decoding.greedy_decode(config, params, tokens, 8))
+  assert predictions != [vocab.decode(row) for row in greedy]
+
+
+# Runs run.py with jax unimportable: a check that comes after jax's import fails loudly.
+_WITHOUT_JAX = (
+  "import runpy, sys; sys.modules['jax'] = None; sys.argv = ['run.py', *sys.argv[1:]]; "
+  "runpy.run_path('run.py', run_name='__main__')"
+)
+
+
+@pytest.mark.parametrize(
+  "flags,fragment",
+  [
+    (["--temperature=-1"], "--temperature must be a finite number >= 0"),
+    (["--temperature=nan"], "--temperature must be a finite number >= 0"),
+    (["--temperature=inf"], "--temperature must be a finite number >= 0"),
+    (["--temperature=1", "--top_k=-3"], "--top_k must be >= 0"),
+    (["--temperature=1", "--top_p=0"], "--top_p must be in (0, 1]"),
+    (["--temperature=1", "--top_p=1.5"], "--top_p must be in (0, 1]"),
+    (["--temperature=1", "--seed=-1"], "--seed must be in [0, 2**32)"),
+    (["--temperature=1", "--seed=4294967296"], "--seed must be in [0, 2**32)"),
+    (["--beam_size=4", "--top_k=40", "--temperature=0.7"], "beam search (--beam_size=4)"),
+    (["--beam_size=2", "--temperature=0.7"], "sampling (--temperature=0.7)"),
+    (["--top_k=40"], "--top_k=40 only restrict sampling"),
+    (["--top_p=0.9"], "--temperature=0 is greedy decoding"),
+  ],
+)
+def test_bad_sampling_flags_fail_before_jax(setup, tmp_path, flags, fragment):
+  out = str(tmp_path / "out.jsonl")
+  proc = subprocess.run(
+    [sys.executable, "-c", _WITHOUT_JAX, "--mode=predict", f"--checkpoint={setup['root'] / 't5'}",
+     f"--input_file={setup['inputs']}", f"--output_file={out}", *flags],
+    cwd=REPO, capture_output=True, text=True,
+  )  # fmt: skip
+  _assert_fails(proc, out, fragment)
+
+
+def test_good_sampling_flags_reach_jax(setup, tmp_path):
+  # The control of the test above: valid flags get as far as importing jax, which fails here.
+  proc = subprocess.run(
+    [sys.executable, "-c", _WITHOUT_JAX, "--mode=predict", f"--checkpoint={setup['root'] / 't5'}",
+     f"--input_file={setup['inputs']}", f"--output_file={tmp_path / 'out.jsonl'}",
+     "--temperature=0.7", "--top_k=40", "--top_p=0.9", "--seed=4294967295"],
+    cwd=REPO, capture_output=True, text=True,
+  )  # fmt: skip
+  assert proc.returncode != 0 and "ModuleNotFoundError: import of jax halted" in proc.stderr
+
+
 def test_score_equals_transformers_log_likelihood(setup, tmp_path):
   import torch
 

@@ -279,7 +279,9 @@ def test_every_named_config_and_boundary_value_is_valid():
   for ok in ("train.eval_every=0", "model.num_layers=0", "mesh.data=-1", "mesh.model=-1",
              "data.year=0", "data.new_year_prob=1", "adapt.alphas=0,1", "model.dropout_rate=0",
              "train.warmup_steps=0", "train.loss_normalizing_factor=0", "eval.max_examples=0",
-             "data.news_to_templama=0", "train.batch_size=1", "data.world_seed=-5"):  # fmt: skip
+             "data.news_to_templama=0", "train.batch_size=1", "data.world_seed=0",
+             f"train.seed={2**64 - 1}", "data.input_length=131072", "eval.beam_size=1024",
+             "data.year=9999", "train.steps=2147483647", "data.world_scale=1000"):  # fmt: skip
     configs.override(base, [ok])
 
 

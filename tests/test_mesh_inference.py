@@ -1,6 +1,7 @@
 """Inference on the mesh: the Predictor on 8 simulated devices (4 x 2, and 8 with FSDP) gives
-the single-device outputs; `--mode=predict` / `score` on two processes (gloo) write the files
-one process writes; predict / score reject the `--set` keys they do not use."""
+the single-device outputs, sampled ones included (same seed); `--mode=predict` / `score` on
+two processes (gloo) write the files one process writes; predict / score reject the `--set`
+keys they do not use."""
 
 import json
 import os
@@ -34,6 +35,17 @@ def test_meshes_give_the_single_device_outputs(meshes, name):
   # Sums of ~30 float32 log-probs of ~-10 each: within 1e-5 of their value.
   np.testing.assert_allclose(run["log_likelihood"], one["log_likelihood"], rtol=1e-5)
   np.testing.assert_allclose(run["rank"], one["rank"], rtol=1e-5)
+
+
+@pytest.mark.slow
+def test_a_seed_samples_the_same_texts_on_any_mesh_and_batch(meshes):
+  one = meshes["1"]
+  for name in ("4x2", "8_fsdp"):
+    assert meshes[name]["sampled"] == one["sampled"], name
+  assert one["sampled_batch_3"] == one["sampled"]
+  # Sampling happened: the texts are not the greedy ones.
+  differ = sum(s != g for s, g in zip(one["sampled"], one["predictions"]))
+  assert differ > len(one["sampled"]) // 2, (one["sampled"], one["predictions"])
 
 
 @pytest.mark.slow
@@ -71,14 +83,16 @@ def _inputs(path, n=7):
 
 
 @pytest.mark.slow
-@pytest.mark.parametrize("mode", ["predict", "score"])
-def test_two_processes_write_what_one_writes(tmp_path, model_dir, mode):
+@pytest.mark.parametrize(
+  "mode,extra", [("predict", ()), ("predict", ("--temperature=1.0", "--seed=3")), ("score", ())]
+)
+def test_two_processes_write_what_one_writes(tmp_path, model_dir, mode, extra):
   inputs = str(tmp_path / "in.jsonl")
   _inputs(inputs)
   cache = str(tmp_path / "jax_cache")
   single = str(tmp_path / "single.jsonl")
   proc = subprocess.run(
-    _cli(mode, model_dir, inputs, single, "--set=mesh.data=2"),
+    _cli(mode, model_dir, inputs, single, "--set=mesh.data=2", *extra),
     cwd=ROOT, env=environment(2, cache), capture_output=True, text=True, timeout=600,
   )  # fmt: skip
   assert proc.returncode == 0, proc.stderr[-3000:]
@@ -92,6 +106,7 @@ def test_two_processes_write_what_one_writes(tmp_path, model_dir, mode):
         inputs,
         multi,
         "--set=mesh.data=2",
+        *extra,
         f"--coordinator_address=127.0.0.1:{port}",
         "--num_processes=2",
         f"--process_id={i}",

@@ -20,10 +20,10 @@ def vocab():
   return Vocabulary(train_sentencepiece(texts, 40))
 
 
-def _predictor(vocab, seed, **kwargs):
+def _predictor(vocab, model_seed, **kwargs):
   # numpy parameters: compiling flax's initialisers would cost more than the test itself.
   cfg = t5.get_preset("tiny", vocab_size=256)
-  return Predictor(cfg, random_params(cfg, seed), vocab, **kwargs)
+  return Predictor(cfg, random_params(cfg, model_seed), vocab, **kwargs)
 
 
 QUERIES = [
@@ -93,3 +93,38 @@ def test_bfloat16_parameters(vocab):
   np.testing.assert_allclose(ll16, ll32, rtol=2e-2)
   with pytest.raises(ConfigError, match="param_dtype"):
     _predictor(vocab, 4, param_dtype="float16")
+
+
+def test_sampled_predictions_do_not_depend_on_the_batching(vocab):
+  kwargs = dict(max_decode_length=6, temperature=1.5, top_k=50, seed=9)
+  queries = QUERIES * 3  # repeated inputs draw their own samples
+  p = _predictor(vocab, 5, batch_size=3, **kwargs)
+  by_3 = p.predict(queries)  # 4 batches sorted by length, two length buckets
+  # Directly, in one batch padded to the longest input: row i keyed by its index i.
+  encoded = [p.tokenize(q) for q in queries]
+  tokens = np.zeros((len(encoded), max(map(len, encoded))), np.int32)
+  for i, ids in enumerate(encoded):
+    tokens[i, : len(ids)] = ids
+  direct = decoding.temperature_sample(
+    p.config, p.params, tokens, 6, temperature=1.5, top_k=50, seed=9
+  )
+  assert by_3 == [vocab.decode(row) for row in np.asarray(direct)]
+  assert len(set(by_3)) > len(QUERIES)  # the copies of an input differ
+  other_seed = _predictor(vocab, 5, batch_size=3, **dict(kwargs, seed=10)).predict(queries)
+  assert other_seed != by_3
+
+
+@pytest.mark.parametrize(
+  "kwargs,fragment",
+  [
+    (dict(temperature=-1.0), "temperature"),
+    (dict(top_k=-2), "top_k"),
+    (dict(top_p=0.0), "top_p"),
+    (dict(seed=-1), "seed"),
+    (dict(beam_size=2, temperature=0.5), "beam"),
+    (dict(beam_size=2, top_k=4), "beam"),
+  ],
+)
+def test_bad_sampling_settings(vocab, kwargs, fragment):
+  with pytest.raises(ConfigError, match=fragment):
+    _predictor(vocab, 0, **kwargs)

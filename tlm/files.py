@@ -7,7 +7,8 @@ temporary sibling name and renamed into place only when it is complete. A crash 
 that is full, read-only or not ours becomes a one-line `OutputError` naming the destination.
 `check_replaceable` guards the directories that are replaced as a whole, and `iter_jsonl` /
 `read_jsonl` / `iter_tsv` name the file and line of any malformed input line (invalid UTF-8
-and lone surrogates included); `check_output_file` vets an output path before work starts.
+and lone surrogates included); `check_output_file` vets an output path and `check_layout` an
+output directory's entries before work starts.
 
 Remote paths (`gs://...`, `tlm.storage`) have no rename: a file is produced in memory and
 uploaded as one object when the block exits cleanly; a directory is produced in a local
@@ -395,6 +396,11 @@ def check_output_file(path: str) -> None:
     raise UserError(f"{path}: is a directory; the output must be a file")
   if os.path.exists(path) and not os.path.isfile(path):
     raise UserError(f"{path}: exists and is not a regular file")
+  _check_creatable(path)
+
+
+def _check_creatable(path: str) -> None:
+  """Raises UserError unless the nearest existing ancestor of `path` is a writable directory."""
   parent = os.path.dirname(os.path.abspath(path))
   while not os.path.exists(parent):
     parent = os.path.dirname(parent)
@@ -402,6 +408,44 @@ def check_output_file(path: str) -> None:
     raise UserError(f"{path}: cannot be created, {parent} is not a directory")
   if not os.access(parent, os.W_OK | os.X_OK):
     raise UserError(f"{path}: cannot be created, {parent} is not writable")
+
+
+def check_layout(directory: str, files: tuple[str, ...] = (), dirs: tuple[str, ...] = ()) -> None:
+  """Raises UserError unless a run can write `directory` and the entries it names there.
+
+  Run before any work starts (a workdir whose `profile` is a file fails here in milliseconds,
+  not after a world build and a compile): `directory` must be a writable directory, or absent
+  and creatable; each of `dirs` absent or a writable directory; each of `files` absent or a
+  regular file (replaced by `atomic_output_file`, so the directory's permission is what
+  counts). On an object store there is nothing to check (no directories; permissions show at
+  the upload).
+
+  Args:
+    directory: e.g. a training workdir.
+    files: names of the files the run writes in it.
+    dirs: names of the subdirectories the run writes in it.
+  """
+  if storage.is_remote(directory):
+    return
+  if not os.path.exists(directory):
+    _check_creatable(directory)
+    return
+  if not os.path.isdir(directory):
+    raise UserError(f"{directory}: exists and is not a directory")
+  if not os.access(directory, os.W_OK | os.X_OK):
+    raise UserError(f"{directory}: is not writable")
+  for name in dirs:
+    path = os.path.join(directory, name)
+    if not os.path.exists(path):
+      continue
+    if not os.path.isdir(path):
+      raise UserError(f"{path}: exists and is not a directory (the run writes {name}/ there)")
+    if not os.access(path, os.W_OK | os.X_OK):
+      raise UserError(f"{path}: is not writable (the run writes {name}/ there)")
+  for name in files:
+    path = os.path.join(directory, name)
+    if os.path.exists(path) and not os.path.isfile(path):
+      raise UserError(f"{path}: exists and is not a regular file (the run writes {name} there)")
 
 
 def read_jsonl(path: str, required: tuple[str, ...] = ()) -> list[dict]:

@@ -7,6 +7,11 @@ difference: `is_remote` decides, and the helpers below (exists, listdir, open, r
 `os` for a local path, so that local behaviour and error types stay exactly POSIX, and
 `epath.Path` for a remote one.
 
+Every path enters tlm through `parse`, once, where the user gives it (run.py's path flags, the
+config's path keys): `file://` becomes the local path, a URI becomes `scheme://bucket/key`, and
+anything tlm cannot honour (an empty bucket, an unknown scheme, a NUL or newline, a scheme whose
+fsspec package is missing) is a one-line error naming the flag or key before any work starts.
+
 An object store has no atomic rename (a "directory" is a key prefix; moving one copies every
 object), no hard links and no `fcntl` locks, but a single object appears whole or not at all
 and can be created only-if-absent. The protocols built on that (`tlm.files`,
@@ -24,6 +29,7 @@ and can be created only-if-absent. The protocols built on that (`tlm.files`,
 """
 
 import contextlib
+import importlib.util
 import io
 import os
 import posixpath
@@ -40,7 +46,15 @@ from tlm.errors import UserError
 COMMIT_MARKER = ".tlm_committed"
 # The schemes etils.epath routes to fsspec (etils/epath/gpath.py `_URI_SCHEMES`).
 SCHEMES = ("gs", "s3", "az", "hf")
-_URI = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]+)://")
+_URI = re.compile(r"^([A-Za-z][A-Za-z0-9+.-]*)://")
+# "gs:/bucket", "gs:bucket", "file:/x": a URI with a slash missing, which a filesystem would take
+# for a local directory named "gs:" in the current directory.
+_MISSING_SLASH = re.compile(r"^(gs|s3|az|hf|file):(?!//)", re.IGNORECASE)
+# Control characters (NUL, newline, ...) and the lone surrogates that stand for undecodable
+# bytes of a command line: a path holding one cannot be written to a log line or a JSON file.
+_NOT_TEXT = re.compile("[\x00-\x1f\x7f\ud800-\udfff]")
+# POSIX NAME_MAX and PATH_MAX of the usual filesystems: longer fails with ENAMETOOLONG.
+_NAME_MAX, _PATH_MAX = 255, 4095
 # A lease (no exclusive create): how long a writer waits before reading its lock back. Two
 # writers that both wrote within this window both read the later one's token.
 LEASE_SETTLE_S = 2.0
@@ -50,6 +64,103 @@ def scheme(path: str) -> str | None:
   """The URI scheme of `path` ("gs" for gs://bucket/x), None for a local path."""
   match = _URI.match(os.fspath(path))
   return match.group(1).lower() if match else None
+
+
+def _shown(text: str) -> str:
+  """`text` as a message shows it on one line (escaped if it holds a control character)."""
+  return text if text.isprintable() else repr(text)
+
+
+def parse(text: str, name: str) -> str:
+  """A path argument or setting parsed once, where it enters tlm (run.py's flags, the config).
+
+  Local paths stay as given; `file://PATH` is the local PATH. A URI is split into scheme,
+  bucket and key and rejoined as `scheme://bucket/key` (scheme in lower case, no trailing
+  slash), the form the rest of tlm relies on: `is_remote` and the helpers below then never see
+  anything else.
+
+  Args:
+    text: the path as the user wrote it (non-empty).
+    name: what it came from, named in the error: a flag ("--workdir") or a key
+      ("data.ssm_dir").
+
+  Returns:
+    The canonical path.
+
+  Raises:
+    UserError: one line naming `name` for a control character (NUL, newline, ...), bytes that
+      are not UTF-8, a name longer than the filesystem takes, an unsupported scheme, a URI
+      missing a slash ("gs:/b"), an empty bucket ("gs://"), an empty, "." or ".." component
+      in an object key, or a scheme whose filesystem package is not installed (naming it).
+  """
+  where = f"{name}={_shown(text)}"
+  if not text:
+    raise UserError(f"{name}: empty path")
+  bad = _NOT_TEXT.search(text)
+  if bad is not None:
+    char = bad.group(0)
+    what = "bytes that are not UTF-8" if char >= "\ud800" else f"the control character {char!r}"
+    raise UserError(f"{where}: a path cannot hold {what}")
+  match = _URI.match(text)
+  if match is None:
+    typo = _MISSING_SLASH.match(text)
+    if typo is not None:
+      raise UserError(
+        f"{where}: a {typo.group(1).lower()}:// URI needs two slashes (for a local directory "
+        f"of that name write ./{text})"
+      )
+    return _parse_local(text, where)
+  found = match.group(1).lower()
+  rest = text[match.end() :]
+  if found == "file":
+    if not rest:
+      raise UserError(f"{where}: file:// names no path")
+    return _parse_local(rest, where)
+  if found not in SCHEMES:
+    raise UserError(f"{where}: {_unsupported(found)}")
+  bucket, _, key = rest.partition("/")
+  if not bucket:
+    raise UserError(f"{where}: no bucket (write {found}://BUCKET/PATH)")
+  parts = key.rstrip("/").split("/") if key.rstrip("/") else []
+  if any(part in ("", ".", "..") for part in parts):
+    raise UserError(f"{where}: an object key cannot hold an empty, . or .. component")
+  _require_filesystem(found, where)
+  return "/".join([f"{found}://{bucket}", *parts])
+
+
+def _parse_local(path: str, where: str) -> str:
+  if len(os.fsencode(path)) > _PATH_MAX or any(
+    len(os.fsencode(part)) > _NAME_MAX for part in path.split("/")
+  ):
+    raise UserError(
+      f"{where[:80]}...: longer than a filesystem takes ({_NAME_MAX} bytes a name, "
+      f"{_PATH_MAX} a path)"
+    )
+  return path
+
+
+def _unsupported(found: str) -> str:
+  return (
+    f"unsupported storage scheme {found}:// (local paths, file:// and "
+    + ", ".join(f"{s}://" for s in SCHEMES)
+    + " are)"
+  )
+
+
+def _require_filesystem(found: str, where: str) -> None:
+  """Raises UserError naming the package to install unless fsspec can serve `found`://."""
+  try:
+    from fsspec.registry import known_implementations, registry
+  except ImportError:
+    raise UserError(f"{where}: {found}:// needs fsspec (pip install fsspec)") from None
+  if found in registry:  # registered by the running program (or already imported)
+    return
+  known = known_implementations.get(found, {})
+  package = known.get("class", "").split(".")[0]
+  # Found without being imported: gcsfs and its kin take seconds to import.
+  if package and importlib.util.find_spec(package) is not None:
+    return
+  raise UserError(f"{where}: {found}:// needs the {package} package (pip install {package})")
 
 
 def is_remote(path: str) -> bool:
@@ -62,11 +173,7 @@ def is_remote(path: str) -> bool:
   if found is None or found == "file":
     return False
   if found not in SCHEMES:
-    raise UserError(
-      f"{path}: unsupported storage scheme {found}:// (local paths and "
-      + ", ".join(f"{s}://" for s in SCHEMES)
-      + " are)"
-    )
+    raise UserError(f"{path}: {_unsupported(found)}")
   return True
 
 

@@ -1,13 +1,17 @@
-"""`--mode=convert`: a checkpoint rewritten as an HF directory or a tlm model directory.
+"""`--mode=convert`: a checkpoint rewritten as an HF directory, a tlm model directory or a T5X
+checkpoint.
 
-  python run.py --mode=convert --checkpoint=SRC --output_dir=DST --format=hf|tlm [--vocab=...]
+  python run.py --mode=convert --checkpoint=SRC --output_dir=DST --format=hf|tlm|t5x [--vocab=...]
 
 SRC is anything `tlm.models.checkpoints.load_checkpoint` reads: an HF directory (safetensors,
 pytorch_model.bin or flax_model.msgpack), a Mesh-TF checkpoint prefix (e.g. the paper's
-T5-CBQA / SSM baselines), a tlm model directory or a training workdir. `--format=hf` writes
-`config.json`, `model.safetensors` and `spiece.model`, loadable by transformers'
-`T5ForConditionalGeneration.from_pretrained`; `--format=tlm` writes `model_config.json`,
-`spiece.model` and orbax `params/` (docs/ARCHITECTURE.md). The vocabulary is copied from
+T5-CBQA / SSM baselines), a T5X checkpoint (legacy or Orbax), a tlm model directory or a
+training workdir. `--format=hf` writes `config.json`, `model.safetensors` and `spiece.model`,
+loadable by transformers' `T5ForConditionalGeneration.from_pretrained`; `--format=tlm` writes
+`model_config.json`, `spiece.model` and orbax `params/` (docs/ARCHITECTURE.md); `--format=t5x`
+writes a T5X model directory, `DST/checkpoint_0/` in T5X's legacy layout (msgpack + gzip zarr,
+version 3, with T5X's initial Adafactor state) that T5X's `restore_checkpoint` reads, and
+`DST/spiece.model`. The vocabulary is copied from
 `--vocab` or from beside SRC when there is one (a conversion needs none). The conversion is
 strict (every source tensor used once, shapes checked) and DST appears only when complete; a
 full disk is a one-line error naming DST. One convert at a time writes DST (a lock beside it).
@@ -31,8 +35,8 @@ def _inside(path: str, directory: str) -> bool:
 def main(flags) -> None:
   """--mode=convert: reads --checkpoint and writes --output_dir in --format."""
   require_flags(flags, "convert", "checkpoint", "output_dir")
-  if flags.format not in ("hf", "tlm"):
-    raise ConfigError(f"--format must be hf or tlm, got {flags.format!r}")
+  if flags.format not in ("hf", "tlm", "t5x"):
+    raise ConfigError(f"--format must be hf, tlm or t5x, got {flags.format!r}")
   if _inside(flags.checkpoint, flags.output_dir):
     raise ConfigError(
       f"--output_dir={flags.output_dir} would replace the checkpoint being converted"
@@ -51,7 +55,8 @@ def main(flags) -> None:
   # A second convert into the same --output_dir stops at once instead of racing the rename.
   with WorkdirLock.beside(flags.output_dir, "convert"):
     config, params = checkpoints.load_checkpoint(flags.checkpoint)
-    save = checkpoints.save_hf if flags.format == "hf" else checkpoints.save_tlm
+    save = {"hf": checkpoints.save_hf, "tlm": checkpoints.save_tlm, "t5x": checkpoints.save_t5x}
+    save = save[flags.format]
     save(flags.output_dir, config, params, spiece_model=spiece_model)
   print(
     f"convert: {flags.checkpoint} -> {flags.output_dir} ({flags.format}"

@@ -12,6 +12,7 @@ Each holds a lock beside its output directory (`tlm.workdir_lock`), so two build
 directory cannot interleave.
 """
 
+from tlm.configs import check_value
 from tlm.data import ssm, templama
 from tlm.errors import ConfigError
 from tlm.workdir_lock import WorkdirLock
@@ -54,6 +55,7 @@ def build_templama(flags) -> dict:
 def build_ssm(flags) -> dict:
   """Builds salient-span-masked examples from a news JSON-lines file and prints the counts."""
   _require(flags, "news", "output_dir")
+  check_value("data.seed", flags.seed, "--seed")
   with WorkdirLock.beside(flags.output_dir, "build_ssm"):
     stats = ssm.build_ssm(flags.news, flags.output_dir, gazetteer=flags.entities, seed=flags.seed)
   t = stats["totals"]

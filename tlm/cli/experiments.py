@@ -27,6 +27,8 @@ from tlm import configs
 from tlm.errors import ConfigError
 from tlm.eval.reproduce import DEFAULT_WORKDIR, seed_dir
 from tlm.eval.trained_models import saved_config
+from tlm.files import check_layout
+from tlm.train import preflight
 from tlm.workdir_lock import WorkdirLock, acquire_on_main
 
 
@@ -80,6 +82,9 @@ def _experiment(flags, mode: str, fn, *, trains: bool, data=None, report=None) -
   config, workdir = _start(flags)
   if flags.dry_run:
     return _dry_run(config, trains=trains)
+  # Before the evaluation, not after it.
+  check_layout(workdir, dirs=("results",))
+  preflight.check_eval_batch(config)
   with acquire_on_main(workdir, mode):
     result = fn(config, workdir, _progress, data)
   if report is not None:

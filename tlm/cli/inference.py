@@ -2,12 +2,16 @@
 
   python run.py --mode=predict --checkpoint=C --input_file=IN --output_file=OUT \
       [--batch_size=32 --max_decode_length=32 --beam_size=1 --vocab=spiece.model] \
-      [--truncate_inputs]
+      [--temperature=0 --top_k=0 --top_p=1 --seed=0] [--truncate_inputs]
   python run.py --mode=score --checkpoint=C --input_file=IN --output_file=OUT [--truncate_inputs]
 
 `predict` reads `{"input": str}` per line and writes the same objects with `"prediction"`
-added, in input order: greedy decoding (the paper's closed-book QA decoding, section 2) or,
-with `--beam_size` > 1, beam search. `score` reads `{"input", "target"}` and adds
+added, in input order: greedy decoding (the paper's closed-book QA decoding, section 2), or
+with `--beam_size` > 1 beam search, or with `--temperature` > 0 sampling with T5X's
+`temperature_sample` semantics (`tlm.models.decoding.temperature_sample`): logits divided by
+the temperature, then `--top_k` (0: all tokens) and `--top_p` (1: all) filters, in that order.
+A sample is a function of `--seed` and the line's place in the file, whatever the batch size
+or the mesh. `score` reads `{"input", "target"}` and adds
 `"log_likelihood"` (natural log of p(target | input), summed over the target tokens including
 EOS, as in the paper's section 3.2 analyses) and `"num_tokens"`. Inputs and targets are
 tokenized T5-style: SentencePiece ids followed by EOS.
@@ -19,7 +23,9 @@ Mesh-TF prefix, tlm model directory, training workdir). The vocabulary is `--voc
 sorted by length, padded to power-of-two lengths and a fixed number of rows, so jit compiles
 once per length bucket; output in input order.
 
-Before jax is imported, so that bad input fails fast: `--output_file` is checked (not a
+Before jax is imported, so that bad input fails fast: the decoding flags are checked
+(`--temperature` >= 0, `--top_k` >= 0, `--top_p` in (0, 1], `--seed` in [0, 2**32), no
+sampling flag with beam search, no filter without a temperature), `--output_file` (not a
 directory, creatable), every line of the input file is read and tokenized (invalid UTF-8,
 lone surrogates and out-of-range sentinels `<extra_id_N>` are errors naming the file and line),
 and the inputs longer than the model's training input length are counted: one warning per
@@ -50,6 +56,13 @@ def require_flags(flags, mode: str, *names: str) -> None:
   for name in names:
     if getattr(flags, name) in (None, ""):
       raise ConfigError(f"--{name} is required for --mode={mode}")
+
+
+def _check_sizes(flags, *names: str) -> None:
+  """Checks --batch_size, --max_decode_length, --beam_size against the ranges of the config
+  keys eval.* that the evaluations use for the same sizes (tlm.configs.schema says why)."""
+  for name in names:
+    configs.check_value(f"eval.{name}", getattr(flags, name), f"--{name}")
 
 
 def find_vocabulary(flags) -> str | None:
@@ -207,6 +220,32 @@ def _longest(vocab: Vocabulary, texts, max_length: int = 0) -> int:
   return 1 << (max(n, 8) - 1).bit_length()
 
 
+def check_sampling_flags(flags) -> None:
+  """ConfigError naming a bad `--temperature`, `--top_k`, `--top_p` or `--seed`, or a
+  combination that would silently not do what it says (checked before jax is imported)."""
+  temperature, top_k, top_p = flags.temperature, flags.top_k, flags.top_p
+  if not 0 <= temperature < float("inf"):
+    raise ConfigError(f"--temperature must be a finite number >= 0 (0: greedy), got {temperature}")
+  if top_k < 0:
+    raise ConfigError(f"--top_k must be >= 0 (0: no cut-off), got {top_k}")
+  if not 0 < top_p <= 1:
+    raise ConfigError(f"--top_p must be in (0, 1] (1: no cut-off), got {top_p}")
+  if not 0 <= flags.seed < 2**32:
+    raise ConfigError(f"--seed must be in [0, 2**32), got {flags.seed}")
+  filters = [f"--{n}={v}" for n, v, off in (("top_k", top_k, 0), ("top_p", top_p, 1)) if v != off]
+  if flags.beam_size > 1 and (temperature > 0 or filters):
+    given = " ".join(([f"--temperature={temperature}"] if temperature > 0 else []) + filters)
+    raise ConfigError(
+      f"sampling ({given}) and beam search (--beam_size={flags.beam_size}) exclude each other: "
+      "sample with --beam_size=1"
+    )
+  if filters and temperature == 0:
+    raise ConfigError(
+      f"{' '.join(filters)} only restrict sampling, and --temperature=0 is greedy decoding: "
+      "give --temperature > 0 to sample"
+    )
+
+
 def _write_results(path: str, rows: list[dict]) -> None:
   """Process 0 writes (every process holds every result); the others write nothing."""
   import jax
@@ -218,9 +257,8 @@ def _write_results(path: str, rows: list[dict]) -> None:
 def predict(flags) -> None:
   """--mode=predict: decodes every input of --input_file into --output_file."""
   require_flags(flags, "predict", "checkpoint", "input_file", "output_file")
-  for name in ("batch_size", "max_decode_length", "beam_size"):
-    if getattr(flags, name) < 1:
-      raise ConfigError(f"--{name} must be >= 1, got {getattr(flags, name)}")
+  _check_sizes(flags, "batch_size", "max_decode_length", "beam_size")
+  check_sampling_flags(flags)
   settings = inference_settings(flags, "predict")
   check_output_file(flags.output_file)
   lines, rows = _read_examples(flags.input_file, ("input",))
@@ -233,6 +271,10 @@ def predict(flags) -> None:
     settings,
     max_decode_length=flags.max_decode_length,
     beam_size=flags.beam_size,
+    temperature=flags.temperature,
+    top_k=flags.top_k,
+    top_p=flags.top_p,
+    seed=flags.seed,
     max_input_length=max_input_length,
     lengths=(
       _longest(vocab, [row["input"] for row in rows], max_input_length),
@@ -250,6 +292,7 @@ def predict(flags) -> None:
 def score(flags) -> None:
   """--mode=score: log p(target | input) of every line of --input_file into --output_file."""
   require_flags(flags, "score", "checkpoint", "input_file", "output_file")
+  _check_sizes(flags, "batch_size")
   settings = inference_settings(flags, "score")
   check_output_file(flags.output_file)
   lines, rows = _read_examples(flags.input_file, ("input", "target"))

@@ -17,6 +17,7 @@ import os
 
 from tlm import configs
 from tlm.errors import ConfigError
+from tlm.train import preflight
 
 # Environment variables of the clusters jax.distributed.initialize() configures itself from,
 # with the condition under which they mean more than one process.
@@ -34,13 +35,16 @@ def initialize_distributed(
   """Calls `jax.distributed.initialize` for a multi-process run; returns whether it did.
 
   Raises:
-    ConfigError: if only some of the three flags are given.
+    ConfigError: if only some of the three flags are given, or --process_id is not one of
+      --num_processes.
   """
   given = [coordinator_address is not None, num_processes is not None, process_id is not None]
   if any(given) and not all(given):
     raise ConfigError(
       "--coordinator_address, --num_processes and --process_id must be given together"
     )
+  if all(given) and not 0 <= process_id < num_processes:
+    raise ConfigError(f"--process_id={process_id} must be in [0, --num_processes={num_processes})")
   cluster = any(check(os.environ.get(name, "")) for name, check in _CLUSTER_HINTS)
   if not all(given) and not cluster:
     return False
@@ -64,6 +68,7 @@ def main(flags) -> None:
     if not flags.workdir:
       raise ConfigError("--workdir is required for --mode=train (checkpoints, metrics, config)")
     configs.check_required(config)  # before jax starts: fail at once
+    preflight.check_workdir(config, flags.workdir)  # ... and before the lock creates it
   initialize_distributed(flags.coordinator_address, flags.num_processes, flags.process_id)
   if flags.dry_run:
     from tlm.train.dry_run import dry_run
@@ -73,6 +78,9 @@ def main(flags) -> None:
   from tlm.train import loop
   from tlm.workdir_lock import acquire_on_main
 
+  for expert_config, expert_workdir in loop.expert_runs(config, flags.workdir):
+    if expert_workdir != flags.workdir:  # Yearly: every expert's workdir, at once
+      preflight.check_workdir(expert_config, expert_workdir)
   # One writer per workdir (process 0 of this job holds the lock; see tlm/workdir_lock.py).
   with acquire_on_main(flags.workdir, "train"):
     loop.run(config, flags.workdir)

@@ -6,9 +6,9 @@ numpy only: this mode never imports jax.
 """
 
 import json
-import math
 import time
 
+from tlm.configs import check_value
 from tlm.errors import ConfigError
 
 
@@ -23,8 +23,9 @@ def build_world(flags) -> dict:
   """
   if not flags.output_dir:
     raise ConfigError("--output_dir is required for --mode=build_world")
-  if not math.isfinite(flags.scale) or flags.scale <= 0:
-    raise ConfigError(f"--scale must be a positive number, got {flags.scale}")
+  # The ranges of the config keys these flags set (tlm.configs.schema says why).
+  check_value("data.world_scale", flags.scale, "--scale")
+  check_value("data.world_seed", flags.seed, "--seed")
   from tlm.data import synthetic
   from tlm.workdir_lock import WorkdirLock
 

@@ -1,8 +1,9 @@
 """Experiment configs: the schema, the named configs and `--set` overrides.
 
 - `schema`: the frozen dataclasses (`Config` and one per section) and the valid ranges.
-- `overrides`: dotted keys: `override` (`--set`), `replace`, `validate`, `to_dict` /
-  `from_dict` (a workdir's config.json).
+- `overrides`: dotted keys: `override` (`--set`), `replace`, `validate` (ranges, limits,
+  paths), `check_value` (one value against a key's range), `to_dict` / `from_dict` (a
+  workdir's config.json).
 - `paper`: the paper's configs (`{small,base,large,xl,xxl}_{temporal,uniform,yearly,cbqa_ft}`),
   generated from one table of runs; the paper's settings and their sources.
 - `tiny`: the CPU miniature's configs (`tiny_t5`, `tiny_cbqa`, `tiny_{variant}`).
@@ -12,6 +13,7 @@ Usage: `configs.override(configs.get("tiny_temporal"), ["train.steps=10"])`.
 """
 
 from tlm.configs.overrides import (
+  check_value,
   from_dict,
   lookup,
   override,
@@ -64,6 +66,7 @@ __all__ = [
   "ReproduceConfig",
   "TrainConfig",
   "check_required",
+  "check_value",
   "describe",
   "from_dict",
   "get",

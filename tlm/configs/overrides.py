@@ -14,8 +14,18 @@ import typing
 from collections.abc import Sequence
 from typing import Any
 
-from tlm.configs.schema import RANGES, Config, remat_policy
-from tlm.errors import ConfigError
+from tlm import storage
+from tlm.configs.schema import (
+  LOCAL_PATH_KEYS,
+  MAX_BATCH_TOKENS,
+  MAX_INT,
+  PATH_KEYS,
+  RANGES,
+  SEED_KEYS,
+  Config,
+  remat_policy,
+)
+from tlm.errors import ConfigError, UserError
 
 
 def _fields(cls) -> dict[str, Any]:
@@ -123,20 +133,78 @@ def parse_value(key: str, text: str, hint) -> Any:
   return _parse_scalar(text, hint, key)
 
 
+def check_value(key: str, value: Any, name: str | None = None) -> None:
+  """Raises ConfigError unless `value` is a valid value of the numeric key `key`.
+
+  Args:
+    key: a dotted key; its range is `schema.RANGES[key]` (if any), and every integer but a
+      seed must fit in int64 (`schema.MAX_INT`), every float be finite.
+    value: one value (one item of a tuple-valued key).
+    name: what the message names instead of the key (a flag such as "--beam_size").
+  """
+  what = name or f"config key {key!r}"
+  if isinstance(value, float) and not math.isfinite(value):
+    raise ConfigError(f"{what} must be a finite number, got {value!r}")
+  if key in RANGES and not RANGES[key][1](value):
+    raise ConfigError(f"{what} must be {RANGES[key][0]}, got {value!r}")
+  is_int = isinstance(value, int) and not isinstance(value, bool)
+  if is_int and key not in SEED_KEYS and not -MAX_INT - 1 <= value <= MAX_INT:
+    raise ConfigError(f"{what} must fit in 64 bits, got {value!r}")
+
+
+def _check_together(config: Config) -> None:
+  """The limits that tie several keys together (`schema`'s reasons)."""
+  tc, dc = config.train, config.data
+  tokens = tc.batch_size * (dc.input_length + dc.target_length)
+  if tokens > MAX_BATCH_TOKENS:
+    raise ConfigError(
+      f"train.batch_size={tc.batch_size} x (data.input_length={dc.input_length} + "
+      f"data.target_length={dc.target_length}) = {tokens} tokens per step; the step counts them "
+      f"in int32, so at most {MAX_BATCH_TOKENS}"
+    )
+  if tc.microbatches > tc.batch_size:
+    raise ConfigError(
+      f"train.microbatches={tc.microbatches} splits train.batch_size={tc.batch_size} rows; "
+      "it must be <= the batch size (and divide it)"
+    )
+  if config.adapt.eval_points > config.adapt.steps:
+    raise ConfigError(
+      f"adapt.eval_points={config.adapt.eval_points} evaluations along adapt.steps="
+      f"{config.adapt.steps} steps: at most one per step"
+    )
+
+
 def validate(config: Config) -> Config:
-  """Checks every numeric key against its range (`schema.RANGES`); returns the config unchanged.
+  """Checks every numeric key against its range and the limits that tie keys together, and
+  parses every path key (`schema.PATH_KEYS`) once.
+
+  Returns:
+    The config, its path keys in canonical form (`tlm.storage.parse`: `file://` dropped, a
+    URI as `scheme://bucket/key`).
 
   Raises:
-    ConfigError: naming the first key out of range (or a float that is NaN or infinite).
+    ConfigError: naming the first key out of range (or a float that is NaN or infinite, an
+      integer beyond 64 bits), the keys of a combination the code cannot honour, or a path
+      key `tlm.storage.parse` rejects.
   """
   for key in valid_keys():
     value = lookup(config, key)
     for v in value if isinstance(value, tuple) else (value,):
-      if isinstance(v, float) and not math.isfinite(v):
-        raise ConfigError(f"config key {key!r} must be a finite number, got {v!r}")
-      if key in RANGES and not RANGES[key][1](v):
-        raise ConfigError(f"config key {key!r} must be {RANGES[key][0]}, got {v!r}")
-  return config
+      check_value(key, v)
+  _check_together(config)
+  parsed = {}
+  for key in PATH_KEYS:
+    value = lookup(config, key)
+    if value:
+      try:
+        canonical = storage.parse(value, key)
+      except UserError as e:  # the same line, as a config key's error
+        raise ConfigError(str(e)) from None
+      if key in LOCAL_PATH_KEYS and storage.is_remote(canonical):
+        raise ConfigError(f"{key}={value}: must be a local directory (not an object store)")
+      if canonical != value:
+        parsed[key] = canonical
+  return replace_many(config, parsed)
 
 
 def override(config: Config, assignments: Sequence[str]) -> Config:

@@ -43,6 +43,10 @@ class ModelConfig:
     init_checkpoint: weights to start from when the workdir has no checkpoint yet: an HF
       directory, a Mesh-TF checkpoint prefix, a tlm model directory or a tlm training workdir
       (anything `tlm.models.checkpoints.load_checkpoint` reads). "" starts from random weights.
+    init_optimizer_state: also start Adafactor's state from `init_checkpoint`, which must then
+      be a T5X training checkpoint (T5X's Adafactor slots and step, mapped exactly:
+      `tlm.train.t5x_optimizer`): a T5X run continued here. This run's steps still count from
+      0; the optimizer's update counts continue T5X's. False starts a fresh optimizer.
     emb_dim: model width; 0 keeps the preset's (the miniature sizes its model with these).
     num_heads: attention heads; 0 keeps the preset's.
     head_dim: width of each head; 0 keeps the preset's.
@@ -55,6 +59,7 @@ class ModelConfig:
   dtype: str = "float32"
   remat: str = "none"
   init_checkpoint: str = ""
+  init_optimizer_state: bool = False
   emb_dim: int = 0
   num_heads: int = 0
   head_dim: int = 0
@@ -286,8 +291,54 @@ class Config:
   reproduce: ReproduceConfig = ReproduceConfig()
 
 
-# The numeric keys' valid ranges: (what the message says, the test). Keys not listed (seeds,
-# years) take any value; every float must also be finite. `validate` checks them all, so that
+# The path settings: each is parsed once by `tlm.storage.parse` when the config is validated
+# ("" leaves it unset), so that an empty bucket, an unknown scheme or a NUL fails at once.
+PATH_KEYS = (
+  "model.init_checkpoint",
+  "data.cache_dir",
+  "data.ssm_dir",
+  "data.templama_dir",
+  "data.vocab",
+  "data.pretrain_corpus",
+  "eval.future_relations",
+)
+# The path keys that must be local: the synthetic world's cache is built and read with local
+# file operations (README, "Remote storage").
+LOCAL_PATH_KEYS = ("data.cache_dir",)
+
+# The limits of what the code can honour, each with its reason. `validate` checks them when the
+# config is made, so a run that cannot work costs milliseconds, not a world build and a compile
+# (`tlm.train.preflight` adds what needs the devices: the workdir's layout and a floor of the
+# step's memory against theirs).
+# Seeds are 64-bit: numpy's SeedSequence takes any non-negative integer, and
+# `tlm.train.state.seed_key` folds the high 32 bits into jax's key (which keeps only the low
+# 32 without 64-bit mode).
+MAX_SEED = 2**64 - 1
+SEED_KEYS = ("data.world_seed", "data.seed", "train.seed", "reproduce.seeds")
+# The step counter (TrainState.step, the dropout keys' fold_in) is int32.
+MAX_STEPS = 2**31 - 1
+# Tokens of one training batch (rows x (input + target length)): the step counts them in
+# int32 (jax without 64-bit mode).
+MAX_BATCH_TOKENS = 2**31 - 1
+# A documented hard cap on every length: attention logits are float32 and one head's L x L
+# matrix of one row is never split across devices (no sequence parallelism), so at 2**17 tokens
+# a device holds at least 64 GiB for it, at 2**18 256 GiB, beyond any accelerator's memory. The
+# paper trains at 512 (inputs) and 128 (targets).
+MAX_LENGTH = 2**17
+# Beam search ranks beam x vocabulary candidates with int32 indices (`lax.top_k`): 1024 beams
+# keep that below 2**31 for any vocabulary up to 2M pieces (T5's has 32,128).
+MAX_BEAM = 1024
+# Years are written as four digits in every format (TempLAMA's "2014", "2014-Q2", news dates).
+MIN_YEAR, MAX_YEAR = 1000, 9999
+# The synthetic world draws its names without repetition from about 3M two-syllable words; at
+# scale 1000 (about 520,000 entities) a sixth of them are used, and beyond, drawing a new name
+# slows without bound.
+MAX_WORLD_SCALE = 1000.0
+# Every other integer (seeds aside): numpy and XLA hold shapes and counters in int64.
+MAX_INT = 2**63 - 1
+
+# The numeric keys' valid ranges: (what the message says, the test). Every float must also be
+# finite, every other integer fit in int64 (`MAX_INT`). `validate` checks them all, so that
 # `--set=train.batch_size=0` is reported as that key, not as whatever fails downstream.
 _AT_LEAST_0 = (">= 0", lambda v: v >= 0)
 _AT_LEAST_1 = (">= 1", lambda v: v >= 1)
@@ -295,6 +346,11 @@ _POSITIVE = ("> 0", lambda v: v > 0)
 _PROBABILITY = ("in [0, 1]", lambda v: 0 <= v <= 1)
 _MESH_AXIS = ("-1 (all remaining devices) or >= 1", lambda v: v == -1 or v >= 1)
 _PRESET_SIZE = (">= 0 (0 keeps the preset's)", lambda v: v >= 0)
+_SEED = ("in [0, 2**64 - 1]", lambda v: 0 <= v <= MAX_SEED)
+_YEAR = (f"a year in [{MIN_YEAR}, {MAX_YEAR}]", lambda v: MIN_YEAR <= v <= MAX_YEAR)
+_STEPS = ("in [1, 2**31 - 1] (the step counter is int32)", lambda v: 1 <= v <= MAX_STEPS)
+_STEPS_0 = ("in [0, 2**31 - 1] (the step counter is int32)", lambda v: 0 <= v <= MAX_STEPS)
+_LENGTH = (f"in [1, {MAX_LENGTH}] (tlm.configs.schema.MAX_LENGTH)", lambda v: 1 <= v <= MAX_LENGTH)
 RANGES: dict[str, tuple[str, Callable[[Any], bool]]] = {
   "model.dropout_rate": ("in [0, 1)", lambda v: 0 <= v < 1),
   "model.emb_dim": _PRESET_SIZE,
@@ -302,34 +358,53 @@ RANGES: dict[str, tuple[str, Callable[[Any], bool]]] = {
   "model.head_dim": _PRESET_SIZE,
   "model.mlp_dim": _PRESET_SIZE,
   "model.num_layers": _PRESET_SIZE,
-  "data.world_scale": _POSITIVE,
-  "data.year": (">= 0 (0: every year of data.train_years)", lambda v: v >= 0),
+  "data.world_seed": _SEED,
+  "data.world_scale": (
+    f"in (0, {MAX_WORLD_SCALE:g}] (tlm.configs.schema.MAX_WORLD_SCALE)",
+    lambda v: 0 < v <= MAX_WORLD_SCALE,
+  ),
+  "data.train_years": _YEAR,  # each of them
+  "data.year": (
+    f"0 (every year of data.train_years) or a year in [{MIN_YEAR}, {MAX_YEAR}]",
+    lambda v: v == 0 or MIN_YEAR <= v <= MAX_YEAR,
+  ),
+  "data.new_years": _YEAR,
   "data.new_year_prob": _PROBABILITY,
   "data.news_to_templama": _AT_LEAST_0,
-  "data.input_length": _AT_LEAST_1,
-  "data.target_length": _AT_LEAST_1,
-  "train.steps": _AT_LEAST_1,
+  "data.input_length": _LENGTH,
+  "data.target_length": _LENGTH,
+  "data.seed": _SEED,
+  "train.steps": _STEPS,
   "train.batch_size": _AT_LEAST_1,
   "train.learning_rate": _POSITIVE,
-  "train.warmup_steps": _AT_LEAST_0,
+  "train.warmup_steps": _STEPS_0,
   "train.microbatches": _AT_LEAST_1,
   "train.z_loss": _AT_LEAST_0,
   "train.loss_normalizing_factor": (">= 0 (0: the number of target tokens)", lambda v: v >= 0),
-  "train.checkpoint_every": _AT_LEAST_1,
+  "train.seed": _SEED,
+  "train.checkpoint_every": _STEPS,
   "train.keep_checkpoints": _AT_LEAST_1,
-  "train.log_every": _AT_LEAST_1,
-  "train.eval_every": (">= 0 (0 disables evaluation)", lambda v: v >= 0),
+  "train.log_every": _STEPS,
+  "train.eval_every": ("in [0, 2**31 - 1] (0 disables evaluation)", lambda v: 0 <= v <= MAX_STEPS),
   "train.eval_batches": _AT_LEAST_1,
+  "train.eval_examples": _AT_LEAST_0,
+  "train.profile_steps": _STEPS_0,  # each of them
   "mesh.data": _MESH_AXIS,
   "mesh.model": _MESH_AXIS,
   "adapt.alphas": _PROBABILITY,  # each of them
-  "adapt.steps": _AT_LEAST_1,
+  "adapt.steps": _STEPS,
+  "adapt.new_year": _YEAR,
   "adapt.match_alpha": _PROBABILITY,
   "adapt.eval_points": _AT_LEAST_1,
   "eval.batch_size": _AT_LEAST_1,
-  "eval.max_decode_length": _AT_LEAST_1,
-  "eval.beam_size": _AT_LEAST_1,
+  "eval.max_decode_length": _LENGTH,
+  "eval.beam_size": (
+    f"in [1, {MAX_BEAM}] (tlm.configs.schema.MAX_BEAM)",
+    lambda v: 1 <= v <= MAX_BEAM,
+  ),
+  "eval.years": _YEAR,
   "eval.max_examples": (">= 0 (0 keeps all)", lambda v: v >= 0),
-  "eval.finetune_steps": _AT_LEAST_1,
+  "eval.finetune_steps": _STEPS,
+  "reproduce.seeds": _SEED,
   "reproduce.workers": _AT_LEAST_1,
 }

@@ -48,6 +48,7 @@ import re
 
 import numpy as np
 
+from tlm.configs.schema import MAX_SEED, MAX_YEAR, MIN_YEAR
 from tlm.data.wikidata_facts import merge_spans, qid_order, read_entities, read_facts
 from tlm.errors import DataError, UserError
 from tlm.files import atomic_output_dir, check_replaceable, iter_jsonl
@@ -352,12 +353,7 @@ def build_templama(
   Raises:
     UserError: bad arguments; DataError: bad input lines (nothing is written then).
   """
-  if granularity not in GRANULARITIES:
-    raise UserError(f"granularity must be one of {', '.join(GRANULARITIES)}, got {granularity!r}")
-  if min_year > max_year:
-    raise UserError(f"min_year {min_year} is after max_year {max_year}")
-  if max_subjects_per_relation < 1:
-    raise UserError("max_subjects_per_relation must be at least 1")
+  _check_arguments(min_year, max_year, max_subjects_per_relation, granularity, seed)
   check_replaceable(output_dir, {f"{s}.json" for s in SPLITS})
   template_map = read_templates(templates)
   entity_map = read_entities(entities)
@@ -398,12 +394,32 @@ def build_templama(
         )
       )
 
+  # Every date key is parsed back (year_of) before anything is written.
+  counts = _counts(rows, split_of, fact_counts, list(template_map))
   with atomic_output_dir(output_dir) as tmp:
     for split in SPLITS:
       with open(os.path.join(tmp, f"{split}.json"), "w", encoding="utf-8") as f:
         for row in rows[split]:
           f.write(json.dumps(row, ensure_ascii=False) + "\n")
-  return _counts(rows, split_of, fact_counts, list(template_map))
+  return counts
+
+
+def _check_arguments(
+  min_year: int, max_year: int, max_subjects_per_relation: int, granularity: str, seed: int
+) -> None:
+  """Raises UserError for an argument whose value would end in the output unreadable."""
+  if granularity not in GRANULARITIES:
+    raise UserError(f"granularity must be one of {', '.join(GRANULARITIES)}, got {granularity!r}")
+  # Date keys are four-digit years ("2014", "2014-Q2", "2014-05"), as `year_of` reads them.
+  for name, year in (("min_year", min_year), ("max_year", max_year)):
+    if not MIN_YEAR <= year <= MAX_YEAR:
+      raise UserError(f"{name} must be a year in [{MIN_YEAR}, {MAX_YEAR}], got {year}")
+  if min_year > max_year:
+    raise UserError(f"min_year {min_year} is after max_year {max_year}")
+  if max_subjects_per_relation < 1:
+    raise UserError("max_subjects_per_relation must be at least 1")
+  if not 0 <= seed <= MAX_SEED:
+    raise UserError(f"seed must be in [0, 2**64 - 1], got {seed}")
 
 
 def _counts(rows: dict, split_of: dict, fact_counts: dict, relations: list[str]) -> dict:

@@ -14,6 +14,7 @@ year arithmetic carries over to quarter and month buckets.
 import collections
 import dataclasses
 import datetime
+import math
 import re
 
 from tlm.errors import DataError
@@ -47,6 +48,8 @@ def read_entities(path: str) -> dict[str, tuple[str, float]]:
       popularity = float(cols[2])
     except ValueError:
       raise DataError(f"popularity {cols[2]!r} is not a number", path, line_no) from None
+    if not math.isfinite(popularity):  # NaN would make the popularity order undefined
+      raise DataError(f"popularity {cols[2]!r} is not a finite number", path, line_no)
     if cols[0] in entities:
       raise DataError(f"duplicate entity {cols[0]}", path, line_no)
     entities[cols[0]] = (cols[1].strip(), popularity)
@@ -63,7 +66,8 @@ class Span:
 def _parse_wikidata_date(text: str, path: str, line: int) -> tuple[int, int | None]:
   """`YYYY`, `YYYYMM`, `YYYYMMDD` (or with dashes) -> (year, month or None); 00 = unknown."""
   digits = text.replace("-", "")
-  if not digits.isdigit() or len(digits) not in (4, 6, 8):
+  # ASCII only: str.isdigit() also accepts "²" and the like, which int() cannot read.
+  if not (digits.isascii() and digits.isdigit()) or len(digits) not in (4, 6, 8):
     raise DataError(f"unparsable date {text!r} (expected YYYY, YYYYMM or YYYYMMDD)", path, line)
   year = int(digits[:4])
   month = int(digits[4:6]) if len(digits) >= 6 else 0

@@ -459,6 +459,7 @@ def _m1(meas):
 # the one-year experts do. A seed where Temporal gives none of a pair's gold answers has no
 # rate (an undefined margin: "holds": null). Unit: the pair (all its queries together).
 CHANGING = "(subject, relation) pairs whose gold answer changes inside 2010-18"
+changing_pair_shares = Y.changing_pair_shares  # the former M2's measure, kept where it was
 
 
 def _m2(meas):

@@ -22,6 +22,7 @@ Both expose `predict(queries, years)`, `log_likelihood(queries, years, targets)`
 """
 
 import math
+import numbers
 import sys
 import time
 from collections.abc import Callable, Mapping, Sequence
@@ -80,6 +81,13 @@ class Predictor:
     batch_size: rows per batch (fixed, the last batch is padded).
     max_decode_length: tokens generated at most by `predict`.
     beam_size: 1 decodes greedily (the paper's CBQA decoding), more uses beam search.
+    temperature: > 0 samples instead (`decoding.temperature_sample`, T5X's semantics); 0
+      (the default) is greedy decoding, whatever top_k and top_p.
+    top_k: sampling keeps the k most likely tokens; 0 keeps all.
+    top_p: sampling then keeps the smallest set of most likely tokens whose probability
+      reaches top_p, in (0, 1]; 1 keeps all.
+    seed: the sampling seed, 0 <= seed < 2**32. An input's tokens depend on the seed and its
+      index in the list given to `predict`, not on the batch size or the mesh.
     max_input_length: longer inputs are truncated (keeping EOS); 0 keeps them whole.
     progress: print progress lines to stderr for long lists.
     mesh: the ("data", "model") mesh (`tlm.train.partitioning.make_mesh`); None is the first
@@ -98,6 +106,10 @@ class Predictor:
     batch_size: int = 64,
     max_decode_length: int = 32,
     beam_size: int = 1,
+    temperature: float = 0.0,
+    top_k: int = 0,
+    top_p: float = 1.0,
+    seed: int = 0,
     max_input_length: int = 0,
     progress: bool = False,
     mesh=None,
@@ -121,6 +133,20 @@ class Predictor:
         raise ConfigError(f"{name} must be >= 1, got {value}")
     if beam_size < 1:
       raise ConfigError(f"beam_size must be >= 1, got {beam_size}")
+    from tlm.models import decoding
+
+    try:
+      decoding.check_sampling(temperature, top_k, top_p)
+    except ValueError as e:
+      raise ConfigError(str(e)) from None
+    if isinstance(seed, bool) or not isinstance(seed, numbers.Integral) or not 0 <= seed < 2**32:
+      raise ConfigError(f"seed must be an integer in [0, 2**32), got {seed}")
+    sampling = temperature > decoding.MIN_TEMPERATURE or top_k > 0 or top_p < 1
+    if beam_size > 1 and sampling:
+      raise ConfigError(
+        f"beam_size {beam_size} with temperature {temperature}, top_k {top_k}, top_p {top_p}: "
+        "beam search does not sample; use beam_size 1 to sample"
+      )
     dtypes = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
     if param_dtype not in dtypes:
       raise ConfigError(f"eval.param_dtype must be one of {sorted(dtypes)}, got {param_dtype!r}")
@@ -141,6 +167,7 @@ class Predictor:
     self.batch_size = -(-batch_size // data) * data
     self.max_decode_length = max_decode_length
     self.beam_size = beam_size
+    self.sampling = {"temperature": temperature, "top_k": top_k, "top_p": top_p, "seed": seed}
     self.max_input_length = max_input_length
     self.progress = progress
 
@@ -219,12 +246,26 @@ class Predictor:
   # ---- the three operations --------------------------------------------------------------
 
   def predict(self, inputs: Sequence[str]) -> list[str]:
-    """Decoded text for every input (greedy, or beam search with beam_size > 1)."""
+    """Decoded text for every input: greedy, sampled (temperature > 0) or beam search.
+
+    A sampled input's key is derived from the seed and its index in `inputs`
+    (`decoding.example_keys`), so its text does not depend on the batching or the mesh.
+    """
     from tlm.models import decoding
 
     encoded = [self.tokenize(t) for t in inputs]
+    sample = self.sampling["temperature"] > decoding.MIN_TEMPERATURE
 
-    def decode(params, tokens):
+    def decode(params, tokens, example_ids=None):
+      if sample:
+        return decoding.temperature_sample(
+          self.config,
+          params,
+          tokens,
+          self.max_decode_length,
+          example_ids=example_ids,
+          **self.sampling,
+        )
       if self.beam_size == 1:
         return decoding.greedy_decode(self.config, params, tokens, self.max_decode_length)
       out, _ = decoding.beam_search(
@@ -233,7 +274,12 @@ class Predictor:
       return out[:, 0]
 
     def run(chunk, length):
-      return self._run(decode, _pad([encoded[i] for i in chunk], self.batch_size, length))
+      tokens = _pad([encoded[i] for i in chunk], self.batch_size, length)
+      if not sample:
+        return self._run(decode, tokens)
+      example_ids = np.zeros(self.batch_size, np.int32)  # padding rows: any id
+      example_ids[: len(chunk)] = chunk
+      return self._run(decode, tokens, example_ids)
 
     tokens = self._batched("predict", [len(e) for e in encoded], run)
     return [self.vocab.decode(t) for t in tokens]

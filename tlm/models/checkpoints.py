@@ -1,16 +1,18 @@
 """Checkpoint directories: `load_checkpoint` detects a checkpoint's layout, reads its files and
-converts them to tlm params; `save_hf` and `save_tlm` write the two layouts tlm exports.
+converts them to tlm params; `save_hf`, `save_tlm` and `save_t5x` write the layouts tlm exports.
 
 Layouts read by `load_checkpoint` (docs/ARCHITECTURE.md): an HF directory (`config.json` +
 `model.safetensors` | `pytorch_model.bin` | `flax_model.msgpack`, or their sharded `.index.json`
 forms), a Mesh-TF checkpoint prefix (`model.ckpt-1000000`, or a directory with a TF
-`checkpoint` file), a tlm model directory (`model_config.json` + `params/`) and a tlm training
-workdir (`model_config.json` + `checkpoints/<step>/params`, newest step). Each may be local or
-on an object store (`gs://...`): files are read through `tlm.storage`, by ranged reads where
-the format allows. Every file is read as possibly hostile: file names taken from an index
-(`weight_map`) or a TF `checkpoint` state file must stay inside the checkpoint directory
-(formats/guards.py), JSON is size- and depth-limited, and configs must be within
-`CHECKPOINT_LIMITS`.
+`checkpoint` file), a T5X checkpoint (a model directory, newest `checkpoint_STEP`, or one
+`checkpoint_STEP`: the legacy msgpack + zarr layout or the Orbax `state/` one; config inferred
+from the shapes, scanned layers unstacked), a tlm model directory (`model_config.json` +
+`params/`) and a tlm training workdir (`model_config.json` + `checkpoints/<step>/params`,
+newest step). Each may be local or on an object store (`gs://...`): files are read through
+`tlm.storage`, by ranged reads where the format allows. Every file is read as possibly
+hostile: file names taken from an index (`weight_map`), a TF `checkpoint` state file or a T5X
+tensorstore spec must stay inside the checkpoint directory (formats/guards.py), JSON and
+msgpack are size- and depth-limited, and configs must be within `CHECKPOINT_LIMITS`.
 
 The name maps are param_map.py (`PARAM_MAP`, `FORMATS`, `HOOKS`) and their strict application
 param_convert.py; the conversions are re-exported here (`checkpoints.params_to_hf`,
@@ -26,7 +28,7 @@ from tlm import checksums, storage
 from tlm.errors import CheckpointError, ConfigError
 from tlm.files import atomic_output_dir, atomic_output_file, write_json
 from tlm.models import t5
-from tlm.models.formats import guards
+from tlm.models.formats import guards, t5x
 from tlm.models.formats.hf_config import (
   check_checkpoint_limits,
   from_hf_config,
@@ -35,9 +37,11 @@ from tlm.models.formats.hf_config import (
 from tlm.models.param_convert import check_params as check_params
 from tlm.models.param_convert import flatten as flatten
 from tlm.models.param_convert import infer_mesh_tf_config as infer_mesh_tf_config
+from tlm.models.param_convert import infer_t5x_config as infer_t5x_config
 from tlm.models.param_convert import param_shapes as param_shapes
 from tlm.models.param_convert import params_from_hf as params_from_hf
 from tlm.models.param_convert import params_from_mesh_tf as params_from_mesh_tf
+from tlm.models.param_convert import params_from_t5x as params_from_t5x
 from tlm.models.param_convert import params_to_hf as params_to_hf
 from tlm.models.param_convert import unflatten as unflatten
 from tlm.models.param_map import MESH_TF_IGNORED
@@ -170,8 +174,9 @@ def load_checkpoint(path: str) -> tuple[t5.T5Config, dict]:
 
   Args:
     path: an HF directory, a Mesh-TF checkpoint prefix (or a directory with a TF
-      `checkpoint` file), a tlm model directory, a tlm training workdir (newest step), or
-      one step of it (`WORKDIR/checkpoints/STEP`).
+      `checkpoint` file), a T5X model directory (newest step) or `checkpoint_STEP`
+      directory, a tlm model directory, a tlm training workdir (newest step), or one step
+      of it (`WORKDIR/checkpoints/STEP`).
 
   Returns:
     The T5Config and the nested "params" tree.
@@ -208,6 +213,11 @@ def load_checkpoint(path: str) -> tuple[t5.T5Config, dict]:
     tied = hf_config.get("tie_word_embeddings", True) is not False
     params = params_from_hf(tensors, cfg, tie_word_embeddings=tied, flax=is_flax, source=source)
     return cfg, params
+  # Before Mesh-TF: a T5X `checkpoint_STEP` directory also holds a file named `checkpoint`
+  # (msgpack, where TF's is text).
+  found = t5x.find(path)
+  if found is not None:
+    return _t5x_checkpoint(*found)
   prefix = _mesh_tf_prefix(path)
   if prefix is not None:
     from tlm.models.formats import tensorbundle
@@ -218,8 +228,19 @@ def load_checkpoint(path: str) -> tuple[t5.T5Config, dict]:
     return cfg, params_from_mesh_tf(tensors, cfg, prefix)
   raise CheckpointError(
     f"{path}: not a checkpoint (expected an HF directory with config.json, a Mesh-TF prefix "
-    "with .index, or a tlm directory with model_config.json)"
+    "with .index, a T5X checkpoint_STEP directory or model directory, or a tlm directory "
+    "with model_config.json)"
   )
+
+
+def _t5x_checkpoint(step_dir: str, kind: str) -> tuple[t5.T5Config, dict]:
+  """(config inferred from the shapes, params) of a T5X `checkpoint_STEP` directory."""
+  from tlm.models.formats import t5x_stacked
+
+  source = storage.join(step_dir, "checkpoint" if kind == "legacy" else t5x.ORBAX_ITEM)
+  tensors = t5x_stacked.unstack(t5x.read(step_dir, kind, "target"), source)
+  cfg = infer_t5x_config({name: value.shape for name, value in tensors.items()}, source)
+  return cfg, params_from_t5x(tensors, cfg, source)
 
 
 def _write_spiece(directory: str, spiece_model: bytes | str | None) -> None:
@@ -261,4 +282,25 @@ def save_tlm(
   with atomic_output_dir(directory) as tmp:
     write_json(os.path.join(tmp, "model_config.json"), cfg.to_dict())
     orbax_params.save(os.path.join(tmp, "params"), params)
+    _write_spiece(tmp, spiece_model)
+
+
+def save_t5x(
+  directory: str,
+  cfg: t5.T5Config,
+  params: dict,
+  spiece_model: bytes | str | None = None,
+  step: int = 0,
+) -> None:
+  """Writes a T5X model directory that T5X's `restore_checkpoint` reads (the legacy layout).
+
+  `checkpoint_STEP/` (msgpack `checkpoint`, version 3, and a gzip zarr directory per
+  parameter, float32, as T5X's `Checkpointer.save` writes them; with T5X's initial Adafactor
+  state, so that a T5X training run restores it too) and `spiece.model` when given. The specs
+  are T5X's local (`file`) ones, on `gs://` too, which every T5X version reads locally and on
+  GCS (formats/t5x_zarr.py `spec_for`). Atomic: the directory appears complete or not at all.
+  """
+  flat = check_params(params, cfg)
+  with atomic_output_dir(directory) as tmp:
+    t5x.write(tmp, flat, step)
     _write_spiece(tmp, spiece_model)

@@ -1,11 +1,13 @@
-"""Decoding and scoring with a T5 `Transformer`: greedy and beam search with a KV cache,
-log-likelihood scoring, ranking of a fixed candidate set, and teacher-forced logits.
+"""Decoding and scoring with a T5 `Transformer`: greedy, temperature / top-k / top-p sampling
+and beam search with a KV cache, log-likelihood scoring, ranking of a fixed candidate set, and
+teacher-forced logits.
 
 Mirrors T5X's `t5x/decoding.py` (whole search inside one `lax.while_loop`, a
 `tokens_to_logits` step over the flax "cache" collection, the brevity penalty
-`((5 + length) / 6) ** alpha`). The paper decodes TempLAMA answers greedily (CBQA, section 2)
-and scores candidate answers for the calibration analyses (section 3.2), which is what
-`score` and `rank_candidates` are for.
+`((5 + length) / 6) ** alpha`, `temperature_sample`'s filtering). The paper decodes TempLAMA
+answers greedily (CBQA, section 2) and scores candidate answers for the calibration analyses
+(section 3.2), which is what `score` and `rank_candidates` are for; sampling is for users who
+bring T5X or HF habits.
 
 Every public function takes `(model_or_config, params, arrays, static lengths...)` and runs
 as one jitted program (it can be called inside an outer jit too, with sharded params).
@@ -14,6 +16,7 @@ tokens exclude the initial 0 (decoder start), include EOS (id 1) and are padded 
 """
 
 import functools
+import numbers
 from collections.abc import Callable
 
 import jax
@@ -26,6 +29,8 @@ from tlm.models.t5 import T5Config, Transformer
 EOS_ID = 1
 # Log-probability of impossible beams (finite, as T5X, so sums never become NaN).
 NEG_INF = -1.0e7
+# T5X's MIN_TEMPERATURE: at or below it sampling is greedy (dividing by it would overflow).
+MIN_TEMPERATURE = 1e-4
 
 
 def _config(model_or_config: Transformer | T5Config) -> T5Config:
@@ -107,11 +112,12 @@ def _decoder_fns(
   return state["cache"], step
 
 
-@functools.partial(jax.jit, static_argnums=(0, 3, 4))
-def _greedy(cfg, variables, encoder_input_tokens, max_decode_length, eos_id):
-  model = Transformer(cfg)
-  batch = encoder_input_tokens.shape[0]
-  cache, step = _decoder_fns(model, variables, encoder_input_tokens, batch, max_decode_length)
+def _decode_loop(step, cache, batch: int, max_decode_length: int, eos_id: int, pick: Callable):
+  """Decodes one token per row and step until every row has produced EOS (or the length).
+
+  `pick(logits, i)` maps the `[batch, vocab]` logits of step `i` to `[batch]` int32 tokens.
+  Rows that have ended emit 0. Returns the `[batch, max_decode_length]` tokens.
+  """
 
   def cond(state):
     i, _, _, done, _ = state
@@ -120,7 +126,7 @@ def _greedy(cfg, variables, encoder_input_tokens, max_decode_length, eos_id):
   def body(state):
     i, tokens, cache, done, out = state
     logits, cache = step(tokens, cache)
-    next_tokens = jnp.where(done, 0, jnp.argmax(logits, axis=-1).astype(jnp.int32))
+    next_tokens = jnp.where(done, 0, pick(logits, i))
     out = lax.dynamic_update_slice(out, next_tokens[:, None], (0, i))
     return i + 1, next_tokens[:, None], cache, done | (next_tokens == eos_id), out
 
@@ -132,6 +138,18 @@ def _greedy(cfg, variables, encoder_input_tokens, max_decode_length, eos_id):
     jnp.zeros((batch, max_decode_length), jnp.int32),
   )
   return lax.while_loop(cond, body, state)[-1]
+
+
+@functools.partial(jax.jit, static_argnums=(0, 3, 4))
+def _greedy(cfg, variables, encoder_input_tokens, max_decode_length, eos_id):
+  model = Transformer(cfg)
+  batch = encoder_input_tokens.shape[0]
+  cache, step = _decoder_fns(model, variables, encoder_input_tokens, batch, max_decode_length)
+
+  def argmax(logits, _):
+    return jnp.argmax(logits, axis=-1).astype(jnp.int32)
+
+  return _decode_loop(step, cache, batch, max_decode_length, eos_id, argmax)
 
 
 def greedy_decode(
@@ -156,6 +174,147 @@ def greedy_decode(
   return _greedy(
     *_arguments(model_or_config, params, encoder_input_tokens), max_decode_length, eos_id
   )
+
+
+def filter_logits(logits: jax.Array, top_k: jax.Array, top_p: jax.Array) -> jax.Array:
+  """T5X's top-k then top-p masks of `[..., vocab]` (temperature-scaled) logits, -inf outside.
+
+  Top-k keeps the logits >= the k-th largest (ties at the k-th all kept, as T5X's
+  `binary_search.topk_mask`); `top_k` 0 keeps all. Top-p then keeps the smallest set of the
+  most likely tokens whose probability, renormalised over what top-k kept, sums to at least
+  `top_p` (ties at the threshold all kept, as `binary_search.topp_mask`); `top_p` 1 keeps all
+  (exactly: a float sum may fall short of 1). The most likely token is always kept.
+  """
+  vocab = logits.shape[-1]
+  ordered = -jnp.sort(-logits, axis=-1)  # descending
+  kth = jnp.take(ordered, jnp.clip(top_k, 1, vocab) - 1, axis=-1)[..., None]
+  keep = (top_k <= 0) | (logits >= kth)
+  ordered = jnp.where((top_k <= 0) | (ordered >= kth), ordered, -jnp.inf)
+  # Probabilities in descending order: the mass before token j decides whether j is needed.
+  probs = jax.nn.softmax(ordered, axis=-1)
+  before = jnp.cumsum(probs, axis=-1) - probs
+  needed = jnp.sum(before < top_p, axis=-1, keepdims=True)  # >= 1: before[0] = 0 < top_p
+  threshold = jnp.take_along_axis(ordered, needed - 1, axis=-1)
+  keep &= (top_p >= 1.0) | (logits >= threshold)
+  return jnp.where(keep, logits, -jnp.inf)
+
+
+def example_keys(seed: jax.Array, example_ids: jax.Array, step: jax.Array) -> jax.Array:
+  """`[batch]` keys of one decoding step: `fold_in(fold_in(key(seed), example_id), step)`.
+
+  A row's key depends on nothing else (not its place in the batch, the batch size, the mesh
+  or the number of steps the batch runs), so an example draws the same tokens however it is
+  batched and sharded.
+  """
+  base = jax.random.key(seed)
+  return jax.vmap(lambda e: jax.random.fold_in(jax.random.fold_in(base, e), step))(example_ids)
+
+
+@functools.partial(jax.jit, static_argnums=(0, 8, 9))
+def _sample(
+  cfg,
+  variables,
+  encoder_input_tokens,
+  example_ids,
+  seed,
+  temperature,
+  top_k,
+  top_p,
+  max_decode_length,
+  eos_id,
+):
+  model = Transformer(cfg)
+  batch = encoder_input_tokens.shape[0]
+  cache, step = _decoder_fns(model, variables, encoder_input_tokens, batch, max_decode_length)
+  filtering = (top_k > 0) | (top_p < 1.0)
+
+  def draw(logits, i):
+    scaled = logits.astype(jnp.float32) / temperature
+    # The sort of the filters runs only when one is on (the predicate is one scalar).
+    scaled = lax.cond(filtering, filter_logits, lambda x, *_: x, scaled, top_k, top_p)
+    keys = example_keys(seed, example_ids, i)
+    return jax.vmap(jax.random.categorical)(keys, scaled).astype(jnp.int32)
+
+  return _decode_loop(step, cache, batch, max_decode_length, eos_id, draw)
+
+
+def temperature_sample(
+  model_or_config: Transformer | T5Config,
+  params,
+  encoder_input_tokens: jax.Array,
+  max_decode_length: int,
+  *,
+  seed: int = 0,
+  example_ids: jax.Array | None = None,
+  temperature: float = 1.0,
+  top_k: int = 0,
+  top_p: float = 1.0,
+  eos_id: int = EOS_ID,
+) -> jax.Array:
+  """Ancestral sampling with a KV cache, with T5X `temperature_sample`'s semantics.
+
+  Each step draws the next token from `softmax(logits / temperature)` restricted by
+  `filter_logits`: top-k first, then top-p over the renormalised top-k probabilities (T5X's
+  order; T5X refuses both at once when they are Python numbers, tlm applies both, as T5X does
+  with traced values and as HF's warpers do). A temperature at or below `MIN_TEMPERATURE`
+  (1e-4) is greedy decoding, whatever `top_k` and `top_p` (T5X: "for zero temperature, we
+  always want the greedy output"); this function then returns `greedy_decode`'s tokens. As in
+  T5X, decoding starts from token 0 at index 0 (no decoder prompt, T5X's `initial_index`
+  unused), a row that has produced EOS emits 0, and the loop stops when every row has ended.
+  One sample per input (T5X's `num_decodes` 1); T5X's `topk=1` default is not kept (0 here:
+  no cut-off, so that the default is sampling).
+
+  Randomness: row r's token at step t is `jax.random.categorical` (Gumbel-max) with the key
+  `fold_in(fold_in(jax.random.key(seed), example_ids[r]), t)` (`example_keys`), where T5X
+  splits one key per step over the whole batch. The tokens of an example are thus a function
+  of (seed, its example id, its input, the model) alone: the same on any mesh and in any batch
+  (the same distribution as T5X's, not T5X's draws).
+
+  Args:
+    model_or_config: the model or its config.
+    params: the "params" tree.
+    encoder_input_tokens: `[batch, input_len]`, 0 = padding.
+    max_decode_length: most tokens generated per row (static).
+    seed: 0 <= seed < 2**32 (a traced uint32 too: new seeds do not recompile).
+    example_ids: `[batch]` int ids that name the rows for their keys (the examples' places in
+      the whole input); None is `arange(batch)`.
+    temperature: >= 0; the logits are divided by it.
+    top_k: >= 0; 0 is no cut-off.
+    top_p: in (0, 1]; 1 is no nucleus cut-off.
+    eos_id: end-of-sequence id.
+
+  Returns:
+    `[batch, max_decode_length]` int32 tokens, EOS included, 0 after it.
+  """
+  check_sampling(temperature, top_k, top_p)
+  if temperature <= MIN_TEMPERATURE:
+    return greedy_decode(model_or_config, params, encoder_input_tokens, max_decode_length, eos_id)
+  batch = encoder_input_tokens.shape[0]
+  if example_ids is None:
+    example_ids = jnp.arange(batch, dtype=jnp.int32)
+  if getattr(example_ids, "shape", None) != (batch,):
+    raise ValueError(f"example_ids must have shape ({batch},), got {jnp.shape(example_ids)}")
+  if isinstance(seed, numbers.Integral) and not 0 <= seed < 2**32:
+    raise ValueError(f"seed must be in [0, 2**32), got {seed}")
+  return _sample(
+    *_arguments(model_or_config, params, encoder_input_tokens, example_ids),
+    jnp.asarray(seed, jnp.uint32),
+    jnp.float32(temperature),
+    jnp.int32(top_k),
+    jnp.float32(top_p),
+    max_decode_length,
+    eos_id,
+  )
+
+
+def check_sampling(temperature: float, top_k: int, top_p: float) -> None:
+  """ValueError unless temperature >= 0 (finite), top_k >= 0 and 0 < top_p <= 1."""
+  if not (isinstance(temperature, numbers.Real) and 0 <= temperature < float("inf")):
+    raise ValueError(f"temperature must be a finite number >= 0, got {temperature}")
+  if isinstance(top_k, bool) or not isinstance(top_k, numbers.Integral) or top_k < 0:
+    raise ValueError(f"top_k must be an integer >= 0 (0: no cut-off), got {top_k}")
+  if not (isinstance(top_p, numbers.Real) and 0 < top_p <= 1):
+    raise ValueError(f"top_p must be in (0, 1] (1: no cut-off), got {top_p}")
 
 
 def _gather_beams(x: jax.Array, beam_indices: jax.Array) -> jax.Array:

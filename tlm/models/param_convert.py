@@ -247,3 +247,63 @@ def params_from_mesh_tf(
   flat = _apply_rules(matcher, expand_map("mesh_tf", cfg), cfg)
   matcher.raise_if_bad(ignored=lambda name: bool(MESH_TF_IGNORED.search(name)))
   return unflatten(flat)
+
+
+def infer_t5x_config(shapes: dict[str, tuple[int, ...]], source: str = "checkpoint"):
+  """A T5Config from the parameter names and shapes of a T5X T5 (t5x/examples/t5 names).
+
+  Heads and buckets come from the relative-position table [heads, buckets], the head width
+  from the query kernel [embed, heads * head_dim], the family from the MLP: `wi` -> T5 1.0
+  (ReLU), `wi_0`/`wi_1` -> T5 1.1 (gated GELU); a `decoder/logits_dense` means an untied
+  output layer. T5X stores no config: the relative-position maximum distance (128),
+  epsilon and dropout take T5's values.
+
+  Raises:
+    CheckpointError: if the names are not those of a T5X T5 or the sizes are out of limits.
+  """
+
+  def shape(name, ndim=2):
+    if name not in shapes:
+      raise CheckpointError(f"{source}: not a T5X T5 checkpoint (no parameter {name})")
+    if len(shapes[name]) != ndim:
+      raise CheckpointError(f"{source}: {name} has shape {list(shapes[name])}, not {ndim}-D")
+    return shapes[name]
+
+  def num_layers(stack):
+    return len({m.group(1) for k in shapes if (m := re.match(rf"{stack}/layers_(\d+)/", k))})
+
+  vocab, emb = shape("token_embedder/embedding")
+  heads, buckets = shape("encoder/relpos_bias/rel_embedding")
+  joined = shape("encoder/layers_0/attention/query/kernel")[1]
+  mlp = "encoder/layers_0/mlp/"
+  if mlp + "wi/kernel" in shapes:
+    activations, mlp_dim = ("relu",), shape(mlp + "wi/kernel")[1]
+  elif mlp + "wi_2/kernel" in shapes:
+    raise CheckpointError(f"{source}: an MLP with more than two input kernels is not T5's")
+  else:
+    activations, mlp_dim = ("gelu", "linear"), shape(mlp + "wi_0/kernel")[1]
+  try:
+    cfg = t5.T5Config(
+      vocab_size=vocab,
+      emb_dim=emb,
+      num_heads=heads,
+      num_encoder_layers=num_layers("encoder"),
+      num_decoder_layers=num_layers("decoder"),
+      head_dim=joined // heads if heads and joined % heads == 0 else 0,  # 0: refused
+      mlp_dim=mlp_dim,
+      mlp_activations=activations,
+      logits_via_embedding="decoder/logits_dense/kernel" not in shapes,
+      relative_attention_num_buckets=buckets,
+    )
+    return check_checkpoint_limits(cfg)
+  except ConfigError as e:
+    raise CheckpointError(f"{source}: cannot infer the model config ({e})") from None
+
+
+def params_from_t5x(tensors: dict[str, np.ndarray], cfg: t5.T5Config, source: str) -> dict:
+  """tlm params (float32) from a T5X `target` tree (tlm's names are T5X's), strictly: every
+  parameter present once with its shape, nothing else (bfloat16 widened exactly)."""
+  matcher = _Matcher(tensors, source)
+  flat = _apply_rules(matcher, [(path, (path,), "identity") for path in param_shapes(cfg)], cfg)
+  matcher.raise_if_bad()
+  return unflatten(flat)

@@ -36,7 +36,7 @@ from tlm.configs import Config
 from tlm.errors import ConfigError, UserError
 from tlm.files import atomic_output_file, write_json, write_jsonl
 from tlm.models.t5 import Transformer
-from tlm.train import mfu, partitioning, task_eval
+from tlm.train import mfu, partitioning, preflight, task_eval
 from tlm.train.best import BestKeeper, check_metric
 from tlm.train.checkpointing import CheckpointManager, load_init_params
 from tlm.train.data_state import check_data_state, data_state
@@ -107,10 +107,13 @@ class Trainer:
       raise ConfigError("train.steps, train.log_every and train.checkpoint_every must be >= 1")
     if tc.eval_examples < 0:
       raise ConfigError(f"train.eval_examples must be >= 0, got {tc.eval_examples}")
+    if config.model.init_optimizer_state and not config.model.init_checkpoint:
+      raise ConfigError("model.init_optimizer_state needs model.init_checkpoint (a T5X checkpoint)")
     check_window(tc.profile_steps)
     check_metric(tc.keep_best, logged_fields(tc))
     self.config, self.log = config, log
     self.workdir = storage.abspath(workdir)
+    preflight.check_workdir(config, self.workdir)
     self.main = jax.process_index() == 0
     self.metrics_path = os.path.join(self.workdir, "metrics.jsonl")
     # --- Mesh and data ---
@@ -118,6 +121,7 @@ class Trainer:
     self.rules = partitioning.axis_rules(config.mesh.fsdp)
     partitioning.check_batch(self.mesh, tc.batch_size, tc.microbatches)
     self.rows = partitioning.process_rows(self.mesh, tc.batch_size)
+    preflight.check_memory(config, self.mesh, self.rows[1] - self.rows[0])
     self.data = data if data is not None else training_data(config)
     # --- Model, optimizer, state ---
     self.model_config = model_config(config.model, self.data.vocab.vocab_size)
@@ -192,7 +196,14 @@ class Trainer:
     path = self.config.model.init_checkpoint
     if path:
       params = load_init_params(path, self.model_config, abstract.params)
-      return state_from_params(params, optimizer, self.layout), 0, f"initialised from {path}"
+      state = state_from_params(params, optimizer, self.layout)
+      if not self.config.model.init_optimizer_state:
+        return state, 0, f"initialised from {path}"
+      from tlm.train.t5x_optimizer import load_t5x_opt_state
+
+      opt_state = load_t5x_opt_state(path, optimizer, params, self.layout.shardings.opt_state)
+      state = state.replace(opt_state=opt_state)
+      return state, 0, f"initialised from {path}, with its T5X Adafactor state"
     state = init_state(model, optimizer, self.layout, self.config.train.seed)
     return state, 0, "random initialisation"
 

@@ -131,6 +131,19 @@ def state_layout(model: Transformer, optimizer: Adafactor, mesh: Mesh) -> StateL
   return StateLayout(abstract, shardings, param_specs, logical_specs)
 
 
+def seed_key(seed: int) -> jax.Array:
+  """The jax PRNG key of a 64-bit `train.seed` (`tlm.configs.schema.MAX_SEED`).
+
+  Without 64-bit mode `jax.random.key` keeps only a seed's low 32 bits (2**32 and 0 give one
+  key), so the high 32 bits are folded in; a seed below 2**32 gets `jax.random.key(seed)`
+  itself, the key of every run trained before.
+  """
+  if not 0 <= seed < 2**64:
+    raise ConfigError(f"train.seed must be in [0, 2**64 - 1], got {seed}")
+  key = jax.random.key(seed & 0xFFFFFFFF)
+  return jax.random.fold_in(key, seed >> 32) if seed >> 32 else key
+
+
 def init_state(model: Transformer, optimizer: Adafactor, layout: StateLayout, seed: int):
   """Random parameters (T5X initialisers) and a fresh optimizer, created already sharded."""
 
@@ -138,7 +151,7 @@ def init_state(model: Transformer, optimizer: Adafactor, layout: StateLayout, se
     params = nn.meta.unbox(_init_variables(model, rng))
     return TrainState(jnp.zeros((), jnp.int32), params, optimizer.init(params))
 
-  return jax.jit(init, out_shardings=layout.shardings)(jax.random.key(seed))
+  return jax.jit(init, out_shardings=layout.shardings)(seed_key(seed))
 
 
 def state_from_params(params: Any, optimizer: Adafactor, layout: StateLayout) -> TrainState:

@@ -12,7 +12,7 @@ Mirrors T5X's `models.py` / `trainer.py`:
   m + M, ..., so every device keeps its own rows) whose summed gradients are accumulated in a
   `lax.scan` before one normalisation and one update: batch 2048 fits any memory, and the
   result does not depend on M beyond float rounding (and the dropout masks).
-- Dropout keys: `fold_in(key(train.seed), step)` (and the microbatch index), so a resumed run
+- Dropout keys: `fold_in(seed_key(train.seed), step)` (and the microbatch index), so a resumed run
   draws the same masks as an uninterrupted one.
 - One jit-compiled step, lowered and compiled ahead of time on the mesh with input/output
   shardings and the state donated.
@@ -29,7 +29,7 @@ from jax.sharding import NamedSharding, PartitionSpec
 from tlm.models.t5 import Transformer
 from tlm.train import partitioning
 from tlm.train.optim import Adafactor
-from tlm.train.state import TrainState
+from tlm.train.state import TrainState, seed_key
 
 SUMS = ("loss", "z_loss", "weight", "correct")
 
@@ -99,7 +99,7 @@ def make_train_step(
   grad_fn = jax.grad(loss_fn, has_aux=True)
 
   def step(state: TrainState, batch: dict) -> tuple[TrainState, dict]:
-    rng = jax.random.fold_in(jax.random.key(seed), state.step)
+    rng = jax.random.fold_in(seed_key(seed), state.step)
     if microbatches == 1:
       grads, sums = grad_fn(state.params, batch, rng)
     else:

@@ -1,0 +1,343 @@
+"""T5X checkpoints against hostile and corrupt files (issue 21): each case is one
+`CheckpointError` whose message is one line naming the file at fault, raised before anything
+is opened outside the checkpoint or allocated beyond the bytes present.
+
+A valid tiny legacy checkpoint is written as T5X writes it (tests/t5x_reference.py), then
+its msgpack file, `.zarray` metadata or chunk files are replaced. The bombs declare huge
+sizes; they do not hold them.
+"""
+
+import gzip
+import json
+import os
+import shutil
+
+import msgpack
+import numpy as np
+import pytest
+from flax import serialization
+
+from tests import t5x_reference as ref
+from tlm.errors import CheckpointError
+from tlm.models import checkpoints, t5
+from tlm.models.formats import t5x_zarr
+
+ARRAY = "target.encoder.layers_0.mlp.wo.kernel"  # [128, 64] float32: 4 chunks of [32, 64]
+
+
+@pytest.fixture
+def step_dir(tmp_path):
+  cfg = t5.get_preset("tiny", vocab_size=32)
+  rs = np.random.RandomState(0)
+  target = checkpoints.unflatten(
+    {k: rs.randn(*s).astype(np.float32) for k, s in checkpoints.param_shapes(cfg).items()}
+  )
+  state = {"target": target, "state": {"step": np.asarray(1, np.int32)}}
+  directory = ref.save_legacy(str(tmp_path / "model"), state, 1, target_elements=2048)
+  checkpoints.load_checkpoint(directory)  # valid as written
+  return directory
+
+
+def _error(path, expected_file, match) -> str:
+  with pytest.raises(CheckpointError, match=match) as e:
+    checkpoints.load_checkpoint(str(path))
+  message = str(e.value)
+  assert message.startswith(str(expected_file)), message
+  assert "\n" not in message and len(message) < 600, message
+  return message
+
+
+def _contents(step_dir) -> dict:
+  with open(os.path.join(step_dir, "checkpoint"), "rb") as f:
+    return serialization.msgpack_restore(f.read())
+
+
+def _write_contents(step_dir, contents):
+  with open(os.path.join(step_dir, "checkpoint"), "wb") as f:
+    f.write(serialization.msgpack_serialize(contents))
+
+
+def _spec(contents, name=ARRAY) -> dict:
+  node = contents["optimizer"]
+  for part in name.split("."):
+    node = node[part]
+  return node
+
+
+# ---------------------------------------------------------------------------------------------
+# Tensorstore spec paths stay inside the checkpoint directory.
+
+
+@pytest.mark.parametrize(
+  "path",
+  ["../outside/", "/etc/", "target.x/../../outside/", "..", "C:/x"],
+)
+def test_spec_path_cannot_leave_the_checkpoint(step_dir, tmp_path, path):
+  # A real zarr array waits outside: following the path would read it without complaint.
+  shutil.copytree(os.path.join(step_dir, ARRAY), tmp_path / "outside")
+  contents = _contents(step_dir)
+  _spec(contents)["kvstore"]["path"] = path
+  _write_contents(step_dir, contents)
+  message = _error(step_dir, f"{step_dir}/checkpoint", "leads outside the checkpoint directory")
+  assert "(target/encoder/layers_0/mlp/wo/kernel)" in message
+
+
+def test_old_style_spec_path_beside_kvstore_is_confined_too(step_dir):
+  # TensorStore < 0.1.14 wrote `path` beside `kvstore`.
+  contents = _contents(step_dir)
+  spec = _spec(contents)
+  spec["path"] = "../../" + spec["kvstore"].pop("path")
+  _write_contents(step_dir, contents)
+  _error(step_dir, f"{step_dir}/checkpoint", "leads outside the checkpoint directory")
+
+
+def test_spec_path_symlink_out_of_the_checkpoint(step_dir, tmp_path):
+  outside = tmp_path / "elsewhere"
+  shutil.move(os.path.join(step_dir, ARRAY), outside)
+  os.symlink(outside, os.path.join(step_dir, ARRAY))
+  _error(step_dir, f"{step_dir}/checkpoint", "is a link that leads outside")
+
+
+@pytest.mark.parametrize(
+  "change, match",
+  [
+    (lambda s: s.update(driver="n5"), "TensorStore driver 'n5' is not zarr"),
+    (lambda s: s["kvstore"].update(driver="http"), "kvstore driver 'http' is not file"),
+    (lambda s: s["kvstore"].update(path=7), "spec without a kvstore path"),
+  ],
+)
+def test_spec_of_the_wrong_kind(step_dir, change, match):
+  contents = _contents(step_dir)
+  change(_spec(contents))
+  _write_contents(step_dir, contents)
+  _error(step_dir, f"{step_dir}/checkpoint", match)
+
+
+# ---------------------------------------------------------------------------------------------
+# zarr chunks: declared sizes checked before allocating, inflation bounded.
+
+
+def _chunk(step_dir, key="1.0") -> str:
+  return os.path.join(step_dir, ARRAY, key)
+
+
+def test_chunk_that_decompresses_to_more_than_its_shape(step_dir):
+  chunk_bytes = 32 * 64 * 4
+  with open(_chunk(step_dir), "wb") as f:
+    f.write(gzip.compress(b"\0" * (chunk_bytes * 50)))  # 50 chunks' worth, compressed to ~400 B
+  _error(step_dir, _chunk(step_dir), f"decompresses to more than its declared {chunk_bytes} bytes")
+
+
+def test_chunk_that_decompresses_to_less_than_its_shape(step_dir):
+  with open(_chunk(step_dir), "wb") as f:
+    f.write(gzip.compress(b"\1" * 100))
+  _error(step_dir, _chunk(step_dir), "decompresses to 100 bytes, not its declared 8192")
+
+
+def test_corrupt_and_missing_chunks(step_dir):
+  with open(_chunk(step_dir), "r+b") as f:
+    f.seek(12)
+    f.write(b"\xff" * 8)
+  _error(step_dir, _chunk(step_dir), "corrupt compressed chunk")
+  os.remove(_chunk(step_dir))
+  _error(step_dir, _chunk(step_dir), "chunk missing")
+
+
+def _zarray(step_dir, **changes):
+  path = os.path.join(step_dir, ARRAY, ".zarray")
+  with open(path) as f:
+    meta = json.load(f)
+  meta.update(changes)
+  with open(path, "w") as f:
+    json.dump(meta, f)
+  return path
+
+
+def test_declared_shape_beyond_the_bytes_present_is_refused_before_allocating(
+  step_dir, monkeypatch
+):
+  # One 20-byte chunk declaring 4 TiB: refused from the sizes alone, nothing allocated.
+  huge = [1 << 20, 1 << 20]
+  contents = _contents(step_dir)
+  _spec(contents)["metadata"]["shape"] = huge
+  _write_contents(step_dir, contents)
+  _zarray(step_dir, shape=huge, chunks=huge)
+  for name in os.listdir(os.path.join(step_dir, ARRAY)):
+    if not name.startswith("."):
+      os.remove(os.path.join(step_dir, ARRAY, name))
+  with open(_chunk(step_dir, "0.0"), "wb") as f:
+    f.write(gzip.compress(b"\0" * 64))
+
+  empty = np.empty
+
+  def no_large_allocation(shape, *args, **kwargs):
+    assert int(np.prod(shape, dtype=object)) < 1 << 20, "allocated before checking the sizes"
+    return empty(shape, *args, **kwargs)
+
+  monkeypatch.setattr(t5x_zarr.np, "empty", no_large_allocation)
+  _error(step_dir, _chunk(step_dir, "0.0"), r"chunk declares 4398046511104 bytes but holds \d+")
+
+
+def test_chunk_count_bomb(step_dir):
+  contents = _contents(step_dir)
+  _spec(contents)["metadata"]["shape"] = [1 << 30, 1 << 30]
+  _write_contents(step_dir, contents)
+  _zarray(step_dir, shape=[1 << 30, 1 << 30], chunks=[1, 1])
+  _error(step_dir, os.path.join(step_dir, ARRAY), r"1152921504606846976 chunks \(at most")
+
+
+@pytest.mark.parametrize(
+  "changes, match",
+  [
+    (dict(shape=[64, 128]), r"shape \[64, 128\] is not the"),
+    (dict(dtype="<f8"), "dtype <f8 is not the 'float32' of the spec"),
+    (dict(dtype="|O"), "dtype '|O' is not supported"),
+    (dict(dtype="<u2"), "uint16 array"),
+    (dict(compressor={"id": "blosc"}), "compressor 'blosc' is not supported"),
+    (dict(chunks=[32]), r"chunks \[32\] do not match shape"),
+    (dict(chunks=[0, 64]), "chunks .* has an invalid dimension"),
+    (dict(filters=[{"id": "delta"}]), "filters are not supported"),
+    (dict(zarr_format=3), "not zarr v2 metadata"),
+  ],
+)
+def test_zarray_metadata_that_does_not_fit(step_dir, changes, match):
+  if changes.get("dtype") == "<u2":  # T5X < v3 wrote bfloat16 as uint16 (T5X refuses it)
+    contents = _contents(step_dir)
+    del _spec(contents)["dtype"]
+    _write_contents(step_dir, contents)
+  path = _zarray(step_dir, **changes)
+  _error(step_dir, path, match)
+
+
+def test_deeply_nested_zarray(step_dir):
+  path = os.path.join(step_dir, ARRAY, ".zarray")
+  with open(path, "w") as f:
+    f.write("[" * 100_000 + "]" * 100_000)
+  _error(step_dir, path, "nested")
+
+
+# ---------------------------------------------------------------------------------------------
+# msgpack bombs and malformed msgpack files.
+
+
+def _header(*keys_and_values: bytes) -> bytes:
+  """A msgpack map {"version": 3, "optimizer": <raw bytes>} (a T5X file's start)."""
+  return b"\x82\xa7version\x03\xa9optimizer" + b"".join(keys_and_values)
+
+
+def _ndarray_ext(shape, dtype: bytes, data: bytes) -> bytes:
+  payload = msgpack.packb((shape, dtype, data), use_bin_type=True)
+  return msgpack.packb(msgpack.ExtType(1, payload))
+
+
+@pytest.mark.parametrize(
+  "raw, match",
+  [
+    (_header(b"\xdd\xff\xff\xff\xff"), "exceeds max_array_len"),  # 4G-entry list
+    (_header(b"\xdf\xff\xff\xff\xff"), "exceeds max_map_len"),  # 4G-entry map
+    (_header(b"\xc6\xff\xff\xff\xff" + b"x" * 10), "incomplete input"),  # 4 GiB bytes
+    (_header(b"\xc9\xff\xff\xff\xff\x01" + b"x" * 10), "max_ext_len"),  # 4 GiB ext
+    (_header(b"\xdb\xff\xff\xff\xff" + b"x" * 10), "incomplete input"),  # 4 GiB string
+    (_header(b"\xdb\x00\x01\x11\x70" + b"x" * 70_000), "exceeds max_str_len"),  # a 70 kB name
+    (_header(b"\x81\xa1a" * 100_000 + b"\xc0"), "nested more than 64 levels"),
+    (_header(b"\x81\xa1a" * 100 + b"\xc0"), "nested more than 64 levels"),
+    (_header(b"\x81\xa6target"), "incomplete input"),  # truncated
+    (
+      _header(b"\x81\xa6target\x81\xa1w" + _ndarray_ext([1 << 32, 1 << 32], b"float32", b"1234")),
+      r"array record of shape \[4294967296, 4294967296\] float32 needs 73786976294838206464 "
+      "bytes, holds 4",
+    ),
+    (
+      _header(b"\x81\xa6target\x81\xa1w" + _ndarray_ext([1], b"object", b"12345678")),
+      "dtype b'object', not a numeric dtype",
+    ),
+    (_header(msgpack.packb(msgpack.ExtType(2, b"xx"))), "ext type 2 is not an array"),
+    (
+      _header(
+        msgpack.packb(
+          {
+            "target": {
+              "w": {
+                "__msgpack_chunked_array__": True,
+                "shape": {"0": 1 << 40},
+                "chunks": {"0": msgpack.ExtType(1, msgpack.packb(([2], b"float32", b"\0" * 8)))},
+              }
+            }
+          }  # fmt: skip
+        )
+      ),
+      "chunked array of shape .1099511627776. holds 2 elements",
+    ),
+  ],
+)
+def test_msgpack_bombs(step_dir, raw, match):
+  with open(os.path.join(step_dir, "checkpoint"), "wb") as f:
+    f.write(raw)
+  _error(step_dir, f"{step_dir}/checkpoint", match)
+
+
+@pytest.mark.parametrize(
+  "contents, match",
+  [
+    ({"version": 1, "optimizer": {}}, "version 1 is not supported"),
+    ({"version": 4, "optimizer": {}}, "version 4 is not supported"),
+    ({"target": {}}, "version 0 is not supported"),
+    ({"version": 3, "optimizer": []}, "'optimizer' is not a map"),
+    ({"version": 3, "optimizer": {"state": {}}}, "no 'target' map"),
+    (
+      {"version": 3, "optimizer": {"target": {"a/b": {"c": 1}}}},
+      "key 'a/b' under '' is not a name",
+    ),
+    ({"version": 3, "optimizer": {"target": {"w": "text"}}}, r"\(target/w\): a str, not an array"),
+  ],
+)
+def test_msgpack_that_is_not_a_t5x_state(step_dir, contents, match):
+  with open(os.path.join(step_dir, "checkpoint"), "wb") as f:
+    f.write(msgpack.packb(contents))
+  _error(step_dir, f"{step_dir}/checkpoint", match)
+
+
+def test_missing_parameter_and_extra_parameter(step_dir):
+  contents = _contents(step_dir)
+  del contents["optimizer"]["target"]["decoder"]["layers_1"]["mlp"]
+  contents["optimizer"]["target"]["decoder"]["extra"] = np.zeros(3, np.float32)
+  _write_contents(step_dir, contents)
+  message = _error(step_dir, f"{step_dir}/checkpoint", "does not match the model")
+  assert "missing (2): decoder/layers_1/mlp/wi/kernel, decoder/layers_1/mlp/wo/kernel" in message
+  assert "unexpected (1): decoder/extra" in message
+
+
+def test_tf_state_file_named_checkpoint_is_still_mesh_tf(tmp_path):
+  # A directory whose `checkpoint` file is TF's text state file is not T5X's.
+  (tmp_path / "checkpoint").write_text('model_checkpoint_path: "model.ckpt-1"\n')
+  _error(tmp_path, tmp_path / "model.ckpt-1.index", "cannot read checkpoint index")
+
+
+def test_model_directory_without_complete_steps(tmp_path):
+  os.makedirs(tmp_path / "checkpoint_5")
+  _error(tmp_path, tmp_path, "hold neither a 'checkpoint' file nor a 'state' directory")
+
+
+# ---------------------------------------------------------------------------------------------
+# Orbax layout: the tree metadata is bounded JSON before Orbax reads it.
+
+
+def test_orbax_metadata_bomb(tmp_path):
+  cfg = t5.get_preset("tiny", vocab_size=32)
+  target = checkpoints.unflatten(
+    {k: np.zeros(s, np.float32) for k, s in checkpoints.param_shapes(cfg).items()}
+  )
+  step_dir = ref.save_orbax(str(tmp_path), {"target": target, "state": {"step": np.int32(1)}}, 1)
+  meta = os.path.join(step_dir, "state", "_METADATA")
+  with open(meta, "w") as f:
+    f.write("[" * 100_000 + "]" * 100_000)
+  _error(tmp_path, meta, "nested")
+
+
+def test_chunk_file_linked_out_of_the_array(step_dir, tmp_path):
+  # A chunk that is a link to a file elsewhere (whose bytes would become parameters).
+  secret = tmp_path / "secret"
+  shutil.copy(_chunk(step_dir), secret)
+  os.remove(_chunk(step_dir))
+  os.symlink(secret, _chunk(step_dir))
+  _error(step_dir, os.path.join(step_dir, ARRAY, ".zarray"), "'1.0' is a link that leads outside")

@@ -35,6 +35,9 @@ SETTINGS = {
                    ("train.batch_size=32",), "v11-3200"),
   "v11-b128-1600": ("T5.1.1 tiny, batch 128", 1600, (800, 1200),
                     ("train.batch_size=128",), "v11-3200"),
+  "v11-lr6e-2-2400": ("T5.1.1 tiny, lr 6e-2", 2400, (800, 1600),
+                      ("train.learning_rate=0.06",), "v11-3200"),
+  "v11mlp256-2400": ("T5.1.1 tiny, MLP 256", 2400, (800, 1600), ("model.mlp_dim=256",), ""),
 }  # fmt: skip
 
 

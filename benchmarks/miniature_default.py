@@ -38,15 +38,20 @@ SETTINGS = {
   "v11-lr6e-2-2400": ("T5.1.1 tiny, lr 6e-2", 2400, (800, 1600),
                       ("train.learning_rate=0.06",), "v11-3200"),
   "v11mlp256-2400": ("T5.1.1 tiny, MLP 256", 2400, (800, 1600), ("model.mlp_dim=256",), ""),
+  # The step-2800 checkpoints of v11-3200 (kept: two checkpoints, every 400 steps), evaluated.
+  "v11-2800": ("T5.1.1 tiny, v11-3200 at step 2800", 2800, (), (), "v11-3200"),
 }  # fmt: skip
+# Settings evaluated from another setting's checkpoints (levers.Setting.continue_from).
+CONTINUES = {"v11-2800": "v11-3200"}
 
 
 def settings(root: str) -> list[Setting]:
   out = []
   for name, (description, steps, curve, overrides, start_of) in SETTINGS.items():
     start = os.path.join(root, start_of, "seed={seed}", "t5") if start_of else ""
+    source = os.path.join(root, CONTINUES[name], "seed={seed}") if name in CONTINUES else ""
     out.append(Setting(name, description, steps, overrides=overrides, start=start,
-                       eval_steps=curve))  # fmt: skip
+                       continue_from=source, eval_steps=curve))  # fmt: skip
   return out
 
 

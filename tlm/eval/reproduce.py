@@ -1,16 +1,18 @@
 """`--mode=reproduce`: the paper's experiments in miniature, end to end, on a laptop CPU.
 
 On the embedded synthetic world (built on first use) with the tiny configs:
-  1. pre-train the two starting points (`tlm.eval.pretraining`): WORKDIR/t5, the public T5
-     analogue (span corruption on the world's undated generic text), and WORKDIR/cbqa, the
-     T5-CBQA analogue (WORKDIR/t5 + salient span masking on the world's encyclopedia);
-  2. train Uniform, Temporal and the nine Yearly experts (2010-18), all from WORKDIR/t5 and
-     for the same `train.steps` (each expert on its own year's slice), as in the paper;
-     and T5-CBQA-ft (WORKDIR/cbqa + TempLAMA-train alone);
+  1. pre-train the public T5 analogue (`tlm.eval.pretraining`): WORKDIR/t5, span corruption on
+     the world's undated generic text (the T5-CBQA analogue, WORKDIR/cbqa, is WORKDIR/t5 +
+     salient span masking on the world's encyclopedia, trained in step 2);
+  2. train Uniform, Temporal, the nine Yearly experts (2010-18) and the two models retrained on
+     2010-19 (step 5), all from WORKDIR/t5 and for the same `train.steps` (each expert on its
+     own year's slice), as in the paper, and T5-CBQA then T5-CBQA-ft (TempLAMA-train alone):
+     `reproduce.workers` of these independent trainings at once, each in its own process
+     (`tlm.eval.parallel`; the numbers do not depend on it);
   3. evaluate them and T5-CBQA on TempLAMA and the held-out news (Table 2, Table 7, Figure 2);
   4. probe the future with Uniform, Temporal and T5-CBQA-ft (Figures 3 and 4);
-  5. adapt Uniform and Temporal to 2019 for each alpha and retrain both on 2010-19 from
-     WORKDIR/t5 (Figure 5);
+  5. adapt Uniform and Temporal to 2019 for each alpha (the two at once) and compare with the
+     retrained models (Figure 5);
   6. write the seed's results to WORKDIR/seed=S/results/ (eval.json, per_query.json, ...);
 and, over the seeds of `reproduce.seeds` (default: one, 0; `--set=reproduce.seeds=0,1,2`),
 each run in its own WORKDIR/seed=S/ with the world, sampling and initialisation seeds all S:
@@ -23,8 +25,8 @@ hold-rate and a 95% interval of its margin (`tlm.eval.claim_summary`).
 `--set=data.world_scale=2` scales the world of the whole reproduction.
 Rerunning resumes: trained models are kept and only missing work is done.
 
-Run time: about 12,600 training steps of the tiny model per seed, plus evaluation; the README's
-"Results" has the measured wall-clock time.
+Run time: about 41,000 training steps of the tiny model per seed (13 x 2800, the starts, the
+adaptation), plus evaluation; the README's "Time" has the measured wall-clock time.
 """
 
 import os

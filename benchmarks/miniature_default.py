@@ -28,6 +28,8 @@ WIDE = ("model.emb_dim=128", "model.num_heads=8", "model.head_dim=16", "model.ml
 # name: (description, steps, curve steps, overrides, the setting whose start it shares or "")
 SETTINGS = {
   "v11-3200": ("T5.1.1 tiny, batch 64, lr 3e-2", 3200, (800, 1600, 2400), (), ""),
+  # The step-2800 checkpoints of v11-3200 (kept: two checkpoints, every 400 steps), evaluated.
+  "v11-2800": ("T5.1.1 tiny, v11-3200 at step 2800", 2800, (), (), "v11-3200"),
   "v11wide-2400": ("T5.1.1 wide (d 128, MLP 256)", 2400, (800, 1600), WIDE, ""),
   "v11-lr1e-2-3200": ("T5.1.1 tiny, lr 1e-2", 3200, (800, 1600, 2400),
                       ("train.learning_rate=0.01",), "v11-3200"),
@@ -38,8 +40,6 @@ SETTINGS = {
   "v11-lr6e-2-2400": ("T5.1.1 tiny, lr 6e-2", 2400, (800, 1600),
                       ("train.learning_rate=0.06",), "v11-3200"),
   "v11mlp256-2400": ("T5.1.1 tiny, MLP 256", 2400, (800, 1600), ("model.mlp_dim=256",), ""),
-  # The step-2800 checkpoints of v11-3200 (kept: two checkpoints, every 400 steps), evaluated.
-  "v11-2800": ("T5.1.1 tiny, v11-3200 at step 2800", 2800, (), (), "v11-3200"),
 }  # fmt: skip
 # Settings evaluated from another setting's checkpoints (levers.Setting.continue_from).
 CONTINUES = {"v11-2800": "v11-3200"}

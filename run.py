@@ -24,6 +24,8 @@ MODES = {
   "build_world": "tlm.cli.world:build_world",
   "build_templama": "tlm.cli.data:build_templama",
   "build_ssm": "tlm.cli.data:build_ssm",
+  "convert_ssm": "tlm.cli.data:convert_ssm",
+  "check_store": "tlm.cli.data:check_store",
   # Training (tlm/cli/train.py).
   "train": "tlm.cli.train:main",
   # The paper's experiments (tlm/cli/experiments.py).
@@ -56,15 +58,31 @@ flags.DEFINE_integer("beam_size", 1, "predict: 1 is greedy decoding.")
 flags.DEFINE_float("temperature", 0.0, "predict: > 0 samples (T5X temperature_sample); 0 greedy.")
 flags.DEFINE_integer("top_k", 0, "predict, sampling: keep the k likeliest tokens; 0 all.")
 flags.DEFINE_float("top_p", 1.0, "predict, sampling: then the top-p nucleus, in (0, 1]; 1 all.")
-flags.DEFINE_string("vocab", None, "SentencePiece model (default: the one beside the checkpoint).")
+flags.DEFINE_string(
+  "vocab",
+  None,
+  "SentencePiece model (predict/score: default the one beside the checkpoint; build_ssm, "
+  "convert_ssm: store its token ids).",
+)
 flags.DEFINE_bool(
   "truncate_inputs", False, "predict/score: cut inputs to the model's training input length."
 )
 # Data builders.
 flags.DEFINE_string("facts", None, "build_templama: Wikidata-style facts TSV.")
 flags.DEFINE_string("entities", None, "build_templama, build_ssm (names): entities TSV.")
-flags.DEFINE_string("news", None, "build_ssm: news JSON lines.")
-flags.DEFINE_string("data", None, "cronquestions: directory with the released files.")
+flags.DEFINE_string(
+  "news", None, "build_ssm: news JSON lines: files and globs, comma-separated, plain or .gz."
+)
+flags.DEFINE_integer("num_workers", 1, "build_ssm: local processes (same output for any).")
+flags.DEFINE_string(
+  "beam_options", None, "build_ssm: run as an Apache Beam pipeline with these options."
+)
+flags.DEFINE_string(
+  "data",
+  None,
+  "cronquestions: directory with the released files; convert_ssm: a JSON-lines SSM directory; "
+  "check_store: an example store.",
+)
 flags.DEFINE_list(
   "workdirs", [], "tables: workdirs whose results/eval.json to tabulate; combine_seeds: seed dirs."
 )
@@ -96,6 +114,8 @@ def parse_path_flags(values) -> None:
     value = getattr(values, name)
     if isinstance(value, list):
       setattr(values, name, [storage.parse(v, f"--{name}") for v in value])
+    elif name == "news" and value and "," in value:  # build_ssm's comma-separated shards
+      setattr(values, name, ",".join(storage.parse(v, f"--{name}") for v in value.split(",")))
     elif value:
       setattr(values, name, storage.parse(value, f"--{name}"))
 

@@ -2,6 +2,7 @@
 
   python benchmarks/data.py [--scales=1,4] [--rows=128 --input_length=64 --target_length=16]
   python benchmarks/data.py --long_lines=1,10,100
+  python benchmarks/data.py --store=1,10,50 | --store_build=10 --workers=1,2 | --store_goal=30
 
 For each scale, builds the world in a temporary directory and times the two builders the
 paper's data pipeline needs (§2.1): salient span masking over the news (`build_ssm`, reported
@@ -17,6 +18,10 @@ single line (one paragraph) of that many megabytes made of the world's news sent
 prints one JSON line per size: the CPU time, the examples and output bytes, and the ratios of
 time and size to the smallest, which must stay about equal (sentence splitting and span
 finding are linear in the article; they were quadratic).
+
+`--store`, `--store_build` and `--store_goal` measure the example store at scale (memory and
+start-up against corpus size, rows/s, build_ssm against workers, a 30x corpus in a training
+process): benchmarks/data_store.py says how.
 """
 
 import argparse
@@ -31,7 +36,7 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from tlm.data import ssm, synthetic, templama  # noqa: E402
+from tlm.data import ssm, store, synthetic, templama  # noqa: E402
 from tlm.data.datasets import load_sources  # noqa: E402
 from tlm.data.packing import Batcher  # noqa: E402
 from tlm.data.sampling import NEWS_SSM, TEMPLAMA, MixtureSampler  # noqa: E402
@@ -46,13 +51,7 @@ def _lines(path: str) -> int:
 
 
 def _ssm_examples(ssm_dir: str) -> int:
-  return sum(
-    _lines(os.path.join(ssm_dir, split, name))
-    for split in ("train", "val", "test")
-    if os.path.isdir(os.path.join(ssm_dir, split))
-    for name in os.listdir(os.path.join(ssm_dir, split))
-    if name.endswith(".jsonl")
-  )
+  return sum(t["examples"] for t in store.read_manifest(ssm_dir)["tables"].values())
 
 
 def _timed(fn, *args, **kwargs):
@@ -197,7 +196,22 @@ def main() -> None:
   parser.add_argument("--target_length", type=int, default=16)
   parser.add_argument("--steps", type=int, default=200, help="batches timed per mode")
   parser.add_argument("--long_lines", default="", help="comma-separated article sizes, MB")
+  parser.add_argument("--store", default="", help="store sizes, millions of examples")
+  parser.add_argument("--store_steps", type=int, default=200, help="batches timed per store")
+  parser.add_argument("--store_build", type=int, default=0, help="copies of the news to build")
+  parser.add_argument("--workers", default="1,2", help="build_ssm worker counts")
+  parser.add_argument("--store_goal", type=int, default=0, help="copies of the news (goal)")
   args = parser.parse_args()
+  if args.store or args.store_build or args.store_goal:
+    import data_store
+
+    if args.store:
+      data_store.store_sizes([float(s) for s in args.store.split(",")], args.store_steps)
+    if args.store_build:
+      data_store.build_speed(args.store_build, [int(n) for n in args.workers.split(",")])
+    if args.store_goal:
+      data_store.goal(args.store_goal)
+    return
   if args.long_lines:
     long_lines([float(mb) for mb in args.long_lines.split(",")])
     return

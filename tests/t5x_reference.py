@@ -17,6 +17,11 @@ flax.serialization's msgpack, orbax), not from tlm's code:
 - `save_orbax` is `OrbaxCheckpointManagerInterface.save`: an Orbax `CheckpointManager` with
   `step_prefix="checkpoint"` and the item `state` (`PyTreeCheckpointHandler(use_ocdbt=True)`),
   `SaveArgs(dtype=save_dtype)` for the target.
+- `scan_layers` is the parameter tree of `t5x/examples/scalable_t5/network.py` with
+  `scan_layers=True` made from the one it has with `scan_layers=False`: each layer's
+  `RelativePositionBiases(name="relpos_bias")` ([heads, buckets], its own), `DenseGeneral`
+  attention kernels with `features=(heads, kv)` (3-D), and `scan_with_axes(..., name=stack)`
+  inserting the layer axis at `param_scan_axis` (default 1) under `<stack>/<stack>`.
 - `adafactor_init` is `t5x/adafactor.py` `Adafactor.init_state` with its default heuristic
   factoring (`_factored_dims`), and `adafactor_axes` which of its slots T5X partitions
   (`derive_logical_axes`: `v` when not a placeholder, `m` with momentum; never `v_row`/`v_col`).
@@ -85,6 +90,28 @@ def get_spec(gcs: bool, arr, name, metadata) -> ts.Spec:
       "metadata": metadata,
     }
   return ts.Spec(spec)
+
+
+def scan_layers(target: dict, param_scan_axis: int = 1) -> dict:
+  """scalable_t5's scanned `target` from its unscanned one (`<stack>/layers_N/...`, every layer
+  with its own `relpos_bias/rel_embedding`, 2-D attention kernels [embed, heads * kv])."""
+  out = {k: v for k, v in target.items() if k not in ("encoder", "decoder")}
+  for stack in ("encoder", "decoder"):
+    tree = dict(target[stack])
+    names = sorted((k for k in tree if k.startswith("layers_")), key=lambda k: int(k[7:]))
+    layers = [traverse_util.flatten_dict(tree.pop(k), sep="/") for k in names]
+    heads = layers[0]["relpos_bias/rel_embedding"].shape[0]
+    for layer in layers:
+      for name, value in layer.items():
+        kind = name.split("/")[-2] if name.endswith("/kernel") else None
+        if kind in ("query", "key", "value"):
+          layer[name] = value.reshape(value.shape[0], heads, -1)  # [embed, heads, kv]
+        elif kind == "out":
+          layer[name] = value.reshape(heads, -1, value.shape[1])  # [heads, kv, embed]
+    stacked = {n: np.stack([layer[n] for layer in layers], param_scan_axis) for n in layers[0]}
+    tree[stack] = traverse_util.unflatten_dict(stacked, sep="/")
+    out[stack] = tree
+  return out
 
 
 def adafactor_init(params: dict, min_dim_size_to_factor: int = 128, beta1=None) -> dict:

@@ -8,6 +8,7 @@ import os
 import numpy as np
 import pytest
 
+from tlm import checksums
 from tlm.data.vocab import find_spiece_model
 from tlm.errors import CheckpointError
 from tlm.models import checkpoints, t5
@@ -23,9 +24,13 @@ def random_params(cfg, seed=0):
   return checkpoints.unflatten({k: rs.randn(*s).astype(np.float32) for k, s in shapes.items()})
 
 
-@pytest.fixture(scope="module", params=["tiny", "tiny-v1_1"])
+@pytest.fixture(scope="module", params=["tiny", "tiny-v1_1", "per-layer"])
 def model(request):
-  cfg = t5.get_preset(request.param, vocab_size=40)
+  # per-layer: T5 1.1 with a relative-position table in every layer (umT5, scalable T5).
+  if request.param == "per-layer":
+    cfg = t5.get_preset("tiny-v1_1", vocab_size=40, relpos_bias_per_layer=True)
+  else:
+    cfg = t5.get_preset(request.param, vocab_size=40)
   return cfg, random_params(cfg)
 
 
@@ -49,12 +54,14 @@ def hf_names_by_hand(params, cfg):
                  "pre_mlp_layer_norm"]),
   ):  # fmt: skip
     p = params[stack]
-    out[f"{stack}.block.0.layer.0.SelfAttention.relative_attention_bias.weight"] = p["relpos_bias"][
-      "rel_embedding"
-    ].T
+    rel = f"{stack}.block.{{}}.layer.0.SelfAttention.relative_attention_bias.weight"
+    if "relpos_bias" in p:  # T5: in block 0, shared by the stack
+      out[rel.format(0)] = p["relpos_bias"]["rel_embedding"].T
     out[f"{stack}.final_layer_norm.weight"] = p[f"{stack}_norm"]["scale"]
     for i in range(2):
       layer = p[f"layers_{i}"]
+      if "relpos_bias" in layer:  # HF UMT5: every block's own
+        out[rel.format(i)] = layer["relpos_bias"]["rel_embedding"].T
       for j, norm in enumerate(norm_names):
         out[f"{stack}.block.{i}.layer.{j}.layer_norm.weight"] = layer[norm]["scale"]
       attention = ["attention"]
@@ -149,9 +156,12 @@ def mesh_tf_names_by_hand(params, cfg, norm="layer_norm"):
   out = {"shared/embedding": params["token_embedder"]["embedding"], "global_step": np.int64(7)}
   for stack in ("encoder", "decoder"):
     p = params[stack]
-    out[f"{stack}/block_000/layer_000/SelfAttention/relative_attention_bias"] = p["relpos_bias"][
-      "rel_embedding"
-    ]
+    rel = f"{stack}/block_{{:03d}}/layer_000/SelfAttention/relative_attention_bias"
+    if "relpos_bias" in p:  # relative_attention_type="bias_shared": block 0's
+      out[rel.format(0)] = p["relpos_bias"]["rel_embedding"]
+    else:  # relative_attention_type="bias": a variable in every block
+      for i in range(2):
+        out[rel.format(i)] = p[f"layers_{i}"]["relpos_bias"]["rel_embedding"]
     final = "final_layer_norm" if norm == "layer_norm" else norm
     out[f"{stack}/{final}/scale"] = p[f"{stack}_norm"]["scale"]
     norms = (
@@ -297,7 +307,12 @@ def test_tlm_model_dir_and_training_workdir(model, tmp_path):
   cfg, params = model
   out = str(tmp_path / "model")
   checkpoints.save_tlm(out, cfg, params, spiece_model=b"vocab")
-  assert sorted(os.listdir(out)) == ["model_config.json", "params", "spiece.model"]
+  assert sorted(os.listdir(out)) == [
+    "model_config.json",
+    "params",
+    "spiece.model",
+    checksums.MANIFEST,
+  ]
   loaded_cfg, loaded = checkpoints.load_checkpoint(out)
   assert loaded_cfg == cfg
   _assert_same(loaded, params)

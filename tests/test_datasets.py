@@ -10,7 +10,7 @@ import time
 import numpy as np
 import pytest
 
-from tlm.data import datasets
+from tlm.data import datasets, store
 from tlm.data.formatting import TextExample
 from tlm.data.packing import Batcher, unpack, with_eos
 from tlm.data.sampling import MixtureSampler
@@ -64,6 +64,10 @@ def data_dirs(tmp_path):
 def test_load_sources_exact(data_dirs):
   ssm, tl = data_dirs
   sources = datasets.load_sources(ssm, tl, years=[2014, 2015], split="train")
+  # The JSON-lines directory is converted to an example store on first use; its tables are
+  # sequences read by index.
+  assert os.path.isfile(os.path.join(ssm, "manifest.json"))
+  sources["news_ssm"] = {y: list(t) for y, t in sources["news_ssm"].items()}
   assert sources == {
     "news_ssm": {
       2014: [
@@ -102,7 +106,7 @@ def test_bad_ssm_lines_name_file_and_line(tmp_path, line, message):
 
 def test_missing_files_and_bad_arguments(data_dirs, tmp_path):
   ssm, tl = data_dirs
-  with pytest.raises(DataError, match=r"train/2016.jsonl: no such file"):
+  with pytest.raises(DataError, match=r"manifest.json: no train examples for 2016 in this store "):
     datasets.load_sources(ssm, years=[2016], split="train")
   with pytest.raises(DataError, match=r"val.json: no such file"):
     datasets.load_sources(templama_dir=tl, years=[2014], split="val")
@@ -224,7 +228,7 @@ def test_failed_build_leaves_nothing_and_is_retried(tmp_path, monkeypatch):
 
 _USE = """
 import sys
-from tlm.data import datasets
+from tlm.data import datasets, store
 print(datasets.ensure_synthetic_data(sys.argv[1], seed=0, scale=1.0).news_ssm_dir)
 """
 
@@ -260,7 +264,8 @@ def test_ensure_synthetic_data_builds_every_part(world):
   for split in datasets.SPLITS:
     assert os.path.isfile(os.path.join(paths.templama_dir, f"{split}.json"))
     for year in range(2010, 2021):
-      assert os.path.isfile(os.path.join(paths.news_ssm_dir, split, f"{year}.jsonl"))
+      assert os.path.isfile(os.path.join(paths.news_ssm_dir, split, f"{year}.text.idx"))
+  assert store.is_store(paths.news_ssm_dir)
   with pytest.raises(ConfigError, match="use another cache directory"):
     datasets.ensure_synthetic_data(world, seed=0, scale=2.0)
 

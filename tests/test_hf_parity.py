@@ -1,6 +1,7 @@
 """Parity with HF transformers' T5ForConditionalGeneration (PyTorch, test-only reference) on
-tiny random models of both families saved as HF directories: logits, greedy outputs,
-scores, training gradients, relative-position buckets, HF -> tlm -> HF round trip, and
+tiny random models of both families saved as HF directories, and with UMT5ForConditionalGeneration
+(umT5: a relative-position table in every layer) for `relpos_bias_per_layer`: logits, greedy
+outputs, scores, training gradients, relative-position buckets, HF -> tlm -> HF round trip, and
 parameter counts of the published sizes (abstract shapes on both sides)."""
 
 import json
@@ -21,8 +22,12 @@ from tlm.train import loop  # noqa: E402
 
 
 def _hf_model(hf_config: dict, tensors: dict[str, np.ndarray]):
-  """A transformers model holding exactly `tensors` (strict), in eval mode."""
-  model = transformers.T5ForConditionalGeneration(transformers.T5Config(**hf_config))
+  """A transformers model holding exactly `tensors` (strict), in eval mode: T5, or UMT5 for a
+  config.json of model_type "umt5"."""
+  if hf_config["model_type"] == "umt5":
+    model = transformers.UMT5ForConditionalGeneration(transformers.UMT5Config(**hf_config))
+  else:
+    model = transformers.T5ForConditionalGeneration(transformers.T5Config(**hf_config))
   if "lm_head.weight" in tensors:
     # transformers >= 5 ties lm_head to the embedding at construction; give it its own.
     model.lm_head.weight = torch.nn.Parameter(torch.empty(model.lm_head.weight.shape))
@@ -35,10 +40,14 @@ def _hf_model(hf_config: dict, tensors: dict[str, np.ndarray]):
   return model.eval()
 
 
-@pytest.fixture(scope="module", params=["tiny", "tiny-v1_1"])
+@pytest.fixture(scope="module", params=["tiny", "tiny-v1_1", "umt5"])
 def family(request, tmp_path_factory):
-  """(config, tlm params, HF model, HF directory) of a random tiny model."""
-  cfg = t5.get_preset(request.param, vocab_size=VOCAB)
+  """(config, tlm params, HF model, HF directory) of a random tiny model; "umt5" is T5 1.1 with
+  a relative-position table per layer, HF's UMT5."""
+  if request.param == "umt5":
+    cfg = t5.get_preset("tiny-v1_1", vocab_size=VOCAB, relpos_bias_per_layer=True)
+  else:
+    cfg = t5.get_preset(request.param, vocab_size=VOCAB)
   params = random_params(cfg)
   hf_config = to_hf_config(cfg)
   model = _hf_model(hf_config, checkpoints.params_to_hf(params, cfg))
@@ -73,6 +82,9 @@ def test_load_hf_directory_and_match_logits(family):
   ref = _hf_logits(model, x, y)
   np.testing.assert_allclose(ours, ref, rtol=1e-4, atol=1e-4)
   assert np.abs(ref).max() > 1.0, "logits should not be trivially small"
+  if cfg.relpos_bias_per_layer:  # each layer's own table: they differ
+    tables = [loaded["encoder"][f"layers_{i}"]["relpos_bias"]["rel_embedding"] for i in (0, 1)]
+    assert np.abs(tables[0] - tables[1]).max() > 0.1
 
 
 def test_greedy_outputs_equal_hf_generate(family):
@@ -181,8 +193,9 @@ def test_hf_to_tlm_to_hf_round_trip_is_bit_exact(family, tmp_path):
     assert exported[name].tobytes() == value.tobytes(), name
   with open(os.path.join(out, "spiece.model"), "rb") as f:
     assert f.read() == b"not-a-real-model"
-  # transformers loads the export and computes the same function.
-  reloaded = transformers.T5ForConditionalGeneration.from_pretrained(out).eval()
+  # transformers loads the export (as the class of the source) and computes the same function.
+  reloaded = transformers.AutoModelForSeq2SeqLM.from_pretrained(out).eval()
+  assert type(reloaded) is type(model)
   x, y = inputs(seed=11, batch=2), np.zeros((2, 3), np.int64)
   np.testing.assert_array_equal(_hf_logits(reloaded, x, y), _hf_logits(model, x, y))
   with open(os.path.join(out, "config.json")) as f:

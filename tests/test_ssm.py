@@ -7,10 +7,11 @@ import re
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 from tlm import configs
-from tlm.data import salient_spans, ssm
+from tlm.data import salient_spans, ssm, store
 from tlm.data.salient_spans import Gazetteer, Span, find_spans, split_sentences
 from tlm.errors import DataError
 
@@ -193,9 +194,10 @@ def _write_news(path, rows):
       f.write(json.dumps(row) + "\n")
 
 
-def _read_jsonl(path):
-  with open(path, encoding="utf-8") as f:
-    return [json.loads(line) for line in f]
+def _read_table(out, split, year):
+  """(inputs, targets) of one table of a built store."""
+  table = store.Store(str(out)).table(split, year)
+  return table.texts(np.arange(len(table))) if len(table) else []
 
 
 def test_build_ssm_exact_small_corpus(tmp_path):
@@ -209,21 +211,20 @@ def test_build_ssm_exact_small_corpus(tmp_path):
   )
   out = tmp_path / "ssm"
   stats = ssm.build_ssm(str(news), str(out))
-  assert sorted(os.listdir(out)) == ["stats.json", "test", "train", "val"]
+  assert sorted(os.listdir(out)) == ["manifest.json", "stats.json", "test", "train", "val"]
   for split in ("val", "test"):
-    assert sorted(os.listdir(out / split)) == ["2014.jsonl", "2015.jsonl"]
-    assert _read_jsonl(out / split / "2014.jsonl") == []  # 1 article: nothing held out
-  train_2014 = _read_jsonl(out / "train" / "2014.jsonl")
-  assert [(e["inputs"], e["targets"]) for e in train_2014] == [
+    assert sorted(os.listdir(out / split)) == [
+      f"{y}.text.{ext}" for y in (2014, 2015) for ext in ("bin", "idx")
+    ]
+    assert _read_table(out, split, 2014) == []  # 1 article: nothing held out
+  assert _read_table(out, "train", 2014) == [
     ("<extra_id_0> joined Red FC in 2014.", "Alice Adams"),
     ("Alice Adams joined <extra_id_0> in 2014.", "Red FC"),
     ("Alice Adams joined Red FC in <extra_id_0>.", "2014"),
     ("She left in <extra_id_0>.", "May 2016"),
   ]
-  assert {(e["date"], e["year"]) for e in train_2014} == {("2014-05-03", 2014)}
-  train_2015 = _read_jsonl(out / "train" / "2015.jsonl")
-  assert [e["targets"] for e in train_2015] == ["Bob Brown", "Blue United", "2013"]
-  assert {(e["date"], e["year"]) for e in train_2015} == {("2015", 2015)}
+  assert [t for _, t in _read_table(out, "train", 2015)] == ["Bob Brown", "Blue United", "2013"]
+  assert store.Store(str(out)).table("train", 2015)[0].year == 2015
   # 4 sentences, 7 spans; 3 mention a year, 1 its publication year (2014 in 2014).
   assert stats["totals"] == {
     "articles": 2,
@@ -258,18 +259,17 @@ def test_build_ssm_heldout_split_by_article(tmp_path):
   }
   by_article = {}
   for split in ssm.SPLITS:
-    for e in _read_jsonl(tmp_path / "a" / split / "2012.jsonl"):
-      by_article.setdefault(e["date"], set()).add(split)
+    for inputs, targets in _read_table(tmp_path / "a", split, 2012):
+      article = re.search(r"Number(\d+)", inputs + targets).group(1)  # one article per number
+      by_article.setdefault(article, set()).add(split)
   assert len(by_article) == 20 and all(len(s) == 1 for s in by_article.values())
   # Deterministic under the seed; another seed holds out other articles.
   ssm.build_ssm(str(news), str(tmp_path / "b"), seed=3)
   ssm.build_ssm(str(news), str(tmp_path / "c"), seed=4)
-  for split in ssm.SPLITS:
-    a = (tmp_path / "a" / split / "2012.jsonl").read_bytes()
-    assert a == (tmp_path / "b" / split / "2012.jsonl").read_bytes()
-  assert (tmp_path / "a" / "val" / "2012.jsonl").read_bytes() != (
-    tmp_path / "c" / "val" / "2012.jsonl"
-  ).read_bytes()
+  for name in os.listdir(tmp_path / "a" / "val"):
+    a = (tmp_path / "a" / "val" / name).read_bytes()
+    assert a == (tmp_path / "b" / "val" / name).read_bytes()
+  assert _read_table(tmp_path / "a", "val", 2012) != _read_table(tmp_path / "c", "val", 2012)
 
 
 def test_parse_news_date():
@@ -389,19 +389,20 @@ def test_build_ssm_caps_a_long_sentence(tmp_path):
   news = tmp_path / "news.jsonl"
   news.write_text(json.dumps({"date": "2014-05-03", "text": text}) + "\n")
   stats = ssm.build_ssm(str(news), str(tmp_path / "out"))
-  rows = _read_jsonl(tmp_path / "out" / "train" / "2014.jsonl")
+  rows = [{"inputs": i, "targets": t} for i, t in _read_table(tmp_path / "out", "train", 2014)]
   assert stats["totals"]["examples"] == len(rows) == 1001 + 3
   for row in rows:
     assert len(row["inputs"].split()) <= 129  # 128 words of context and the sentinel
     assert len(row["inputs"]) <= 1280 + len(ssm.SENTINEL)
   assert sum(len(json.dumps(r)) for r in rows) < 1_000_000  # uncapped: 6 MB
   assert stats["context_cap"] == {"words": 128, "chars": 1280, "examples_cut": 1001}
-  assert rows[-3:] == ssm.mask_examples(
+  whole = ssm.mask_examples(
     "Alice Adams joined Red FC in 2014.",
     find_spans("Alice Adams joined Red FC in 2014."),
     "2014-05-03",
     2014,
   )
+  assert rows[-3:] == [{"inputs": e["inputs"], "targets": e["targets"]} for e in whole]
   assert rows[-3]["inputs"] == "<extra_id_0> joined Red FC in 2014."  # short: whole
   # The spans keep their context on both sides: the year 600 mentions in.
   middle = next(r for r in rows if r["targets"] == "1999" and "2000" in r["inputs"])

@@ -108,6 +108,54 @@ def test_golden_parameter_names_shapes_and_logical_axes(name):
   assert all(isinstance(s, P) and len(s) == params[k].ndim for k, s in specs.items())
 
 
+def test_per_layer_relative_position_tables_names_axes_and_config():
+  # relpos_bias_per_layer: each layer's own table where T5X's scalable T5 keeps it unscanned
+  # (`layers_N/relpos_bias`), none per stack; the rest as in the golden list.
+  cfg = t5.get_preset("tiny-v1_1", relpos_bias_per_layer=True)
+  x = jnp.ones((1, 4), jnp.int32)
+  variables = jax.eval_shape(lambda: t5.Transformer(cfg).init(jax.random.key(0), x, x))
+  params = _flat(nn.meta.unbox(variables)["params"])
+  expected = {k: v for k, v in GOLDEN["tiny-v1_1"].items() if "relpos_bias" not in k}
+  for stack in ("encoder", "decoder"):
+    expected.update({f"{stack}/layers_{i}/relpos_bias/rel_embedding": (4, 32) for i in range(2)})
+  assert {k: tuple(v.shape) for k, v in params.items()} == expected
+  specs = _flat(nn.get_partition_spec(variables)["params"])
+  tables = [k for k in specs if "relpos_bias" in k]
+  assert len(tables) == 4 and all(specs[k] == P("heads", "relpos_buckets") for k in tables)
+  assert t5.T5Config.from_dict(cfg.to_dict()) == cfg
+  assert not t5.get_preset("tiny-v1_1").relpos_bias_per_layer  # off by default
+  assert from_hf_config(to_hf_config(cfg)) == cfg and to_hf_config(cfg)["model_type"] == "umt5"
+  with pytest.raises(ConfigError, match="relpos_bias_per_layer must be a boolean"):
+    t5.T5Config(vocab_size=8, relpos_bias_per_layer=1)
+
+
+def _per_layer_copy(cfg, variables, changed_layer=None):
+  """A per-layer config and params whose every table is the stack's shared one (or, for
+  `changed_layer`, that table times 3: adding a constant would leave every softmax as it is)."""
+  per_layer = dataclasses.replace(cfg, relpos_bias_per_layer=True)
+  params = jax.tree.map(lambda v: v, nn.meta.unbox(variables)["params"])
+  for stack in ("encoder", "decoder"):
+    shared = params[stack].pop("relpos_bias")["rel_embedding"]
+    for i in range(cfg.num_encoder_layers):
+      table = shared * 3.0 if i == changed_layer else shared
+      params[stack][f"layers_{i}"]["relpos_bias"] = {"rel_embedding": table}
+  return per_layer, {"params": params}
+
+
+@pytest.mark.parametrize("remat", ["none", "full"])
+def test_per_layer_tables_all_equal_compute_the_shared_model(remat):
+  cfg = t5.get_preset("tiny-v1_1", vocab_size=VOCAB, remat=remat)
+  variables = random_params(cfg)
+  rs = np.random.RandomState(4)
+  x, y = _inputs(rs), rs.randint(2, VOCAB, (BATCH, TARGET_LEN))
+  shared = np.asarray(decoding.logits(cfg, variables, x, y))
+  per_layer, same = _per_layer_copy(cfg, variables)
+  np.testing.assert_allclose(decoding.logits(per_layer, same, x, y), shared, rtol=0, atol=1e-6)
+  # Not a comparison that ignores the tables: one layer's own table changes the logits.
+  _, changed = _per_layer_copy(cfg, variables, changed_layer=1)
+  assert np.abs(np.asarray(decoding.logits(per_layer, changed, x, y)) - shared).max() > 1e-2
+
+
 def test_config_dict_round_trip_and_errors():
   cfg = t5.get_preset("t5-v1_1-base", dtype="bfloat16", remat=True)
   assert t5.T5Config.from_dict(cfg.to_dict()) == cfg
@@ -207,9 +255,11 @@ def test_packed_inputs_equal_separate_examples():
   np.testing.assert_allclose(logits[0, 3:7], logits[2, :4], rtol=1e-5, atol=1e-5)
 
 
-def test_cached_decoding_step_by_step_equals_the_full_forward_pass():
-  # T5 1.1 here; the HF greedy parity tests check both families' cached decoding.
-  cfg = t5.get_preset("tiny-v1_1", vocab_size=VOCAB)
+@pytest.mark.parametrize("per_layer", [False, True], ids=["shared", "per-layer"])
+def test_cached_decoding_step_by_step_equals_the_full_forward_pass(per_layer):
+  # T5 1.1 here; the HF greedy parity tests check both families' cached decoding. A table per
+  # layer: each layer gathers its own at the decode step's query offset.
+  cfg = t5.get_preset("tiny-v1_1", vocab_size=VOCAB, relpos_bias_per_layer=per_layer)
   variables = random_params(cfg)
   m = t5.Transformer(cfg)
   rs = np.random.RandomState(1)

@@ -2,9 +2,10 @@
 written as T5X writes them (tests/t5x_reference.py, transcribed from t5x/checkpoints.py), read
 by tlm: the HF model's logits and greedy outputs, for T5 1.0 and 1.1, the legacy layout
 (msgpack + gzip zarr, several chunks per array, float32 and bfloat16) and the Orbax one, a
-model directory (newest step) and one `checkpoint_STEP`, scanned (stacked) scalable-T5 layers,
-config inferred from the shapes, local and gs://; `--format=t5x` read back by T5X's own
-reading code equal to the source bit for bit."""
+model directory (newest step) and one `checkpoint_STEP`, scanned (stacked) scalable-T5 layers
+with a relative-position table per layer (random HF UMT5 models: umT5's own tables), config
+inferred from the shapes, local and gs://; `--format=t5x` read back by T5X's own reading code
+equal to the source bit for bit."""
 
 import dataclasses
 import json
@@ -22,7 +23,6 @@ transformers = pytest.importorskip("transformers")
 from tests import t5x_reference as ref  # noqa: E402
 from tests.test_decoding import BATCH, MAX_DECODE, VOCAB, inputs  # noqa: E402
 from tlm import storage  # noqa: E402
-from tlm.errors import CheckpointError  # noqa: E402
 from tlm.models import checkpoints, decoding, t5  # noqa: E402
 from tlm.models.formats import t5x, t5x_msgpack  # noqa: E402
 
@@ -35,9 +35,15 @@ SMALL_CHUNKS = 256
 
 
 def _hf_model(family: str, seed: int = 0):
-  """A random transformers T5 (eval mode), weights scaled up for peaked, varied predictions."""
-  v1_1 = family == "1.1"
-  config = transformers.T5Config(
+  """A random transformers T5 (eval mode), weights scaled up for peaked, varied predictions;
+  family "umt5" is transformers' UMT5 (T5 1.1 with a relative-position table in every layer)."""
+  v1_1 = family in ("1.1", "umt5")
+  config_cls, model_cls = (
+    (transformers.UMT5Config, transformers.UMT5ForConditionalGeneration)
+    if family == "umt5"
+    else (transformers.T5Config, transformers.T5ForConditionalGeneration)
+  )
+  config = config_cls(
     vocab_size=VOCAB,
     **HF_DIMS,
     feed_forward_proj="gated-gelu" if v1_1 else "relu",
@@ -48,7 +54,7 @@ def _hf_model(family: str, seed: int = 0):
     eos_token_id=1,
   )
   torch.manual_seed(seed)
-  model = transformers.T5ForConditionalGeneration(config).eval()
+  model = model_cls(config).eval()
   with torch.no_grad():
     if v1_1:  # transformers >= 5 ties lm_head at construction: T5 1.1 has its own
       model.lm_head.weight = torch.nn.Parameter(torch.randn(VOCAB, HF_DIMS["d_model"]) * 0.3)
@@ -67,8 +73,10 @@ def t5x_target(model) -> dict:
     ("encoder", model.config.num_layers),
     ("decoder", model.config.num_decoder_layers),
   ):
-    rel = sd[f"{stack}.block.0.layer.0.SelfAttention.relative_attention_bias.weight"].T
-    out = {"relpos_bias": {"rel_embedding": rel.copy()}}
+    rel = f"{stack}.block.{{}}.layer.0.SelfAttention.relative_attention_bias.weight"
+    # T5: block 0's table, the stack's; UMT5: every block's own, in scalable T5's layers.
+    per_layer = rel.format(1) in sd
+    out = {} if per_layer else {"relpos_bias": {"rel_embedding": sd[rel.format(0)].T.copy()}}
     out[f"{stack}_norm"] = {"scale": sd[f"{stack}.final_layer_norm.weight"]}
     for i in range(layers):
       b = f"{stack}.block.{i}.layer"
@@ -100,6 +108,8 @@ def t5x_target(model) -> dict:
       layer["mlp"] = {
         k: {"kernel": sd[f"{b}.{mlp_layer}.DenseReluDense.{k}.weight"].T.copy()} for k in mlp
       }
+      if per_layer:
+        layer["relpos_bias"] = {"rel_embedding": sd[rel.format(i)].T.copy()}
       out[f"layers_{i}"] = layer
     t[stack] = out
   if gated:
@@ -267,31 +277,22 @@ def test_model_directory_newest_step_and_one_step(family, tmp_path):
   assert state["param_states/encoder/layers_0/attention/query/kernel/v"].shape == (64, 64)
 
 
-def _scanned(target, axis=1):
-  """The target as scalable T5 with scan_layers lays it out: per-layer relative tables,
-  3-D attention kernels, every layer parameter stacked along `axis` under `<stack>/<stack>`."""
-  heads = target["encoder"]["relpos_bias"]["rel_embedding"].shape[0]
-  out = {k: v for k, v in target.items() if k not in ("encoder", "decoder")}
+def _per_layer(target):
+  """The target with the stack's relative table copied into every layer (scalable T5's
+  `layers_N/relpos_bias`), as a T5 model converted to scalable T5 starts."""
+  out = jax.tree.map(lambda x: x, target)
   for stack in ("encoder", "decoder"):
-    tree = target[stack]
-    layers = sorted((k for k in tree if k.startswith("layers_")), key=lambda k: int(k[7:]))
-    per_layer = []
-    for k in layers:
-      flat = _flat(tree[k])
-      flat["relpos_bias/rel_embedding"] = tree["relpos_bias"]["rel_embedding"]
-      for name, value in list(flat.items()):
-        if name.endswith(("query/kernel", "key/kernel", "value/kernel")):
-          flat[name] = value.reshape(value.shape[0], heads, -1)
-        elif name.endswith("out/kernel"):
-          flat[name] = value.reshape(heads, -1, value.shape[1])
-      per_layer.append(flat)
-    stacked = {n: np.stack([f[n] for f in per_layer], axis=axis) for n in per_layer[0]}
-    out[stack] = {
-      f"{stack}_norm": tree[f"{stack}_norm"],
-      stack: checkpoints.unflatten(stacked),
-      **({"logits_dense": tree["logits_dense"]} if "logits_dense" in tree else {}),
-    }
+    if "relpos_bias" in out[stack]:
+      shared = out[stack].pop("relpos_bias")
+      for k in [k for k in out[stack] if k.startswith("layers_")]:
+        out[stack][k]["relpos_bias"] = jax.tree.map(np.copy, shared)
   return out
+
+
+def _scanned(target, axis=1):
+  """The target as scalable T5 with scan_layers lays it out (`ref.scan_layers`), each layer
+  with its own relative table (the stack's copied into every layer where it has one)."""
+  return ref.scan_layers(_per_layer(target), axis)
 
 
 def test_scanned_scalable_t5_layers_are_unstacked(family, tmp_path):
@@ -299,32 +300,89 @@ def test_scanned_scalable_t5_layers_are_unstacked(family, tmp_path):
   scanned = _scanned(target)
   assert scanned["encoder"]["encoder"]["attention"]["query"]["kernel"].shape == (64, 2, 4, 16)
   assert scanned["decoder"]["decoder"]["pre_mlp_layer_norm"]["scale"].shape == (64, 2)
+  assert scanned["encoder"]["encoder"]["relpos_bias"]["rel_embedding"].shape == (4, 2, 32)
   # (T5X factors scanned Adafactor slots by logical axes: the state is left out here.)
   state = {"target": scanned, "state": {"step": np.asarray(3, np.int32)}}
   ref.save_legacy(str(tmp_path / "legacy"), state, 3)
   ref.save_orbax(str(tmp_path / "orbax"), state, 3)
+  # Scalable T5 has a table per layer (here all equal, the T5 model's): read as such.
+  expected_cfg = dataclasses.replace(expected_cfg, relpos_bias_per_layer=True)
   for layout in ("legacy", "orbax"):
     cfg, params = checkpoints.load_checkpoint(str(tmp_path / layout))
     assert cfg == expected_cfg
-    _assert_params_equal(params, target)
+    _assert_params_equal(params, _per_layer(target))
   assert _logits_difference(model, cfg, params) < LOGITS_TOLERANCE
   # Layers stacked along axis 0 (scan_axis=0) are found there.
   state = {"target": _scanned(target, axis=0), "state": {"step": np.asarray(3, np.int32)}}
   ref.save_legacy(str(tmp_path / "axis0"), state, 3)
-  _assert_params_equal(checkpoints.load_checkpoint(str(tmp_path / "axis0"))[1], target)
+  cfg, params = checkpoints.load_checkpoint(str(tmp_path / "axis0"))
+  assert cfg == expected_cfg
+  _assert_params_equal(params, _per_layer(target))
 
 
-def test_per_layer_relative_tables_that_differ_are_refused(tmp_path):
-  model = _hf_model("1.1")
-  scanned = _scanned(t5x_target(model))
+@pytest.fixture(scope="module")
+def umt5():
+  """A random HF UMT5 (every layer its own relative table) and its T5X target tree."""
+  model = _hf_model("umt5", seed=4)
+  return model, t5x_target(model)
+
+
+def test_scanned_umt5_gives_the_hf_umt5_logits_and_greedy_outputs(umt5, tmp_path):
+  # umT5 as T5X trains it (scalable T5, scanned): each layer's own relative-position table,
+  # stacked [heads, layers, buckets]; tables that differ were refused before
+  # relpos_bias_per_layer.
+  model, target = umt5
+  scanned = _scanned(target)
   rel = scanned["encoder"]["encoder"]["relpos_bias"]["rel_embedding"]
-  rel[:, 1] += 1.0  # layer 1's own table, as scalable T5 trains it
-  ref.save_legacy(str(tmp_path), {"target": scanned, "state": {"step": np.int32(1)}}, 1)
-  with pytest.raises(CheckpointError) as e:
-    checkpoints.load_checkpoint(str(tmp_path))
-  message = str(e.value)
-  assert message.startswith(f"{tmp_path}/checkpoint_1/checkpoint: ") and "\n" not in message
-  assert "own relative-position tables" in message and "one table per stack" in message
+  assert rel.shape == (4, 2, 32) and np.abs(rel[:, 0] - rel[:, 1]).max() > 0.1
+  state = {"target": scanned, "state": {"step": np.asarray(6, np.int32)}}
+  ref.save_legacy(str(tmp_path / "legacy"), state, 6, target_elements=SMALL_CHUNKS)
+  ref.save_orbax(str(tmp_path / "orbax"), state, 6)
+  expected_cfg = t5.get_preset("tiny-v1_1", vocab_size=VOCAB, relpos_bias_per_layer=True)
+  for layout in ("legacy", "orbax"):
+    cfg, params = checkpoints.load_checkpoint(str(tmp_path / layout))
+    assert cfg == expected_cfg
+    _assert_params_equal(params, target)
+    assert _logits_difference(model, cfg, params) < LOGITS_TOLERANCE
+  x = inputs()
+  ours = np.asarray(decoding.greedy_decode(cfg, params, x, MAX_DECODE))
+  np.testing.assert_array_equal(ours, _hf_greedy(model, x))
+  assert len({tuple(r) for r in ours}) >= BATCH // 2
+  # Not a comparison the tables could pass unused: with layer 0's table everywhere (what a
+  # shared-table model would compute) the logits move away from HF's.
+  shared_cfg = dataclasses.replace(cfg, relpos_bias_per_layer=False)
+  shared = jax.tree.map(lambda v: v, params)
+  for stack in ("encoder", "decoder"):
+    shared[stack]["relpos_bias"] = shared[stack]["layers_0"]["relpos_bias"]
+    for i in range(2):
+      del shared[stack][f"layers_{i}"]["relpos_bias"]
+  assert _logits_difference(model, shared_cfg, shared) > 100 * LOGITS_TOLERANCE
+
+
+def test_umt5_written_back_to_t5x_and_to_hf(umt5, tmp_path):
+  # --format=t5x writes each layer's table where scalable T5 keeps it unscanned
+  # (target/<stack>/layers_N/relpos_bias/rel_embedding), read back by T5X's reading code bit
+  # for bit; --format=hf writes a UMT5 directory that transformers loads.
+  model, target = umt5
+  state = {"target": _scanned(target), "state": {"step": np.asarray(6, np.int32)}}
+  ref.save_legacy(str(tmp_path / "scanned"), state, 6)
+  _convert(str(tmp_path / "scanned"), str(tmp_path / "t5x"))
+  written = _flat(ref.load_legacy(str(tmp_path / "t5x" / "checkpoint_0"))["target"])
+  expected = _flat(target)
+  assert sorted(written) == sorted(expected)
+  assert "encoder/layers_1/relpos_bias/rel_embedding" in written
+  for key, value in expected.items():
+    assert written[key].tobytes() == value.astype(np.float32).tobytes(), key
+  cfg, params = checkpoints.load_checkpoint(str(tmp_path / "t5x"))
+  assert cfg.relpos_bias_per_layer
+  _assert_params_equal(params, target)
+  _convert(str(tmp_path / "t5x"), str(tmp_path / "hf"), fmt="hf")
+  with open(tmp_path / "hf" / "config.json") as f:
+    assert json.load(f)["model_type"] == "umt5"
+  reloaded = transformers.AutoModelForSeq2SeqLM.from_pretrained(str(tmp_path / "hf")).eval()
+  assert isinstance(reloaded, transformers.UMT5ForConditionalGeneration)
+  x, y = inputs(seed=7), _decoder_inputs()
+  np.testing.assert_array_equal(_hf_logits(reloaded, x, y), _hf_logits(model, x, y))
 
 
 @pytest.mark.parametrize(
@@ -440,7 +498,8 @@ def test_t5x_checkpoints_on_gs(bucket, tmp_path):
   _assert_params_equal(checkpoints.load_checkpoint(out)[1], target)
 
 
-def test_model_init_checkpoint_takes_a_t5x_model_directory(tmp_path):
+@pytest.mark.parametrize("scanned", [False, True], ids=["t5", "scanned-umt5"])
+def test_model_init_checkpoint_takes_a_t5x_model_directory(tmp_path, scanned):
   from flax import linen as nn
 
   from tlm.models.t5 import Transformer
@@ -449,9 +508,14 @@ def test_model_init_checkpoint_takes_a_t5x_model_directory(tmp_path):
   from tlm.train.optim import make_optimizer
   from tlm.train.state import state_layout
 
-  target = t5x_target(_hf_model("1.1", seed=5))
-  ref.save_legacy(str(tmp_path), _state_dict(target, 10), 10)
-  cfg = dataclasses.replace(t5.get_preset("tiny-v1_1", vocab_size=VOCAB), dropout_rate=0.0)
+  target = t5x_target(_hf_model("umt5" if scanned else "1.1", seed=5))
+  if scanned:  # (model.relpos_bias_per_layer=true in a config)
+    state = {"target": _scanned(target), "state": {"step": np.asarray(10, np.int32)}}
+    ref.save_legacy(str(tmp_path), state, 10)
+  else:
+    ref.save_legacy(str(tmp_path), _state_dict(target, 10), 10)
+  cfg = t5.get_preset("tiny-v1_1", vocab_size=VOCAB, relpos_bias_per_layer=scanned)
+  cfg = dataclasses.replace(cfg, dropout_rate=0.0)
   mesh = partitioning.make_mesh(1, 1, jax.devices()[:1])
   with jax.set_mesh(mesh), nn.logical_axis_rules(partitioning.AXIS_RULES):
     layout = state_layout(Transformer(cfg), make_optimizer("constant", 1e-3), mesh)

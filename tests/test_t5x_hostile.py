@@ -307,6 +307,33 @@ def test_missing_parameter_and_extra_parameter(step_dir):
   assert "unexpected (1): decoder/extra" in message
 
 
+def test_shared_and_per_layer_relative_tables_mixed(step_dir):
+  # One layer's own relative table (scalable T5's name) beside the stacks' shared ones.
+  contents = _contents(step_dir)
+  layer = contents["optimizer"]["target"]["decoder"]["layers_1"]
+  layer["relpos_bias"] = {"rel_embedding": np.zeros((4, 32), np.float32)}
+  _write_contents(step_dir, contents)
+  _error(
+    step_dir,
+    f"{step_dir}/checkpoint",
+    r"both per stack \(encoder/relpos_bias/rel_embedding\) and per layer "
+    r"\(decoder/layers_1/relpos_bias/rel_embedding\)",
+  )
+  # Only some layers with a table: the others are missing.
+  del contents["optimizer"]["target"]["encoder"]["relpos_bias"]
+  del contents["optimizer"]["target"]["decoder"]["relpos_bias"]
+  _write_contents(step_dir, contents)
+  message = _error(step_dir, f"{step_dir}/checkpoint", "does not match the model")
+  assert "missing (3): " in message and "decoder/layers_0/relpos_bias/rel_embedding" in message
+  # A per-layer table that is not [heads, buckets].
+  del layer["relpos_bias"]
+  contents["optimizer"]["target"]["encoder"]["layers_0"]["relpos_bias"] = {
+    "rel_embedding": np.zeros((4, 2, 32), np.float32)
+  }
+  _write_contents(step_dir, contents)
+  _error(step_dir, f"{step_dir}/checkpoint", "encoder/layers_0/relpos_bias/rel_embedding has shape")
+
+
 def test_tf_state_file_named_checkpoint_is_still_mesh_tf(tmp_path):
   # A directory whose `checkpoint` file is TF's text state file is not T5X's.
   (tmp_path / "checkpoint").write_text('model_checkpoint_path: "model.ckpt-1"\n')

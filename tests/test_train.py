@@ -217,6 +217,9 @@ def test_model_config_fits_the_vocabulary():
   assert (cfg.mlp_dim, cfg.num_heads, cfg.head_dim) == (96, 4, 16)  # the rest: the preset's
   with pytest.raises(ConfigError, match="num_heads"):
     model_config(configs.replace(sized, "model.num_heads", -1).model, 180)
+  assert not cfg.relpos_bias_per_layer  # a table per layer (scalable T5, umT5) only when set
+  per_layer = configs.override(configs.get("tiny_temporal"), ["model.relpos_bias_per_layer=true"])
+  assert model_config(per_layer.model, 180).relpos_bias_per_layer
 
 
 @pytest.mark.slow

@@ -1,33 +1,52 @@
-"""Checksum manifests of training checkpoints: written after a save completes, checked on restore.
+"""Checksum manifests of tlm checkpoints: written after a save completes, checked on every load.
 
 Orbax verifies nothing it reads back: a truncated chunk file makes the restore fail with a bare
 `Exception`, and random bytes written into a parameter chunk are restored silently (the model
-then scores NaN). Each training checkpoint `WORKDIR/checkpoints/STEP/` therefore gets a manifest,
-`STEP/tlm_checksums.json`, listing the size and SHA-256 of every file orbax wrote, once the save
-has completed (the step directory is final). Before a checkpoint is restored its files are
-checked against it; `newest_good_step` picks the newest checkpoint that passes, with a one-line
-warning naming each bad one and the one used, and a one-line error when none is left.
+then scores NaN, or plausible wrong numbers). Each training checkpoint `WORKDIR/checkpoints/STEP/`
+therefore gets a manifest, `STEP/tlm_checksums.json`, listing the size and SHA-256 of every file
+orbax wrote, once the save has completed (the step directory is final); a tlm model directory
+(`tlm.models.checkpoints.save_tlm`) gets one beside its `params/`. Before a checkpoint is
+restored, whatever the mode (resume, `model.init_checkpoint`, score, predict, eval, convert),
+its files are checked against it; `newest_good_step` picks the newest checkpoint that passes,
+with a one-line warning naming each bad one and the one used, and a one-line error when none
+is left.
+
+The manifest is read as hostile input too (`read_manifest`): bounded in size, every entry a
+normalised relative name confined to the checkpoint (`guards.confined_path`: no `..`, no
+absolute path, no link out of it, no NUL) with an integer size and a hex SHA-256; every file
+of a checked item must be listed (so a manifest cut short cannot leave files unchecked), and
+only regular files are ever opened (a FIFO or a device named by an entry, or put in place of a
+file, makes the checkpoint bad instead of blocking the reader). A manifest that breaks any of
+this makes its checkpoint "unreadable", like a corrupt file.
 
 A checkpoint without a manifest (written by an older tlm, or the run was killed between orbax's
 commit and the manifest) is checked for completeness only: every item directory must hold the
-file orbax writes last into it. Such a checkpoint is used with a warning that it is unverified.
+file orbax writes last into it, and only regular files. Such a checkpoint is used with a warning
+that it is unverified.
 
 On an object store (`tlm.storage`) the files are read through epath, and a step directory also
 needs orbax's commit marker (`commit_success.txt`, written last there in place of the rename
 that makes a local step directory appear whole): without it the checkpoint is incomplete.
 
 Cost: hashing reads the checkpoint once more after each save (in a background thread while the
-training goes on, `tlm.train.checkpointing`) and once before a restore. Pure Python (hashlib):
-no jax, so `tlm.models.checkpoints` checks workdirs the same way.
+training goes on, `tlm.train.checkpointing`) and once before a load: the sizes first (one stat
+per file, so a truncated or overwritten-with-more file is caught without reading), then the
+digests, several files at once (hashlib releases the GIL). The load that follows then reads
+the files from the page cache; benchmarks/verify_checkpoint.py measures the cost against the
+load itself. Pure Python (hashlib): no jax, so `tlm.models.checkpoints` checks the same way.
 """
 
+import concurrent.futures
 import hashlib
-import json
+import os
+import posixpath
+import re
 import sys
 from collections.abc import Callable, Iterable
 
-from tlm import storage
+from tlm import safe_read, storage
 from tlm.errors import CheckpointError
+from tlm.models.formats import guards
 
 MANIFEST = "tlm_checksums.json"
 _FORMAT = "tlm-checkpoint-checksums/1"
@@ -37,6 +56,11 @@ _ITEM_MARKERS = {"params": "_METADATA", "opt_state": "_METADATA", "data_state": 
 _CHUNK = 1 << 20
 # orbax's commit marker of a checkpoint on an object store (atomicity.COMMIT_SUCCESS_FILE).
 ORBAX_COMMIT = "commit_success.txt"
+# An entry is ~150 bytes; a checkpoint of 1,000 hosts with tens of files each stays far below.
+MAX_MANIFEST_BYTES = 64 << 20
+_SHA256 = re.compile(r"[0-9a-f]{64}")
+# Files hashed at once: hashlib releases the GIL, so these run on as many cores.
+_HASH_THREADS = max(1, min(8, os.cpu_count() or 1))
 
 
 def warn(message: str) -> None:
@@ -46,10 +70,14 @@ def warn(message: str) -> None:
 
 def _sha256(path: str) -> str:
   digest = hashlib.sha256()
-  with storage.open_file(path, "rb") as f:
+  with safe_read.open_regular(path) as f:
     while chunk := f.read(_CHUNK):
       digest.update(chunk)
   return digest.hexdigest()
+
+
+def _hidden(rel: str) -> bool:
+  return any(part.startswith(".") for part in rel.split("/"))
 
 
 def _files(step_dir: str) -> list[str]:
@@ -77,11 +105,108 @@ def write_manifest(step_dir: str) -> None:
 
 
 def has_manifest(step_dir: str) -> bool:
-  return storage.isfile(storage.join(step_dir, MANIFEST))
+  """Whether the checkpoint has a manifest (anything by that name: a FIFO or a directory
+  there is a manifest that cannot be read, not a checkpoint without one)."""
+  path = storage.join(step_dir, MANIFEST)
+  if storage.is_remote(path):
+    return storage.exists(path)
+  return os.path.lexists(storage.local(path))
+
+
+def read_manifest(step_dir: str) -> dict[str, tuple[int, str]]:
+  """The entries of a checkpoint's manifest, {relative name: (size, sha256)}.
+
+  Raises:
+    CheckpointError: one line naming the manifest, if it is unreadable (special file, larger
+      than MAX_MANIFEST_BYTES, not JSON, not this format) or an entry is not a normalised name
+      inside `step_dir` with an integer size and a hex SHA-256.
+  """
+  path = storage.join(step_dir, MANIFEST)
+  manifest = safe_read.read_json(
+    path, MAX_MANIFEST_BYTES, error=CheckpointError, what="a checksum manifest", max_depth=3
+  )
+  files = manifest.get("files") if isinstance(manifest, dict) else None
+  if not isinstance(files, dict) or manifest.get("format") != _FORMAT:
+    raise CheckpointError(f"{path}: not a checksum manifest ({_FORMAT} with 'files')")
+  entries = {}
+  for rel, want in files.items():
+    # No `..`, absolute name, NUL or link out; a special file is `check`'s to find, per file.
+    guards.confined_path(step_dir, rel, path, refuse_special=False)
+    if posixpath.normpath(rel) != rel or "\\" in rel or rel == MANIFEST:
+      raise CheckpointError(f"{path}: file name {guards.shown(rel)} is not a normalised name")
+    size = want.get("size") if isinstance(want, dict) else None
+    digest = want.get("sha256") if isinstance(want, dict) else None
+    if (
+      not isinstance(size, int)
+      or isinstance(size, bool)
+      or size < 0
+      or not isinstance(digest, str)
+      or not _SHA256.fullmatch(digest)
+    ):
+      raise CheckpointError(
+        f'{path}: entry {guards.shown(rel)} is not {{"size": bytes, "sha256": hex digest}}'
+      )
+    entries[rel] = (size, digest)
+  return entries
+
+
+def _in_items(rel: str, items: tuple[str, ...]) -> bool:
+  return any(rel == item or rel.startswith(item + "/") for item in items)
+
+
+def _incomplete_item(step_dir: str, items: tuple[str, ...]) -> str | None:
+  for item in items:
+    marker = f"{item}/{_ITEM_MARKERS.get(item, '')}".rstrip("/")
+    if not storage.exists(storage.join(step_dir, marker)):
+      what = "missing" if not storage.exists(storage.join(step_dir, item)) else "incomplete"
+      return f"incomplete ({item} {what})"
+  return None
+
+
+def _item_files(step_dir: str, items: tuple[str, ...]) -> list[str]:
+  """The files of `items` in the checkpoint (hidden names aside: no orbax file is hidden)."""
+  out = []
+  for item in items:
+    for rel in storage.walk_files(storage.join(step_dir, item)):
+      if not _hidden(rel):
+        out.append(f"{item}/{rel}")
+  return out
+
+
+def _size(step_dir: str, rel: str) -> int:
+  return safe_read.regular_size(storage.join(step_dir, *rel.split("/")))
+
+
+def _why_not(rel: str, e: OSError) -> str:
+  if isinstance(e, FileNotFoundError):
+    return f"incomplete ({rel} missing)"
+  return f"unreadable ({rel}: {e.strerror or e})"
+
+
+def _digests_differ(step_dir: str, want: dict[str, tuple[int, str]]) -> str | None:
+  """Why the first file (in name order) whose SHA-256 is not its entry's is bad, or None."""
+  names = sorted(want)
+
+  def bad(rel: str) -> str | None:
+    try:
+      if _sha256(storage.join(step_dir, *rel.split("/"))) != want[rel][1]:
+        return f"corrupt ({rel}: checksum differs)"
+    except OSError as e:
+      return _why_not(rel, e)
+    return None
+
+  if len(names) <= 1 or _HASH_THREADS == 1:
+    reasons = map(bad, names)
+  else:
+    with concurrent.futures.ThreadPoolExecutor(_HASH_THREADS) as pool:
+      reasons = list(pool.map(bad, names))
+  return next((r for r in reasons if r is not None), None)
 
 
 def check(step_dir: str, items: Iterable[str]) -> str | None:
   """Checks a checkpoint's `items` (e.g. ("params",)) against its manifest.
+
+  Never raises for what the checkpoint holds: a bad manifest or file is a reason.
 
   Returns:
     None if they are intact (or, without a manifest, complete); otherwise why not, in a few
@@ -90,36 +215,33 @@ def check(step_dir: str, items: Iterable[str]) -> str | None:
   items = tuple(items)
   if storage.is_remote(step_dir) and not storage.isfile(storage.join(step_dir, ORBAX_COMMIT)):
     return f"incomplete (no {ORBAX_COMMIT})"
-  for item in items:
-    marker = f"{item}/{_ITEM_MARKERS.get(item, '')}".rstrip("/")
-    if not storage.exists(storage.join(step_dir, marker)):
-      what = "missing" if not storage.exists(storage.join(step_dir, item)) else "incomplete"
-      return f"incomplete ({item} {what})"
-  manifest_path = storage.join(step_dir, MANIFEST)
-  if not storage.isfile(manifest_path):
+  if (reason := _incomplete_item(step_dir, items)) is not None:
+    return reason
+  present = _item_files(step_dir, items)
+  if not has_manifest(step_dir):
+    for rel in present:  # unverified, but no FIFO or device is handed to orbax
+      try:
+        _size(step_dir, rel)
+      except OSError as e:
+        return _why_not(rel, e)
     return None
   try:
-    manifest = json.loads(storage.read_bytes(manifest_path))
-    files = manifest["files"]
-    if manifest.get("format") != _FORMAT or not isinstance(files, dict):
-      raise ValueError(manifest.get("format"))
-  except (OSError, ValueError, KeyError, TypeError, RecursionError):
-    return f"unreadable checksum manifest {MANIFEST}"
-  for rel, want in sorted(files.items()):
-    if not any(rel == item or rel.startswith(item + "/") for item in items):
-      continue
-    path = storage.join(step_dir, *rel.split("/"))
+    entries = read_manifest(step_dir)
+  except CheckpointError as e:
+    detail = str(e).removeprefix(storage.join(step_dir, MANIFEST) + ": ")
+    return f"unreadable ({MANIFEST}: {detail})"
+  unlisted = sorted(set(present) - set(entries))
+  if unlisted:
+    return f"corrupt ({unlisted[0]} is not in {MANIFEST})"
+  want = {rel: v for rel, v in entries.items() if _in_items(rel, items)}
+  for rel, (size, _) in sorted(want.items()):  # sizes first: one stat each
     try:
-      size = storage.getsize(path)
-      if not isinstance(want, dict) or size != want.get("size"):
-        return f"corrupt ({rel}: {size} bytes, expected {want.get('size')})"
-      if _sha256(path) != want.get("sha256"):
-        return f"corrupt ({rel}: checksum differs)"
-    except FileNotFoundError:
-      return f"incomplete ({rel} missing)"
+      have = _size(step_dir, rel)
     except OSError as e:
-      return f"unreadable ({rel}: {e.strerror or e})"
-  return None
+      return _why_not(rel, e)
+    if have != size:
+      return f"corrupt ({rel}: {have} bytes, expected {size})"
+  return _digests_differ(step_dir, want)
 
 
 def newest_good_step(
@@ -128,8 +250,18 @@ def newest_good_step(
   items: Iterable[str],
   *,
   warn: Callable[[str], None] = warn,
+  inspect: Callable[[str, int], str | None] | None = None,
 ) -> int | None:
   """The newest of `steps` (checkpoints `root/STEP`) whose `items` pass `check`.
+
+  Args:
+    root: the directory of the step directories.
+    steps: the steps to consider.
+    items: the items of each step that must be intact.
+    warn: where the warnings go.
+    inspect: `inspect(step_dir, step)` checks what an intact checkpoint holds (e.g. its data
+      state) and says why it is unusable, or None; a checkpoint it rejects is bad like one
+      that fails `check`.
 
   Warns once for each newer checkpoint that failed, naming it and the one used, and once if
   the one used has no manifest.
@@ -146,6 +278,8 @@ def newest_good_step(
   for step in steps:
     step_dir = storage.join(root, str(step))
     reason = check(step_dir, items)
+    if reason is None and inspect is not None:
+      reason = inspect(step_dir, step)
     if reason is not None:
       bad.append((step_dir, reason))
       continue

@@ -293,19 +293,25 @@ def _text_lines(path: str) -> Iterator[tuple[int, str]]:
   try:
     with _open_text(path) as f:
       for line_no, line in enumerate(f, start=1):
-        if not line.isascii():
-          bad = _SURROGATE.search(line)
-          if bad is not None:
-            byte = ord(bad.group(0)) - 0xDC00
-            raise DataError(
-              f"invalid UTF-8 (byte 0x{byte:02x} at character {bad.start() + 1}); "
-              "inputs must be UTF-8 text",
-              path,
-              line_no,
-            )
+        check_utf8_line(line, path, line_no)
         yield line_no, line
   except OSError as e:
     raise DataError(f"cannot read ({e.strerror})", path) from None
+
+
+def check_utf8_line(line: str, path: str, line_no: int) -> None:
+  """Raises DataError at the first invalid UTF-8 byte of a line decoded with
+  errors="surrogateescape" (how `iter_jsonl` and the parallel builders read their inputs)."""
+  if not line.isascii():
+    bad = _SURROGATE.search(line)
+    if bad is not None:
+      byte = ord(bad.group(0)) - 0xDC00
+      raise DataError(
+        f"invalid UTF-8 (byte 0x{byte:02x} at character {bad.start() + 1}); "
+        "inputs must be UTF-8 text",
+        path,
+        line_no,
+      )
 
 
 def _open_text(path: str):
@@ -350,22 +356,34 @@ def iter_jsonl(path: str, required: tuple[str, ...] = ()) -> Iterator[tuple[int,
       that must not half-process a file collect everything first).
   """
   for line_no, line in _text_lines(path):
-    if not line.strip():
-      continue
-    try:
-      obj = json.loads(line)
-    except json.JSONDecodeError as e:
-      raise DataError(f"malformed JSON ({e.msg})", path, line_no) from None
-    except RecursionError:
-      raise DataError("malformed JSON (nested too deeply)", path, line_no) from None
-    if not isinstance(obj, dict):
-      raise DataError("expected a JSON object", path, line_no)
-    if _SURROGATE_ESCAPE.search(line):  # rare: only then walk the object
-      check_text(obj, path, line_no)
-    missing = [k for k in required if k not in obj]
-    if missing:
-      raise DataError(f"missing field(s) {', '.join(map(repr, missing))}", path, line_no)
-    yield line_no, obj
+    obj = parse_jsonl_line(line, path, line_no, required)
+    if obj is not None:
+      yield line_no, obj
+
+
+def parse_jsonl_line(
+  line: str, path: str, line_no: int, required: tuple[str, ...] = ()
+) -> dict | None:
+  """One line of a JSON-lines file, its UTF-8 already checked (`check_utf8_line`): None if
+  blank, else the object; DataError naming the file and line as `iter_jsonl`."""
+  if not line.strip():
+    return None
+  try:
+    obj = json.loads(line)
+  except json.JSONDecodeError as e:
+    raise DataError(f"malformed JSON ({e.msg})", path, line_no) from None
+  except RecursionError:
+    raise DataError("malformed JSON (nested too deeply)", path, line_no) from None
+  except ValueError as e:  # an integer beyond Python's digit limit (4300 digits)
+    raise DataError(f"malformed JSON ({str(e)[:120]})", path, line_no) from None
+  if not isinstance(obj, dict):
+    raise DataError("expected a JSON object", path, line_no)
+  if _SURROGATE_ESCAPE.search(line):  # rare: only then walk the object
+    check_text(obj, path, line_no)
+  missing = [k for k in required if k not in obj]
+  if missing:
+    raise DataError(f"missing field(s) {', '.join(map(repr, missing))}", path, line_no)
+  return obj
 
 
 def iter_tsv(path: str) -> Iterator[tuple[int, list[str]]]:

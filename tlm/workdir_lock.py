@@ -42,10 +42,14 @@ import sys
 import time
 import uuid
 
-from tlm import storage
+from tlm import safe_read, storage
 from tlm.errors import UserError
 
 LOCK_NAME = ".tlm.lock"
+# A lock tlm writes is ~200 bytes.
+MAX_LOCK_BYTES = 1 << 16
+# pid_t is a signed 32-bit integer on every platform tlm runs on (Linux caps pids at 2**22).
+_MAX_PID = 2**31 - 1
 # A takeover marker older than this was left by a process that died while taking over.
 _TAKEOVER_TIMEOUT_S = 60.0
 # link(2) refused by the filesystem (FUSE, SMB, some object-store mounts).
@@ -120,18 +124,50 @@ def _create_exclusive(path: str, content: str) -> bool:
 
 
 def _read(path: str) -> dict | None:
-  """The lock's content, None if it vanished (or is being written); ValueError if foreign."""
+  """The lock's content, None if it vanished (or is being written).
+
+  The lock is read as hostile input: a regular file of at most MAX_LOCK_BYTES (a FIFO put in
+  its place is never opened), JSON, and every field of the type tlm writes, the pid within the
+  platform's range (a pid of 0 or below would address process groups in `os.kill`), the
+  strings short printable lines (they are shown in a one-line error).
+
+  Raises:
+    ValueError: not a tlm lock file (why, in a few words).
+  """
   try:
-    text = storage.read_text(path)
+    raw = safe_read.read_bounded(path, MAX_LOCK_BYTES)
   except FileNotFoundError:
     return None
-  if not text:
+  except (safe_read.NotARegularFile, safe_read.FileTooLarge) as e:
+    raise ValueError(e.strerror) from None
+  if not raw:
     time.sleep(0.05)
     return None
-  holder = json.loads(text)
-  if not isinstance(holder, dict) or not isinstance(holder.get("pid"), int):
-    raise ValueError("not a tlm lock file")
+  try:
+    holder = safe_read.parse_json(raw, path, max_depth=1, error=UserError)
+  except UserError as e:
+    raise ValueError(str(e).removeprefix(f"{path}: ")) from None
+  if not isinstance(holder, dict):
+    raise ValueError("not a JSON object")
+  pid = holder.get("pid")
+  if not isinstance(pid, int) or isinstance(pid, bool) or not 0 < pid <= _MAX_PID:
+    raise ValueError(f"pid {_shown(pid)} is not a process id")
+  for key in ("host", "mode", "since", "token"):  # each optional (older locks lack some)
+    if holder.get(key) is not None and not _is_label(holder[key]):
+      raise ValueError(f"{key} {_shown(holder[key])} is not a short line of text")
+  start = holder.get("process_start")
+  if start is not None and not (_is_label(start) and start.isdigit()):
+    raise ValueError(f"process_start {_shown(start)} is not a number")
   return holder
+
+
+def _is_label(value) -> bool:
+  return isinstance(value, str) and len(value) <= 256 and value.isprintable()
+
+
+def _shown(value) -> str:
+  text = repr(value)
+  return text if len(text) <= 40 else text[:36] + "...'"
 
 
 def _is_stale(holder: dict) -> bool:
@@ -213,9 +249,10 @@ class WorkdirLock:
           return self
         try:
           holder = _read(self.path)
-        except (ValueError, UnicodeDecodeError):
+        except ValueError as e:
           raise LockedError(
-            f"{self.path}: unreadable lock file; delete it if no run is using {self.directory}"
+            f"{self.path}: unreadable lock file ({e}); delete it if no run is using "
+            f"{self.directory}"
           ) from None
         if holder is None:
           continue
@@ -246,7 +283,7 @@ class WorkdirLock:
       # Still the same stale holder? (Another process may have taken over and finished.)
       try:
         current = _read(self.path)
-      except (ValueError, UnicodeDecodeError):
+      except ValueError:
         return False
       if current is not None:
         if current.get("token") != stale.get("token") or current["pid"] != stale["pid"]:
@@ -265,7 +302,7 @@ class WorkdirLock:
       return
     try:
       holder = _read(self.path)
-    except (ValueError, UnicodeDecodeError, OSError):
+    except (ValueError, OSError):
       holder = None
     if holder is not None and holder.get("token") == self._token:
       with contextlib.suppress(FileNotFoundError):

@@ -3,17 +3,27 @@
   python run.py --mode=build_templama --facts=facts.tsv --entities=entities.tsv --output_dir=D \
       [--min_year=2010 --max_year=2020 --max_subjects_per_relation=1000 --granularity=year --seed=0]
   python run.py --mode=build_ssm --news=news.jsonl --output_dir=D [--entities=entities.tsv --seed=0]
+      [--news='shards/news-*.jsonl.gz,more.jsonl' --num_workers=N --vocab=spiece.model]
+      [--beam_options='--runner=DataflowRunner --project=P ...']   # Apache Beam instead
+  python run.py --mode=convert_ssm --data=JSONL_SSM_DIR --output_dir=D [--vocab=spiece.model]
+  python run.py --mode=check_store --data=D
 
-Both validate every input line before writing anything; a bad line (malformed JSON, invalid
-UTF-8, a lone surrogate, a bad date) raises `DataError` naming the file and line, which
-`run.py` prints as one line on stderr with exit status 1. `build_ssm` states its cap on the
-context kept around each span (`tlm.data.ssm.MAX_CONTEXT_WORDS`) and how many examples it cut.
-Each holds a lock beside its output directory (`tlm.workdir_lock`), so two builds into one
-directory cannot interleave.
+Both builders validate every input line before writing anything; a bad line (malformed JSON,
+invalid UTF-8, a lone surrogate, a bad date) raises `DataError` naming the file and line, which
+`run.py` prints as one line on stderr with exit status 1. `build_ssm` writes the example store
+(`tlm.data.store`; token ids with `--vocab`, else text) with `--num_workers` processes
+(`tlm.data.store_build`; the same bytes for any number), and states its cap on the context kept
+around each span (`tlm.data.ssm.MAX_CONTEXT_WORDS`) and how many examples it cut. Each holds a
+lock beside its output directory (`tlm.workdir_lock`), so two builds into one directory cannot
+interleave. `convert_ssm` turns a JSON-lines SSM directory (the format before the store) into a
+store; `check_store` verifies every file of a store against its manifest's SHA-256 (e.g. once
+after copying it to a host).
 """
 
+import time
+
 from tlm.configs import check_value
-from tlm.data import ssm, templama
+from tlm.data import ssm, store, store_convert, templama
 from tlm.errors import ConfigError
 from tlm.workdir_lock import WorkdirLock
 
@@ -53,16 +63,40 @@ def build_templama(flags) -> dict:
 
 
 def build_ssm(flags) -> dict:
-  """Builds salient-span-masked examples from a news JSON-lines file and prints the counts."""
+  """Builds salient-span-masked examples from news JSON lines and prints the counts."""
   _require(flags, "news", "output_dir")
   check_value("data.seed", flags.seed, "--seed")
+  t0 = time.perf_counter()
   with WorkdirLock.beside(flags.output_dir, "build_ssm"):
-    stats = ssm.build_ssm(flags.news, flags.output_dir, gazetteer=flags.entities, seed=flags.seed)
+    if flags.beam_options:
+      from tlm.data import ssm_beam
+
+      stats = ssm_beam.build(
+        flags.news,
+        flags.output_dir,
+        flags.beam_options,
+        gazetteer=flags.entities,
+        seed=flags.seed,
+        vocab=flags.vocab,
+      )
+    else:
+      stats = ssm.build_ssm(
+        flags.news,
+        flags.output_dir,
+        gazetteer=flags.entities,
+        seed=flags.seed,
+        vocab=flags.vocab,
+        num_workers=flags.num_workers,
+      )
+  seconds = time.perf_counter() - t0
+  workers = "Beam" if flags.beam_options else f"{flags.num_workers} worker(s)"
   t = stats["totals"]
+  manifest = store.read_manifest(flags.output_dir)
+  kind = f"tokenized ({manifest['token_dtype']} ids of {flags.vocab})" if flags.vocab else "text"
   print(
-    f"wrote {flags.output_dir}/{{train,val,test}}/<year>.jsonl: {t['examples']} examples "
+    f"wrote the example store {flags.output_dir} ({kind}): {t['examples']} examples "
     f"({t['date_spans']} dates, {t['entity_spans']} entities) from {t['sentences']} "
-    f"sentences of {t['articles']} articles"
+    f"sentences of {t['articles']} articles in {seconds:.1f}s with {workers}"
   )
   cap = stats["context_cap"]
   print(
@@ -77,6 +111,30 @@ def build_ssm(flags) -> dict:
   rows = {y: {s: stats["examples"][s][y] for s in ssm.SPLITS} for y in map(str, stats["years"])}
   _table("year", rows, what="examples")
   return stats
+
+
+def convert_ssm(flags) -> dict:
+  """Converts a JSON-lines SSM directory to an example store (tokenized with --vocab)."""
+  _require(flags, "data", "output_dir")
+  with WorkdirLock.beside(flags.output_dir, "convert_ssm"):
+    summary = store_convert.convert(flags.data, flags.output_dir, vocab=flags.vocab)
+  kind = f"tokenized with {flags.vocab}" if flags.vocab else "text"
+  print(
+    f"wrote the example store {flags.output_dir} ({kind}): {summary['examples']} examples in "
+    f"{summary['tables']} tables"
+  )
+  return summary
+
+
+def check_store(flags) -> dict:
+  """Verifies every file of an example store against its manifest (sizes, SHA-256, offsets)."""
+  _require(flags, "data")
+  summary = store.verify(flags.data)
+  print(
+    f"{flags.data}: {summary['tables']} tables, {summary['examples']} examples, "
+    f"{summary['bytes']:,} bytes: every file matches manifest.json"
+  )
+  return summary
 
 
 def _table(key: str, rows: dict, what: str = "queries") -> None:

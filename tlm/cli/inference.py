@@ -45,10 +45,13 @@ weights (only the checkpoint's config is read).
 import json
 import sys
 
-from tlm import configs, storage
+from tlm import configs, safe_read, storage
 from tlm.data.vocab import Vocabulary, find_spiece_model
 from tlm.errors import ConfigError, DataError
 from tlm.files import check_output_file, iter_jsonl, write_jsonl
+
+# A config.json (tlm's or HF's) is a few kilobytes.
+_MAX_CONFIG_BYTES = 1 << 20
 
 
 def require_flags(flags, mode: str, *names: str) -> None:
@@ -104,9 +107,10 @@ def training_input_length(checkpoint: str) -> tuple[int, str]:
   if storage.dirname(path).endswith("/checkpoints"):
     path = storage.dirname(storage.dirname(path))  # WORKDIR/checkpoints/STEP
   config_path = storage.join(path, "config.json")
-  # Unreadable or odd files are load_checkpoint's to report; here they just say nothing.
+  # Unreadable or odd files are load_checkpoint's to report; here they just say nothing
+  # (a FIFO or device is not opened, a large file not read: safe_read).
   try:
-    config = json.loads(storage.read_bytes(config_path))
+    config = json.loads(safe_read.read_bounded(config_path, _MAX_CONFIG_BYTES))
   except (OSError, ValueError, RecursionError):
     config = None
   if isinstance(config, dict):

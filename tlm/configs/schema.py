@@ -52,6 +52,8 @@ class ModelConfig:
     head_dim: width of each head; 0 keeps the preset's.
     mlp_dim: MLP hidden width; 0 keeps the preset's.
     num_layers: encoder and decoder layers (each); 0 keeps the preset's.
+    relpos_bias_per_layer: a relative-position table in every layer (T5X's scalable T5 and
+      umT5 checkpoints) instead of one per stack, as `T5Config.relpos_bias_per_layer`.
   """
 
   preset: str = "tiny"
@@ -65,6 +67,7 @@ class ModelConfig:
   head_dim: int = 0
   mlp_dim: int = 0
   num_layers: int = 0
+  relpos_bias_per_layer: bool = False
 
   def __post_init__(self):
     object.__setattr__(self, "remat", remat_policy(self.remat, "model.remat"))

@@ -4,8 +4,9 @@ The paper trains on CustomNews salient-span-masking examples and TempLAMA-train 
 §2.3). Without those data at hand, `ensure_synthetic_data` builds the embedded stand-in once
 per (directory, seed, scale): the world (`tlm.data.synthetic.build_world`), TempLAMA built
 from the world's facts exactly as from Wikidata (`tlm.data.templama.build_templama`), and SSM
-examples from the world's news (`tlm.data.ssm.build_ssm`). `load_sources` then reads either
-kind of directory into the per-source, per-year example lists `MixtureSampler` takes.
+examples from the world's news (`tlm.data.ssm.build_ssm`, into the example store).
+`load_sources` then opens either kind of directory as the per-source, per-year example
+sequences `MixtureSampler` takes.
 
 Concurrent first use (several processes of one run, or two runs sharing a cache) is safe:
 each part is built under a temporary name and renamed into place once complete, while an
@@ -15,17 +16,16 @@ advisory lock keeps the other processes waiting instead of building it again.
 import contextlib
 import dataclasses
 import fcntl
-import json
 import os
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
 
-from tlm import storage
-from tlm.data.formatting import TextExample, ssm_text, templama_text
+from tlm import safe_read
+from tlm.data.formatting import TextExample, templama_text
 from tlm.data.sampling import NEWS_SSM, TEMPLAMA
 from tlm.errors import ConfigError, DataError
-from tlm.files import iter_jsonl, write_json
+from tlm.files import write_json
 
 SPLITS = ("train", "val", "test")
 _BUILD_INFO = "tlm_build.json"
@@ -37,7 +37,7 @@ class SyntheticData:
 
   Attributes:
     world_dir: the world (news.jsonl, facts.tsv, entities.tsv, ...).
-    news_ssm_dir: SSM examples, `{train,val,test}/<year>.jsonl` and stats.json.
+    news_ssm_dir: SSM examples, an example store (`tlm.data.store`) and stats.json.
     templama_dir: TempLAMA train.json, val.json, test.json.
     vocab_path: the world's SentencePiece model.
     future_relations_dir: the world's future-relations query sets.
@@ -128,10 +128,9 @@ def _build_world(out: str, params: dict) -> None:
 
 def _check_world(world: str, wanted: dict) -> None:
   info_path = os.path.join(world, _BUILD_INFO)
-  try:
-    with open(info_path, encoding="utf-8") as f:
-      have = json.load(f)
-  except (OSError, json.JSONDecodeError):
+  try:  # read back as hostile: a regular file of a few bytes, bounded JSON
+    have = safe_read.read_json(info_path, 1 << 16, error=ConfigError, what=_BUILD_INFO)
+  except ConfigError:
     raise ConfigError(
       f"{world} was not built by ensure_synthetic_data (no readable {_BUILD_INFO})"
     ) from None
@@ -162,20 +161,6 @@ def _build_ssm(world: str, out: str, seed: int) -> None:
   )
 
 
-def _load_ssm_year(path: str, year: int) -> list[TextExample]:
-  if not storage.isfile(path):
-    raise DataError("no such file (SSM examples for this split and year)", path)
-  examples = []
-  for line_no, obj in iter_jsonl(path):
-    for key in ("inputs", "targets"):
-      if not isinstance(obj.get(key), str):
-        raise DataError(f"field {key!r} missing or not a string", path, line_no)
-    if "year" in obj and obj["year"] != year:
-      raise DataError(f"year {obj['year']!r} in a file for {year}", path, line_no)
-    examples.append(ssm_text(obj, year))
-  return examples
-
-
 def load_sources(
   ssm_dir: str | None = None,
   templama_dir: str | None = None,
@@ -186,14 +171,17 @@ def load_sources(
   """Reads SSM and TempLAMA directories into the sources `MixtureSampler` takes.
 
   Args:
-    ssm_dir: SSM examples (`<split>/<year>.jsonl`); None or "" leaves the news source out.
+    ssm_dir: SSM examples: an example store (`tlm.data.store`), or a JSON-lines directory
+      (`<split>/<year>.jsonl`, converted to a store once, `tlm.data.store_convert`); None or
+      "" leaves the news source out.
     templama_dir: TempLAMA (`train.json`, `val.json`, `test.json`); None or "" leaves it out.
     years: the year slices to load.
     split: "train", "val" or "test".
 
   Returns:
     {"news_ssm": {year: examples}, "templama": {year: examples}} for the sources given;
-    every requested year has a (possibly empty, for TempLAMA) list.
+    every requested year has a (possibly empty) sequence of `TextExample`s: the news a
+    `tlm.data.store.Table` read by index (nothing per example is loaded), TempLAMA a list.
 
   Raises:
     ConfigError: for an unknown split or no directory at all.
@@ -206,9 +194,10 @@ def load_sources(
   years = [int(y) for y in years]
   sources: dict[str, dict[int, list[TextExample]]] = {}
   if ssm_dir:
-    sources[NEWS_SSM] = {
-      y: _load_ssm_year(os.path.join(ssm_dir, split, f"{y}.jsonl"), y) for y in years
-    }
+    from tlm.data.store_convert import open_ssm_store
+
+    news = open_ssm_store(ssm_dir)
+    sources[NEWS_SSM] = {y: news.table(split, y) for y in years}
   if templama_dir:
     from tlm.data.templama import load_templama
 

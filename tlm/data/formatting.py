@@ -62,6 +62,15 @@ def format_input(inputs: str, year: int | str, conditioning: str) -> str:
   raise ConfigError(f"unknown time conditioning {conditioning!r}; expected one of {CONDITIONINGS}")
 
 
+def conditioning_prefix(year: int | str, conditioning: str) -> str:
+  """The text `format_input` puts before the inputs ("" for "none"), without its space:
+  `format_input(x, year, c) == conditioning_prefix(year, c) + " " + x` when it is not empty.
+
+  The example store prepends this prefix's tokens to stored tokens (`tlm.data.packing`).
+  """
+  return format_input("", year, conditioning)[:-1] if conditioning != "none" else ""
+
+
 def check_conditioning(conditioning: str) -> str:
   """Returns `conditioning` if it is one of CONDITIONINGS, else raises ConfigError."""
   if conditioning not in CONDITIONINGS:

@@ -14,14 +14,16 @@ a process builds only its slice of the global batch, and resuming needs only the
 cost is a mild bias towards shorter examples among those trained on.
 """
 
+import collections
 import dataclasses
 from collections.abc import Sequence
 
 import numpy as np
 
+from tlm.data.formatting import conditioning_prefix, format_input
 from tlm.data.sampling import MixtureSampler
 from tlm.data.vocab import EOS_ID, PAD_ID
-from tlm.errors import ConfigError
+from tlm.errors import ConfigError, DataError
 
 FEATURES = (
   "encoder_input_tokens",
@@ -200,33 +202,85 @@ def pad_examples(
   return pack(ins, tgs, np.arange(len(pairs)), len(pairs), input_length, target_length), cut
 
 
-class _Pool:
-  """A growable int32 buffer of token sequences laid end to end."""
+class _LRU:
+  """A least-recently-used map of at most `size` entries (text -> token ids)."""
 
-  def __init__(self):
-    self._buf = np.zeros(1024, np.int32)
-    self._size = 0
+  def __init__(self, size: int):
+    self.size = size
+    self._items: collections.OrderedDict = collections.OrderedDict()
 
-  def extend(self, seqs: list[np.ndarray]) -> tuple[np.ndarray, np.ndarray]:
-    """Appends sequences; returns their start offsets and lengths."""
-    lens = np.array([s.size for s in seqs], dtype=np.int64)
-    flat = np.concatenate(seqs)
-    need = self._size + flat.size
-    if need > self._buf.size:
-      grown = np.zeros(max(need, 2 * self._buf.size), np.int32)
-      grown[: self._size] = self._buf[: self._size]
-      self._buf = grown
-    self._buf[self._size : need] = flat
-    starts = self._size + np.cumsum(lens) - lens
-    self._size = need
-    return starts, lens
+  def __len__(self) -> int:
+    return len(self._items)
 
-  def gather(self, starts: np.ndarray, lens: np.ndarray) -> np.ndarray:
-    """The sequences at `starts` with `lens`, concatenated."""
-    if not lens.size:
-      return np.zeros(0, np.int32)
-    ends = np.cumsum(lens)
-    return self._buf[np.repeat(starts - (ends - lens), lens) + np.arange(ends[-1])]
+  def get(self, key):
+    value = self._items.get(key)
+    if value is not None:
+      self._items.move_to_end(key)
+    return value
+
+  def put(self, key, value) -> None:
+    self._items[key] = value
+    if len(self._items) > self.size:
+      self._items.popitem(last=False)
+
+
+class _Drawn:
+  """The examples one batch draws, each fetched once: their ids (untrimmed, without EOS)."""
+
+  def __init__(self, fetch, input_length: int, target_length: int):
+    self._fetch = fetch
+    self._lengths = (input_length, target_length)
+    self._known = np.zeros(0, np.int64)  # flat ids in fetch order
+    self._raw: tuple[list, list] = ([], [])
+    self._raw_len = (np.zeros(0, np.int64), np.zeros(0, np.int64))
+
+  def _positions(self, ids: np.ndarray) -> np.ndarray:
+    """Where each of `ids` is among the fetched examples (fetching the new ones)."""
+    uniq, inverse = np.unique(ids.ravel(), return_inverse=True)
+    pos = np.full(uniq.size, -1, np.int64)
+    if self._known.size:
+      order = np.argsort(self._known)
+      at = np.minimum(np.searchsorted(self._known[order], uniq), order.size - 1)
+      found = self._known[order][at] == uniq
+      pos[found] = order[at[found]]
+    new = uniq[pos < 0]
+    if new.size:
+      pos[pos < 0] = self._known.size + np.arange(new.size)
+      pairs = self._fetch(new)
+      for k in (0, 1):
+        seqs = [pair[k] for pair in pairs]
+        self._raw[k].extend(seqs)
+        lens = np.array([s.size for s in seqs], np.int64)
+        self._raw_len = tuple(
+          np.concatenate([old, lens]) if i == k else old for i, old in enumerate(self._raw_len)
+        )
+      self._known = np.concatenate([self._known, new])
+    return pos[inverse].reshape(ids.shape)
+
+  def lengths(self, ids: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Lengths of the examples' inputs and targets once EOS is added and they are trimmed."""
+    pos = self._positions(ids)
+    return tuple(np.minimum(n[pos] + 1, length) for n, length in zip(self._raw_len, self._lengths))
+
+  def gather(self, ids: np.ndarray):
+    """(inputs concatenated, their lengths, targets concatenated, their lengths, examples cut):
+    `with_eos` of each, vectorised."""
+    pos = self._positions(ids)
+    out, cut = [], np.zeros(pos.size, bool)
+    for k, length in enumerate(self._lengths):
+      raw = [self._raw[k][p] for p in pos.tolist()]
+      flat = np.concatenate(raw).astype(np.int32) if raw else np.zeros(0, np.int32)
+      n = self._raw_len[k][pos]
+      keep = np.minimum(n, length - 1)  # ids kept; EOS ends each
+      cut |= n > keep
+      within = np.arange(int(keep.sum())) - np.repeat(np.cumsum(keep) - keep, keep)
+      final = keep + 1
+      result = np.full(int(final.sum()), EOS_ID, np.int32)
+      result[np.repeat(np.cumsum(final) - final, keep) + within] = flat[
+        np.repeat(np.cumsum(n) - n, keep) + within
+      ]
+      out += [result, final]
+    return out[0], out[1], out[2], out[3], int(cut.sum())
 
 
 @dataclasses.dataclass(frozen=True)
@@ -271,16 +325,26 @@ class Batcher:
   """Turns a sampler's per-row example streams into packed (or unpacked) token batches.
 
   Row r of step s holds draws (s, r, 0), (s, r, 1), ... up to, not including, the first that
-  does not fit (packed), or draw (s, r, 0) alone (unpacked). Tokenisation is cached per
-  unique text and per example, so after warm-up a batch costs a few vectorised numpy ops.
+  does not fit (packed), or draw (s, r, 0) alone (unpacked). A batch reads only the examples
+  it draws: from a tokenized table of the example store (`tlm.data.store.Table`) their ids,
+  with the time prefix's ids put in front (`tlm.data.store_write.prefix_problem` says why that
+  equals tokenizing the prefixed text); otherwise their text, tokenized through a cache of at
+  most `cache_size` texts (least recently used out), and the ids of the last `cache_size`
+  text examples drawn. Nothing else is kept between batches, so memory does not grow with the
+  corpus or the steps.
 
   Args:
     sampler: the example source.
-    vocab: anything with `encode(text) -> list[int]` (tlm.data.vocab.Vocabulary).
+    vocab: anything with `encode(text) -> list[int]` (tlm.data.vocab.Vocabulary); a
+      Vocabulary whose fingerprint matches, for tokenized tables.
     rows: rows of the global batch.
     input_length: encoder length.
     target_length: decoder length.
     packed: pack several examples per row (training) or one per row (the baseline).
+    cache_size: texts, and examples, whose ids are cached.
+
+  Raises:
+    DataError: a tokenized table of another vocabulary (naming its store's manifest).
   """
 
   def __init__(
@@ -292,6 +356,7 @@ class Batcher:
     input_length: int,
     target_length: int,
     packed: bool = True,
+    cache_size: int = 1 << 17,
   ):
     if rows < 1 or input_length < 1 or target_length < 1:
       raise ConfigError(
@@ -304,39 +369,64 @@ class Batcher:
     self.input_length = input_length
     self.target_length = target_length
     self.packed = packed
-    n = len(sampler)
-    # Per flat example: where its EOS-terminated, trimmed ids lie in the token pools, and their
-    # lengths (-1: not yet encoded). Pools let a batch be gathered without a Python loop.
-    self._in_pool = _Pool()
-    self._tg_pool = _Pool()
-    self._in_start = np.zeros(n, np.int64)
-    self._tg_start = np.zeros(n, np.int64)
-    self._in_len = np.full(n, -1, np.int64)
-    self._tg_len = np.full(n, -1, np.int64)
-    self._cut = np.zeros(n, bool)
-    self._text_cache: dict[str, list[int]] = {}
+    self._text_cache = _LRU(cache_size)
+    self._example_cache = _LRU(cache_size)  # flat id -> (input ids, target ids)
+    self._prefix_ids: dict[int, np.ndarray] = {}
     self._mean_per_row = 2.0  # guides only how many draws to hash at once; never the result
+    for table in sampler.slices:
+      if getattr(table, "has_tokens", False):
+        _check_vocab(table, vocab)
 
-  def _encode(self, text: str) -> list[int]:
+  def _encode(self, text: str) -> np.ndarray:
     ids = self._text_cache.get(text)
     if ids is None:
-      ids = self._text_cache[text] = list(self.vocab.encode(text))
+      ids = np.asarray(self.vocab.encode(text), np.int32)
+      self._text_cache.put(text, ids)
     return ids
 
-  def _ensure_encoded(self, flat_ids: np.ndarray) -> None:
-    todo = np.unique(flat_ids[self._in_len[flat_ids] < 0])
-    if not todo.size:
-      return
-    ins, tgs = [], []
-    for f in todo.tolist():
-      d = self.sampler.example(f)
-      i, ci = with_eos(self._encode(d.inputs), self.input_length)
-      t, ct = with_eos(self._encode(d.targets), self.target_length)
-      ins.append(i)
-      tgs.append(t)
-      self._cut[f] = ci or ct
-    self._in_start[todo], self._in_len[todo] = self._in_pool.extend(ins)
-    self._tg_start[todo], self._tg_len[todo] = self._tg_pool.extend(tgs)
+  def _prefix(self, year: int) -> np.ndarray:
+    if year not in self._prefix_ids:
+      text = conditioning_prefix(year, self.sampler.conditioning)
+      self._prefix_ids[year] = self._encode(text) if text else np.zeros(0, np.int32)
+    return self._prefix_ids[year]
+
+  def _fetch(self, flat_ids: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
+    """Per flat id: its input ids (time prefix included) and target ids, untrimmed."""
+    get = self._example_cache.get
+    out: list = [get(f) for f in flat_ids.tolist()]
+    missing = np.array([i for i, pair in enumerate(out) if pair is None], np.int64)
+    if missing.size:
+      for i, (pair, tokenized) in zip(missing.tolist(), self._read(flat_ids[missing])):
+        out[i] = pair
+        if not tokenized:  # stored ids cost two reads; only tokenizing is worth memory
+          self._example_cache.put(int(flat_ids[i]), pair)
+    return out
+
+  def _read(self, flat_ids: np.ndarray) -> list[tuple[tuple[np.ndarray, np.ndarray], bool]]:
+    """`_fetch` from the sampler's slices, and whether each came tokenized from a store."""
+    out: list = [None] * flat_ids.size
+    slots, index = self.sampler.locate(flat_ids)
+    for slot in np.unique(slots).tolist():
+      sel = np.flatnonzero(slots == slot)
+      table, year = self.sampler.slices[slot], self.sampler.slice_year(slot)
+      if getattr(table, "has_tokens", False):
+        inputs, targets = table.tokens(index[sel])
+        _check_ids(inputs + targets, self.vocab, table)
+        prefix = self._prefix(year)
+        if prefix.size:
+          inputs = [np.concatenate([prefix, i]) for i in inputs]
+        pairs = zip(inputs, targets)
+      else:
+        if hasattr(table, "texts"):
+          texts = table.texts(index[sel])
+        else:
+          texts = [table[i][:2] for i in index[sel].tolist()]
+        conditioning, encode = self.sampler.conditioning, self._encode
+        pairs = [(encode(format_input(i, year, conditioning)), encode(t)) for i, t in texts]
+      tokenized = getattr(table, "has_tokens", False)
+      for j, pair in zip(sel.tolist(), pairs):
+        out[j] = (pair, tokenized)
+    return out
 
   def select(self, step: int, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The examples that `rows` (global row indices) hold at `step`.
@@ -345,11 +435,15 @@ class Batcher:
       (flat ids into the sampler's table, index into `rows` of each), in row order and, within
       a row, in stream order.
     """
+    ids, row_of, _ = self._select(step, rows)
+    return ids, row_of
+
+  def _select(self, step: int, rows) -> tuple[np.ndarray, np.ndarray, _Drawn]:
     rows = np.asarray(rows, dtype=np.int64)
+    drawn = _Drawn(self._fetch, self.input_length, self.target_length)
     if not self.packed:
       ids = self.sampler.flat_ids(step, rows, 0)
-      self._ensure_encoded(ids)
-      return ids, np.arange(rows.size)
+      return ids, np.arange(rows.size), drawn
     sel_row, sel_k, sel_id = [], [], []
     used_in = np.zeros(rows.size, np.int64)
     used_tg = np.zeros(rows.size, np.int64)
@@ -359,9 +453,9 @@ class Batcher:
     while active.size:
       ks = np.arange(k0, k0 + chunk)
       ids = self.sampler.flat_ids(step, rows[active, None], ks[None, :])
-      self._ensure_encoded(ids.ravel())
-      cum_in = used_in[active, None] + np.cumsum(self._in_len[ids], axis=1)
-      cum_tg = used_tg[active, None] + np.cumsum(self._tg_len[ids], axis=1)
+      in_len, tg_len = drawn.lengths(ids)
+      cum_in = used_in[active, None] + np.cumsum(in_len, axis=1)
+      cum_tg = used_tg[active, None] + np.cumsum(tg_len, axis=1)
       fits = (cum_in <= self.input_length) & (cum_tg <= self.target_length)
       # Lengths are >= 1, so the fitting draws form a prefix of the chunk; the row's first
       # draw always fits because every example is trimmed to the feature lengths.
@@ -378,7 +472,7 @@ class Batcher:
     row_of, ks, ids = (np.concatenate(x) for x in (sel_row, sel_k, sel_id))
     order = np.lexsort((ks, row_of))
     self._mean_per_row = 0.9 * self._mean_per_row + 0.1 * ids.size / max(rows.size, 1)
-    return ids[order], row_of[order]
+    return ids[order], row_of[order], drawn
 
   def local_rows(self, process_index: int, process_count: int) -> np.ndarray:
     """The contiguous slice of global rows that process `process_index` materialises."""
@@ -394,21 +488,14 @@ class Batcher:
   ) -> tuple[dict[str, np.ndarray], BatchStats]:
     """This process's rows of the global batch at `step`, and what went into them."""
     rows = self.local_rows(process_index, process_count)
-    ids, row_of = self.select(step, rows)
-    in_lens, tg_lens = self._in_len[ids], self._tg_len[ids]
+    ids, row_of, drawn = self._select(step, rows)
+    in_flat, in_lens, tg_flat, tg_lens, cut = drawn.gather(ids)
     batch = _pack_flat(
-      self._in_pool.gather(self._in_start[ids], in_lens),
-      in_lens,
-      self._tg_pool.gather(self._tg_start[ids], tg_lens),
-      tg_lens,
-      row_of,
-      rows.size,
-      self.input_length,
-      self.target_length,
+      in_flat, in_lens, tg_flat, tg_lens, row_of, rows.size, self.input_length, self.target_length
     )
     stats = BatchStats(
       examples=int(ids.size),
-      truncated=int(self._cut[ids].sum()),
+      truncated=int(cut),
       encoder_tokens=int(in_lens.sum()),
       decoder_tokens=int(tg_lens.sum()),
       encoder_capacity=rows.size * self.input_length,
@@ -419,3 +506,28 @@ class Batcher:
   def batch(self, step: int, process_index: int = 0, process_count: int = 1) -> dict:
     """This process's rows of the global batch at `step` (see `batch_with_stats`)."""
     return self.batch_with_stats(step, process_index, process_count)[0]
+
+
+def _check_vocab(table, vocab) -> None:
+  """A tokenized table must hold ids of `vocab` (the same SentencePiece model's bytes)."""
+  from tlm.data.store import MANIFEST, vocab_fingerprint
+
+  model = getattr(vocab, "serialized_model", None)
+  have = vocab_fingerprint(model) if model is not None else "(none: not a SentencePiece model)"
+  if have != table.vocab_sha256:
+    raise DataError(
+      f"tokenized with the vocabulary of SHA-256 {table.vocab_sha256[:16]}..., but the model's "
+      f"vocabulary (data.vocab) is {have[:16]}...; rebuild the store with --vocab set to the "
+      "model's spiece.model, or build it without --vocab (text)",
+      f"{table.path}/{MANIFEST}",
+    )
+
+
+def _check_ids(seqs: list[np.ndarray], vocab, table) -> None:
+  """Stored ids must be ids of the vocabulary (a hostile file could hold anything)."""
+  top = max((int(s.max()) for s in seqs if s.size), default=-1)
+  if top >= vocab.vocab_size:
+    raise DataError(
+      f"token id {top} is not below the vocabulary's size {vocab.vocab_size} (a damaged file)",
+      table.token_file,
+    )

@@ -85,8 +85,9 @@ class MixtureSampler:
   """Year-uniform mixture of example sources, a pure function of (seed, step, row, k).
 
   Args:
-    sources: source name -> year -> examples (`TextExample` or `(inputs, targets)` pairs).
-      Sources and years that the mixture never draws from may be absent.
+    sources: source name -> year -> examples: a sequence of `TextExample`s or
+      `(inputs, targets)` pairs, e.g. a `tlm.data.store.Table`, read by index only. Sources
+      and years that the mixture never draws from may be absent.
     seed: the sampling seed; any Python int.
     years: the year slices drawn uniformly (Yearly experts: a single year).
     source_weights: source name -> relative weight (1000:1 news to TempLAMA in the paper).
@@ -140,8 +141,10 @@ class MixtureSampler:
       self.new_years if self.new_year_prob > 0.0 else ()
     )
     self._all_years = self.years + self.new_years
-    self._examples: list = []
-    offsets, counts = [], []
+    # The (source, year) slices in the order of the flat table, held as given: a list, or a
+    # table of the example store read by index (nothing is copied per example).
+    self.slices: list[Sequence] = []
+    offsets, counts, total = [], [], 0
     for name in self.source_names:
       if name not in sources:
         raise ConfigError(f"source {name!r} has weight > 0 but no data was given")
@@ -149,13 +152,15 @@ class MixtureSampler:
       row_off, row_cnt = [], []
       for year in self._all_years:
         examples = by_year.get(year, ())
-        if year in drawn_years and not examples:
+        if year in drawn_years and not len(examples):
           raise ConfigError(f"source {name!r} has no examples for year {year}")
-        row_off.append(len(self._examples))
+        row_off.append(total)
         row_cnt.append(len(examples))
-        self._examples.extend(examples)
+        total += len(examples)
+        self.slices.append(examples)
       offsets.append(row_off)
       counts.append(row_cnt)
+    self._size = total
     self._offsets = np.array(offsets, dtype=np.int64)  # [sources, years]
     self._counts = np.array(counts, dtype=np.int64)
     self._slice_starts = self._offsets.ravel()
@@ -163,7 +168,7 @@ class MixtureSampler:
 
   def __len__(self) -> int:
     """Number of examples in the flat table that `flat_ids` indexes."""
-    return len(self._examples)
+    return self._size
 
   def _hash(self, step, rows, ks) -> np.ndarray:
     """Per-draw 64-bit hash of (seed, step, row, k), broadcast over rows and ks."""
@@ -202,12 +207,23 @@ class MixtureSampler:
     index = _below(u_example, self._counts[source, year])
     return self._offsets[source, year] + index
 
+  def locate(self, flat_ids) -> tuple[np.ndarray, np.ndarray]:
+    """The slice (index into `slices`) and the index within it of flat ids, vectorised."""
+    flat_ids = np.asarray(flat_ids, dtype=np.int64)
+    # The last slice starting at or before the id: empty slices share their start with the
+    # next one, and side="right" skips them.
+    slot = np.searchsorted(self._slice_starts, flat_ids, side="right") - 1
+    return slot, flat_ids - self._slice_starts[slot]
+
+  def slice_year(self, slot: int) -> int:
+    """The year of slice `slot`."""
+    return self._all_years[int(slot) % len(self._all_years)]
+
   def example(self, flat_id: int) -> Draw:
     """The draw with flat index `flat_id`, with the time conditioning applied."""
-    flat_id = int(flat_id)
-    slot = int(np.searchsorted(self._slice_starts, flat_id, side="right")) - 1
+    slot, index = (int(x) for x in self.locate(int(flat_id)))
     source, year = divmod(slot, len(self._all_years))
-    inputs, targets = self._examples[flat_id][:2]
+    inputs, targets = self.slices[slot][index][:2]
     year = self._all_years[year]
     return Draw(
       format_input(inputs, year, self.conditioning), targets, year, self.source_names[source]

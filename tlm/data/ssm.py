@@ -2,8 +2,10 @@
 
 Mirrors Sec. 2.1 of the paper: articles are split into sentences and each salient span (named
 entity or date, found by `tlm.data.salient_spans`) gives one example: inputs = the sentence
-with that span replaced by `<extra_id_0>`, targets = the span, plus the article's `date` and
-`year` (for the time prefix). Sentences without a salient span give no example.
+with that span replaced by `<extra_id_0>`, targets = the span, stored per split and year (the
+year of the article's `date`, for the time prefix) in the example store (`tlm.data.store`),
+built by `tlm.data.store_build` with any number of processes or, beyond one machine, by
+Apache Beam (`tlm.data.ssm_beam`). Sentences without a salient span give no example.
 
 Splits are by article, per year: min(2000, 10%) of a year's articles each for validation and
 test (the paper holds out 2000 articles per year from 1M; the 10% keeps small corpora mostly
@@ -23,16 +25,12 @@ the cap an overlong "sentence" (a table, a list of dates) repeats whole in each 
 import bisect
 import collections
 import datetime
-import json
 import math
-import os
 import re
-
-import numpy as np
+from collections.abc import Sequence
 
 from tlm.data.salient_spans import Gazetteer, Span, find_spans, split_sentences, years_mentioned
-from tlm.errors import DataError, UserError
-from tlm.files import atomic_output_dir, check_replaceable, iter_jsonl
+from tlm.errors import DataError
 
 __all__ = ["Gazetteer", "Span", "build_ssm", "find_spans", "mask_examples", "split_sentences"]
 
@@ -106,39 +104,36 @@ def parse_news_date(date, path: str, line: int) -> int:
   raise DataError(f"unparsable date {date!r} (expected YYYY-MM-DD, YYYY-MM or YYYY)", path, line)
 
 
-def _read_news(path: str):
-  """Yields (line number, date, year, text) of every article, validating each line."""
-  for line_no, obj in iter_jsonl(path, required=("date", "text")):
-    if not isinstance(obj["text"], str):
-      raise DataError("'text' must be a string", path, line_no)
-    yield line_no, obj["date"], parse_news_date(obj["date"], path, line_no), obj["text"]
-
-
 def heldout_count(num_articles: int, max_articles: int = 2000, fraction: float = 0.1) -> int:
   """Articles held out per year for each of val and test: min(max, round(fraction * n))."""
   return min(max_articles, math.floor(fraction * num_articles + 0.5))
 
 
 def build_ssm(
-  news: str,
+  news: str | Sequence[str],
   output_dir: str,
   gazetteer: str | None = None,
   seed: int = 0,
   heldout_articles: int = 2000,
   heldout_fraction: float = 0.1,
   max_context_words: int = MAX_CONTEXT_WORDS,
+  vocab: str | None = None,
+  num_workers: int = 1,
 ) -> dict:
-  """Builds SSM examples from a news JSON-lines corpus, split by article and year.
+  """Builds SSM examples from a news corpus, split by article and year, into an example store.
 
   Args:
-    news: JSON lines `{"date": "2014-05-03", "text": ...}`.
-    output_dir: receives `{train,val,test}/<year>.jsonl` and `stats.json`; created, or replaced
-      if it holds only these, atomically.
+    news: JSON lines `{"date": "2014-05-03", "text": ...}`: one file, or several files and
+      globs (comma-separated, or a sequence), plain or `.gz`, read as one corpus in that order.
+    output_dir: receives the example store (`tlm.data.store`: manifest.json, `<split>/<year>.*`)
+      and stats.json; created, or replaced if it holds only these, atomically.
     gazetteer: optional file of entity names (one per line, or the entities TSV).
     seed: seed of the per-year choice of held-out articles.
     heldout_articles: cap on held-out articles per year and split (the paper: 2000).
     heldout_fraction: share of a year's articles held out for each of val and test.
     max_context_words: the cap on the words around each span (`mask_examples`).
+    vocab: a SentencePiece model: store token ids (tokenized once, here) instead of text.
+    num_workers: local processes (`tlm.data.store_build`); the output is the same for any.
 
   Returns:
     The statistics written to `stats.json`.
@@ -146,53 +141,22 @@ def build_ssm(
   Raises:
     DataError: a bad input line (nothing is written then).
   """
-  if heldout_articles < 0 or not 0 <= heldout_fraction < 0.5:
-    raise UserError("heldout_articles must be >= 0 and heldout_fraction in [0, 0.5)")
-  if max_context_words < 1:
-    raise UserError(f"max_context_words must be >= 1, got {max_context_words}")
-  check_replaceable(output_dir, set(SPLITS) | {"stats.json"})
-  names = Gazetteer.from_file(gazetteer) if gazetteer else None
-  # Pass 1 validates every line (so a bad line leaves nothing behind) and counts per year.
-  lines_by_year = collections.defaultdict(list)
-  for line_no, _, year, _ in _read_news(news):
-    lines_by_year[year].append(line_no)
-  split_of_line = {}
-  for year, lines in sorted(lines_by_year.items()):
-    k = heldout_count(len(lines), heldout_articles, heldout_fraction)
-    order = np.random.default_rng([seed, year]).permutation(len(lines))
-    for rank, i in enumerate(order):
-      split_of_line[lines[i]] = "val" if rank < k else "test" if rank < 2 * k else "train"
+  from tlm.data import store_build
 
-  stats = _Stats(max_context_words)
-  with atomic_output_dir(output_dir) as tmp:
-    files = {}
-    for split in SPLITS:
-      os.makedirs(os.path.join(tmp, split))
-      for year in lines_by_year:
-        files[split, year] = open(os.path.join(tmp, split, f"{year}.jsonl"), "w", encoding="utf-8")
-    try:
-      for line_no, date, year, text in _read_news(news):
-        split = split_of_line[line_no]
-        stats.articles[split, year] += 1
-        for sentence in split_sentences(text):
-          spans = find_spans(sentence, names)
-          stats.add_sentence(split, year, spans)
-          examples = mask_examples(sentence, spans, date, year, max_context_words)
-          for span, ex in zip(spans, examples, strict=True):
-            whole = len(sentence) - (span.end - span.start) + len(SENTINEL)
-            stats.cut += len(ex["inputs"]) < whole
-            files[split, year].write(json.dumps(ex, ensure_ascii=False) + "\n")
-    finally:
-      for f in files.values():
-        f.close()
-    summary = stats.summary(sorted(lines_by_year), names)
-    with open(os.path.join(tmp, "stats.json"), "w", encoding="utf-8") as f:
-      json.dump(summary, f, indent=2)
-      f.write("\n")
-  return summary
+  return store_build.build(
+    news,
+    output_dir,
+    gazetteer=gazetteer,
+    seed=seed,
+    heldout_articles=heldout_articles,
+    heldout_fraction=heldout_fraction,
+    max_context_words=max_context_words,
+    vocab=vocab,
+    num_workers=num_workers,
+  )
 
 
-class _Stats:
+class Stats:
   """Counts for stats.json: per (split, year) articles, sentences, examples and year mentions."""
 
   def __init__(self, max_context_words: int):
@@ -204,6 +168,12 @@ class _Stats:
     self.date_spans = collections.Counter()
     self.with_year = collections.Counter()
     self.with_pub_year = collections.Counter()
+
+  def merge(self, other: "Stats") -> None:
+    """Adds another chunk's counts."""
+    self.cut += other.cut
+    for name in ("articles", "sentences", "examples", "date_spans", "with_year", "with_pub_year"):
+      getattr(self, name).update(getattr(other, name))
 
   def add_sentence(self, split: str, year: int, spans: list[Span]) -> None:
     key = (split, year)

@@ -15,13 +15,12 @@ The models are loaded, and queried as the paper queries each variant, by
 """
 
 import dataclasses
-import json
 import os
 from collections.abc import Callable
 
 import numpy as np
 
-from tlm import configs, storage
+from tlm import configs, safe_read, storage
 from tlm.configs import Config
 from tlm.data import datasets, fact_durations, metrics
 from tlm.data.formatting import templama_query_input
@@ -30,6 +29,7 @@ from tlm.data.sampling import NEWS_SSM
 from tlm.data.templama import load_templama
 from tlm.errors import ConfigError, DataError
 from tlm.eval import figures, future, results, tables
+from tlm.eval.tables import MAX_EVAL_BYTES
 from tlm.eval.templama_eval import SLICES, answer_baselines, evaluate_news, evaluate_templama
 from tlm.eval.trained_models import expert_dir, load_expert, load_model, require_model
 from tlm.files import atomic_output_file, write_json
@@ -181,9 +181,10 @@ def _predictions_2018(config: Config, workdir: str, data: EvalData, log: Log) ->
     preds = model.predict([templama_query_input(ex.query) for ex in queries_2018],
                           [ex.year for ex in queries_2018])  # fmt: skip
     return {ex.id: p for ex, p in zip(queries_2018, preds)}
+  saved = safe_read.read_json(eval_path, MAX_EVAL_BYTES, error=DataError, what="an eval.json")
   try:
-    return results.predictions_by_id(json.loads(storage.read_bytes(eval_path)))
-  except (OSError, ValueError, results.MissingResult, KeyError, TypeError) as e:
+    return results.predictions_by_id(saved)
+  except (ValueError, results.MissingResult, KeyError, TypeError) as e:
     message = f"not an eval.json written by --mode=eval ({type(e).__name__}: {e})"
     raise DataError(message, eval_path) from None
 

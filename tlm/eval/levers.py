@@ -47,7 +47,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
-from tlm import configs
+from tlm import configs, safe_read
 from tlm.errors import ConfigError, DataError
 from tlm.eval import claim_summary, claims, measurements
 from tlm.files import atomic_output_file, write_json
@@ -110,11 +110,10 @@ def _measurement_path(work: str, step: int) -> str:
 
 
 def _read_json(path: str) -> dict:
-  try:
-    with open(path, encoding="utf-8") as f:
-      return json.load(f)
-  except (OSError, ValueError) as e:
-    raise DataError(f"cannot read the measurements ({e})", path) from None
+  saved = safe_read.read_json(path, 1 << 30, error=DataError, what="the measurements")
+  if not isinstance(saved, dict):
+    raise DataError("cannot read the measurements (not a JSON object)", path)
+  return saved
 
 
 def _reused(setting: Setting, seed: int) -> dict[int, dict]:

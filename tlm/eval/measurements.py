@@ -112,6 +112,121 @@ def collect(
 
 # ---- reading ----------------------------------------------------------------------------------
 
+# The type of each column's values (bool is not an int here: JSON true is not a year).
+_NUMBER = (int, float)
+_TEMPLAMA_TYPES = {"id": str, "year": int, "subject": str, "relation": str, "duration": int,
+                   "f1": _NUMBER, "prediction": str, "first_answer": str,
+                   "most_frequent_is_correct": bool}  # fmt: skip
+_NEWS_TYPES = {"year": int, "f1": _NUMBER, "loglik": _NUMBER, "tokens": int}
+# Columns a newer per_query.json may hold beside those: every gold answer of a query (claim
+# M2), a list of strings per query.
+_TEMPLAMA_OPTIONAL = {"answers": "answer lists"}
+
+
+def _column_problem(values, kind, where: str) -> str | None:
+  if not isinstance(values, list):
+    return f"{where} is not a list"
+  if kind == "answer lists":
+    for value in values:
+      if not isinstance(value, list) or not all(isinstance(a, str) for a in value):
+        return f"{where} holds {str(value)[:40]!r}, not a list of strings"
+    return None
+  for value in values:
+    if not isinstance(value, kind) or (kind is not bool and isinstance(value, bool)):
+      name = kind.__name__ if isinstance(kind, type) else "number"
+      return f"{where} holds {str(value)[:40]!r}, not a {name}"
+  return None
+
+
+def _table_problem(cols, types: Mapping, where: str, optional: Mapping | None = None) -> str | None:
+  optional = optional or {}
+  if not isinstance(cols, Mapping) or not set(types) <= set(cols) <= set(types) | set(optional):
+    return f"{where} does not have the columns {', '.join(types)}"
+  for column, kind in {**types, **optional}.items():
+    if column not in cols:
+      continue
+    if (why := _column_problem(cols[column], kind, f"{where}.{column}")) is not None:
+      return why
+  if len({len(v) for v in cols.values()}) > 1:
+    return f"{where}: its columns differ in length"
+  return None
+
+
+def _by_year_problem(by_year, where: str) -> str | None:
+  """{year (as a string): [numbers]}."""
+  if not isinstance(by_year, Mapping):
+    return f"{where} is not an object"
+  for year, values in by_year.items():
+    if not str(year).lstrip("-").isdigit():
+      return f"{where} has the key {str(year)[:20]!r}, not a year"
+    if (why := _column_problem(values, _NUMBER, f"{where}.{year}")) is not None:
+      return why
+  return None
+
+
+def _fields_problem(obj, fields: Mapping, where: str) -> str | None:
+  """`obj` has exactly `fields`: {name: column type, or "by_year"}."""
+  if not isinstance(obj, Mapping) or set(obj) != set(fields):
+    return f"{where} does not have {', '.join(fields)}"
+  for name, kind in fields.items():
+    check = _by_year_problem if kind == "by_year" else lambda v, w, k=kind: _column_problem(v, k, w)
+    if (why := check(obj[name], f"{where}.{name}")) is not None:
+      return why
+  return None
+
+
+def _models_problem(models: Mapping) -> str | None:
+  for model, tables in models.items():
+    if not isinstance(tables, Mapping) or set(tables) != {"templama", "news"}:
+      return f"models.{model} does not have templama and news"
+    for name, types, optional in (
+      ("templama", _TEMPLAMA_TYPES, _TEMPLAMA_OPTIONAL),
+      ("news", _NEWS_TYPES, {}),
+    ):
+      where = f"models.{model}.{name}"
+      if (why := _table_problem(tables[name], types, where, optional)) is not None:
+        return why
+  return None
+
+
+def _probes_problem(meas: Mapping) -> str | None:
+  """The Figure 2-5 sections: experts, loglik_change, entropy, adaptation."""
+  if "experts" in meas:
+    fields = {"id": str, "year": int, "f1": "by_year"}
+    if (why := _fields_problem(meas["experts"], fields, "experts")) is not None:
+      return why
+  for model, groups in meas["loglik_change"].items():
+    if not isinstance(groups, Mapping):
+      return f"loglik_change.{model} is not an object"
+    for group, by_year in groups.items():
+      if (why := _by_year_problem(by_year, f"loglik_change.{model}.{group}")) is not None:
+        return why
+  for model, e in meas["entropy"].items():
+    fields = {"id": str, "set": str, "entropy": "by_year"}
+    if (why := _fields_problem(e, fields, f"entropy.{model}")) is not None:
+      return why
+  adaptation = meas.get("adaptation", {})
+  if not isinstance(adaptation, Mapping) or not all(
+    isinstance(a, Mapping) for a in adaptation.values()
+  ):
+    return "'adaptation' is not an object of objects"
+  return None
+
+
+def problem(meas) -> str | None:
+  """Why `meas` (read back from a per_query.json) is not in the layout `collect` writes, in a
+  few words naming the key, or None. Every per-query value the claims read is checked for its
+  type, so that a file edited or damaged by hand is refused where it is read, not deep in a
+  claim (the adaptation curves are checked to be objects only)."""
+  if not isinstance(meas, Mapping):
+    return "not a JSON object"
+  if not isinstance(meas.get("seed"), int) or isinstance(meas.get("seed"), bool):
+    return "'seed' is not an integer"
+  for key in ("models", "loglik_change", "entropy"):
+    if not isinstance(meas.get(key), Mapping):
+      return f"{key!r} is not an object"
+  return _models_problem(meas["models"]) or _probes_problem(meas)
+
 
 def _model(meas: Mapping, model: str) -> Mapping:
   try:

@@ -10,15 +10,14 @@ lowest to the highest seed; Figure 5 with a TempLAMA and a news panel per slice)
 separately (`load_saved_seed`).
 """
 
-import json
 import os
 from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from tlm import storage
+from tlm import safe_read, storage
 from tlm.errors import DataError
-from tlm.eval import claim_summary, figures, tables
+from tlm.eval import claim_summary, figures, measurements, tables
 from tlm.eval import results as results_lib
 from tlm.files import atomic_output_file, write_json
 
@@ -100,13 +99,39 @@ def figure5_inputs(per_seed: Sequence[Mapping[str, Mapping]]) -> tuple[dict, dic
 # The saved files of a seed's figures: file -> the keys of `load_saved_seed`'s result it fills.
 FIGURE_FILES = {"figure2.json": ("gap", "by_duration"), "future.json": ("future",),
                 "adapt.json": ("adapted",)}  # fmt: skip
+# A seed's eval.json holds one record per TempLAMA query and model: tens of megabytes at the
+# paper's scale (35K test queries); anything past this bound is not a file reproduce wrote.
+MAX_RESULT_BYTES = 1 << 30
 
 
 def _read_json(path: str):
-  try:
-    return json.loads(storage.read_bytes(path))
-  except (OSError, ValueError) as e:
-    raise DataError(f"cannot read a seed's results ({e})", path) from None
+  """A results file of a seed: a regular file of at most MAX_RESULT_BYTES, bounded JSON."""
+  return safe_read.read_json(path, MAX_RESULT_BYTES, error=DataError, what="a seed's results")
+
+
+def _eval_problem(evals) -> str | None:
+  """Why an eval.json of a seed is not {model name: `evaluate` result} with the numbers Table 2
+  and the answer baselines read, or None."""
+  if not isinstance(evals, dict) or not all(isinstance(r, dict) for r in evals.values()):
+    return "not an object of evaluation results"
+  for name, result in evals.items():
+    try:
+      tables.table2_row(name, result)
+      results_lib.answer_baselines(result)
+    except (results_lib.MissingResult, KeyError, TypeError, ValueError) as e:
+      return f"{name}: {str(e)[:200]}"
+  return None
+
+
+def _names(summary) -> dict[str, str] | None:
+  """{variant: model name} of a seed_summary.json, or None if it has no such "configs"."""
+  configs = summary.get("configs") if isinstance(summary, dict) else None
+  if not isinstance(configs, dict):
+    return None
+  names = {v: c.get("name") if isinstance(c, dict) else None for v, c in configs.items()}
+  if not all(isinstance(n, str) for n in names.values()) or len(set(names.values())) < len(names):
+    return None
+  return names
 
 
 def load_figure_numbers(results: str, variant: Mapping[str, str]) -> dict:
@@ -146,12 +171,25 @@ def load_saved_seed(seed_dir: str) -> dict:
   loaded = {}
   for name in ("per_query.json", "eval.json", "seed_summary.json"):
     loaded[name] = _read_json(os.path.join(results, name))
-  names = {v: c["name"] for v, c in loaded["seed_summary.json"]["configs"].items()}
+  # Each file is checked where it is read: a wrong type is one line naming it.
+  names = _names(loaded["seed_summary.json"])
+  if names is None:
+    raise DataError(
+      "no 'configs' of {variant: {'name': model name}}", f"{results}/seed_summary.json"
+    )
+  if (why := measurements.problem(loaded["per_query.json"])) is not None:
+    raise DataError(
+      f"not a per_query.json written by reproduce ({why})", f"{results}/per_query.json"
+    )
+  if (why := _eval_problem(loaded["eval.json"])) is not None:
+    raise DataError(f"not an eval.json written by reproduce ({why})", f"{results}/eval.json")
   variant = {n: v for v, n in names.items()}
   unknown = sorted(set(loaded["eval.json"]) - set(variant))
   if unknown:
     raise DataError(f"models {unknown} are not in seed_summary.json", results)
   evals = {variant[n]: r for n, r in loaded["eval.json"].items()}  # in Table 2's row order
+  if "temporal" not in evals:
+    raise DataError("no result of the temporal model", f"{results}/eval.json")
   seed = {"seed": loaded["per_query.json"]["seed"], "names": names, "evals": evals,
           "measurements": loaded["per_query.json"],
           "baselines": results_lib.answer_baselines(evals["temporal"])}  # fmt: skip

@@ -5,11 +5,10 @@ model. Table 3 is Table 2 over model sizes. Table 7: news MLM perplexity per yea
 closed-book CronQuestions EM / F1. Numbers are percentages with one decimal, as in the paper.
 """
 
-import json
 import os
 from collections.abc import Mapping, Sequence
 
-from tlm import storage
+from tlm import safe_read, storage
 from tlm.errors import ConfigError, DataError
 from tlm.eval.results import (
   MissingResult,
@@ -21,6 +20,9 @@ from tlm.eval.results import (
 )
 from tlm.eval.templama_eval import SLICES
 from tlm.files import atomic_output_dir, check_replaceable
+
+# An eval.json holds one record per TempLAMA query: tens of megabytes at the paper's scale.
+MAX_EVAL_BYTES = 1 << 30
 
 
 def markdown_table(headers: Sequence[str], rows: Sequence[Sequence]) -> str:
@@ -97,14 +99,14 @@ def read_eval_results(workdirs: Sequence[str]) -> dict[str, dict]:
     path = storage.join(workdir, "results", "eval.json")
     if not storage.isfile(path):
       raise ConfigError(f"{path}: no such file; run --mode=eval --workdir={workdir} first")
+    result = safe_read.read_json(path, MAX_EVAL_BYTES, error=DataError, what="an eval.json")
     try:
-      result = json.loads(storage.read_bytes(path))
       name = result["config"]["name"]
       # Every number the tables read is there (MissingResult names the one that is not).
       table2_row(name, result)
       table7({name: result})
       answer_baselines(result)
-    except (OSError, ValueError, KeyError, TypeError, MissingResult) as e:
+    except (ValueError, KeyError, TypeError, MissingResult) as e:
       message = f"not an eval.json written by --mode=eval ({type(e).__name__}: {e})"
       raise DataError(message, path) from None
     if name in results:

@@ -15,16 +15,17 @@ years (`YearlyEnsemble`).
 """
 
 import fnmatch
-import json
 import os
 
-from tlm import configs, storage
+from tlm import configs, safe_read, storage
 from tlm.configs import Config
 from tlm.errors import ConfigError
 from tlm.eval.predictor import Predictor, TimeConditioned, YearlyEnsemble
 
 _WEIGHTS = ("model.safetensors", "pytorch_model.bin", "flax_model.msgpack")
 _EXPERT_DIR = "year={}"  # a Yearly expert's directory inside the Yearly workdir
+# A saved config.json is a few kilobytes.
+MAX_CONFIG_BYTES = 1 << 20
 
 
 # ---- where --------------------------------------------------------------------------------------
@@ -81,12 +82,37 @@ def saved_config(workdir: str) -> Config | None:
   experts = sorted(n for n in names if fnmatch.fnmatch(n, _EXPERT_DIR.format("*")))
   for directory in [workdir] + [storage.join(workdir, n) for n in experts]:
     path = storage.join(directory, "config.json")
-    if storage.isfile(path) and storage.isfile(storage.join(directory, "model_config.json")):
-      try:
-        return configs.from_dict(json.loads(storage.read_bytes(path)))
-      except (OSError, ValueError) as e:
-        raise ConfigError(f"{path}: cannot read the saved config ({e})") from None
+    if storage.exists(path) and storage.isfile(storage.join(directory, "model_config.json")):
+      return read_saved_config(path)
   return None
+
+
+def read_saved_config(path: str) -> Config:
+  """A workdir's `config.json`, read back as hostile input: a regular file of at most
+  MAX_CONFIG_BYTES, JSON of a few levels, no NUL in any string (no path or name holds one),
+  and the config's own keys, types and ranges (`configs.from_dict`).
+
+  Raises:
+    ConfigError: one line naming the file (and the key, where one is wrong).
+  """
+  saved = safe_read.read_json(
+    path, MAX_CONFIG_BYTES, error=ConfigError, what="the saved config", max_depth=4
+  )
+  if not isinstance(saved, dict):
+    raise ConfigError(f"{path}: cannot read the saved config (not a JSON object)")
+  stack = [("", saved)]
+  while stack:  # a NUL would reach the file system as a path, or a message as a name
+    key, value = stack.pop()
+    if isinstance(value, str) and "\0" in value:
+      raise ConfigError(f"{path}: the saved config's {key} holds a NUL character")
+    if isinstance(value, dict):
+      stack.extend((f"{key}.{k}".lstrip("."), v) for k, v in value.items())
+    elif isinstance(value, list):
+      stack.extend((key, v) for v in value)
+  try:
+    return configs.from_dict(saved)
+  except ConfigError as e:
+    raise ConfigError(f"{path}: {str(e).removeprefix('config.json: ')}") from None
 
 
 # ---- loading ------------------------------------------------------------------------------------

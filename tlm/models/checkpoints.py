@@ -13,6 +13,9 @@ newest step). Each may be local or on an object store (`gs://...`): files are re
 hostile: file names taken from an index (`weight_map`), a TF `checkpoint` state file or a T5X
 tensorstore spec must stay inside the checkpoint directory (formats/guards.py), JSON and
 msgpack are size- and depth-limited, and configs must be within `CHECKPOINT_LIMITS`.
+tlm's own checkpoints (a workdir's steps, a model directory) are checked against their checksum
+manifests (`tlm.checksums`) before anything is restored: a workdir falls back to its newest
+intact step with a warning, a named step or model directory that fails is a one-line error.
 
 The name maps are param_map.py (`PARAM_MAP`, `FORMATS`, `HOOKS`) and their strict application
 param_convert.py; the conversions are re-exported here (`checkpoints.params_to_hf`,
@@ -154,7 +157,27 @@ def _latest_step_dir(workdir: str) -> str:
   return storage.join(root, str(checksums.newest_good_step(root, steps, ("params",))), "params")
 
 
-def _tlm_config(config_path: str) -> t5.T5Config:
+def _verify_model_dir(path: str) -> None:
+  """Checks a tlm model directory's `params/` against its manifest, as a step is checked.
+
+  Raises:
+    CheckpointError: a file is missing, corrupt or special, or the manifest is unreadable.
+  """
+  if (reason := checksums.check(path, ("params",))) is not None:
+    raise CheckpointError(f"{path}: checkpoint is {reason}")
+  if not checksums.has_manifest(path):
+    checksums.warn(
+      f"checkpoint {path} has no {checksums.MANIFEST} (an older tlm wrote it); using it "
+      "unverified (convert it again with --mode=convert --format=tlm to add one)"
+    )
+
+
+def read_model_config(config_path: str) -> t5.T5Config:
+  """A tlm `model_config.json` (bounded JSON, dimensions within `CHECKPOINT_LIMITS`).
+
+  Raises:
+    CheckpointError: naming the file, if it is missing, unreadable or not a model config.
+  """
   if not storage.isfile(config_path):
     raise CheckpointError(f"{config_path}: no such file (the model config of a tlm workdir)")
   try:
@@ -191,16 +214,18 @@ def load_checkpoint(path: str) -> tuple[t5.T5Config, dict]:
   if step_root.endswith(f"{os.sep}checkpoints") and storage.isdir(storage.join(path, "params")):
     # One step of a training workdir, WORKDIR/checkpoints/STEP: its config is the workdir's.
     workdir = storage.dirname(step_root)
-    cfg = _tlm_config(storage.join(workdir, "model_config.json"))
+    cfg = read_model_config(storage.join(workdir, "model_config.json"))
     if (reason := checksums.check(path, ("params",))) is not None:
       raise CheckpointError(f"{path}: checkpoint is {reason}")
     return cfg, _tlm_params(storage.join(path, "params"), cfg)
   # A training workdir also holds a config.json (the experiment config), so the tlm layouts
   # are recognised first, by their model_config.json.
   if storage.isfile(storage.join(path, "model_config.json")):
-    cfg = _tlm_config(storage.join(path, "model_config.json"))
+    cfg = read_model_config(storage.join(path, "model_config.json"))
     params_dir = storage.join(path, "params")
-    if not storage.isdir(params_dir):
+    if storage.isdir(params_dir):  # a tlm model directory (`save_tlm`)
+      _verify_model_dir(path)
+    else:
       params_dir = _latest_step_dir(path)
     return cfg, _tlm_params(params_dir, cfg)
   if storage.isfile(storage.join(path, "config.json")):
@@ -272,7 +297,8 @@ def save_hf(
 def save_tlm(
   directory: str, cfg: t5.T5Config, params: dict, spiece_model: bytes | str | None = None
 ) -> None:
-  """Writes a tlm model directory: `model_config.json`, `params/` (orbax), `spiece.model`.
+  """Writes a tlm model directory: `model_config.json`, `params/` (orbax), `spiece.model` and
+  the checksum manifest `tlm_checksums.json` that every load checks (`tlm.checksums`).
 
   Atomic: the directory appears complete or not at all.
   """
@@ -283,6 +309,7 @@ def save_tlm(
     write_json(os.path.join(tmp, "model_config.json"), cfg.to_dict())
     orbax_params.save(os.path.join(tmp, "params"), params)
     _write_spiece(tmp, spiece_model)
+    checksums.write_manifest(tmp)  # last: it lists every file above
 
 
 def save_t5x(

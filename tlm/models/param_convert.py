@@ -195,7 +195,8 @@ def infer_mesh_tf_config(shapes: dict[str, tuple[int, ...]], source: str = "chec
   """A T5Config from the variable names and shapes of a Mesh-TF T5 checkpoint.
 
   Family: `DenseReluDense/wi` -> T5 1.0 (ReLU), `wi_0`/`wi_1` -> 1.1 (gated GELU); a
-  `decoder/logits/kernel` means an untied (unscaled) output layer. The relative-position
+  `decoder/logits/kernel` means an untied (unscaled) output layer; a relative-position table in
+  `block_001` too means one per layer (`relpos_bias_per_layer`). The relative-position
   maximum distance (128), epsilon and dropout are not stored and take T5's values.
 
   Raises:
@@ -215,6 +216,8 @@ def infer_mesh_tf_config(shapes: dict[str, tuple[int, ...]], source: str = "chec
 
   vocab, emb = shape("shared/embedding")
   heads, buckets = shape("encoder/block_000/layer_000/SelfAttention/relative_attention_bias")
+  # relative_attention_type="bias": a table in every block, not only the first.
+  per_layer = "encoder/block_001/layer_000/SelfAttention/relative_attention_bias" in shapes
   joined = shape("encoder/block_000/layer_000/SelfAttention/q")[1]
   mlp_prefix = "encoder/block_000/layer_001/DenseReluDense/"
   if mlp_prefix + "wi/kernel" in shapes:
@@ -233,6 +236,7 @@ def infer_mesh_tf_config(shapes: dict[str, tuple[int, ...]], source: str = "chec
       mlp_activations=activations,
       logits_via_embedding="decoder/logits/kernel" not in shapes,
       relative_attention_num_buckets=buckets,
+      relpos_bias_per_layer=per_layer,
     )
     return check_checkpoint_limits(cfg)
   except ConfigError as e:
@@ -249,10 +253,14 @@ def params_from_mesh_tf(
   return unflatten(flat)
 
 
+_LAYER_RELPOS = re.compile(r"^(encoder|decoder)/layers_\d+/relpos_bias/rel_embedding$")
+
+
 def infer_t5x_config(shapes: dict[str, tuple[int, ...]], source: str = "checkpoint"):
   """A T5Config from the parameter names and shapes of a T5X T5 (t5x/examples/t5 names).
 
-  Heads and buckets come from the relative-position table [heads, buckets], the head width
+  Heads and buckets come from the relative-position table [heads, buckets] (a table per
+  layer, `<stack>/layers_N/relpos_bias`, gives `relpos_bias_per_layer`), the head width
   from the query kernel [embed, heads * head_dim], the family from the MLP: `wi` -> T5 1.0
   (ReLU), `wi_0`/`wi_1` -> T5 1.1 (gated GELU); a `decoder/logits_dense` means an untied
   output layer. T5X stores no config: the relative-position maximum distance (128),
@@ -273,7 +281,17 @@ def infer_t5x_config(shapes: dict[str, tuple[int, ...]], source: str = "checkpoi
     return len({m.group(1) for k in shapes if (m := re.match(rf"{stack}/layers_(\d+)/", k))})
 
   vocab, emb = shape("token_embedder/embedding")
-  heads, buckets = shape("encoder/relpos_bias/rel_embedding")
+  # A table per layer (scalable T5, flaxformer's scanned T5, umT5; unstacked by
+  # formats/t5x_stacked.py), else one per stack.
+  per_layer = sorted(name for name in shapes if _LAYER_RELPOS.match(name))
+  shared = [f"{s}/relpos_bias/rel_embedding" for s in ("encoder", "decoder")]
+  if per_layer and any(name in shapes for name in shared):
+    raise CheckpointError(
+      f"{source}: relative-position tables both per stack "
+      f"({next(n for n in shared if n in shapes)}) and per layer ({per_layer[0]}); a T5 has "
+      "one or the other"
+    )
+  heads, buckets = shape(per_layer[0] if per_layer else "encoder/relpos_bias/rel_embedding")
   joined = shape("encoder/layers_0/attention/query/kernel")[1]
   mlp = "encoder/layers_0/mlp/"
   if mlp + "wi/kernel" in shapes:
@@ -294,6 +312,7 @@ def infer_t5x_config(shapes: dict[str, tuple[int, ...]], source: str = "checkpoi
       mlp_activations=activations,
       logits_via_embedding="decoder/logits_dense/kernel" not in shapes,
       relative_attention_num_buckets=buckets,
+      relpos_bias_per_layer=bool(per_layer),
     )
     return check_checkpoint_limits(cfg)
   except ConfigError as e:

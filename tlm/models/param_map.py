@@ -35,6 +35,13 @@ PARAM_MAP = (
     "{s}.block.0.layer.0.SelfAttention.relative_attention_bias",
     "{s}/block_000/layer_000/SelfAttention/relative_attention_bias",
   ),
+  # `relpos_bias_per_layer` configs: each layer's own table (HF UMT5, where every block's
+  # self-attention has one; Mesh TF's `relative_attention_type="bias"`, a variable per layer).
+  (
+    "{s}/layers_{i}/relpos_bias/rel_embedding",
+    "{s}.block.{i}.layer.0.SelfAttention.relative_attention_bias",
+    "{s}/block_{i:03d}/layer_000/SelfAttention/relative_attention_bias",
+  ),
   ("{s}/{s}_norm/scale", "{s}.final_layer_norm", "{s}/{final_norm}/scale"),
   (
     "encoder/layers_{i}/pre_attention_layer_norm/scale",
@@ -123,6 +130,17 @@ def _mlp_kernels(cfg: t5.T5Config) -> tuple[str, ...]:
   return tuple(f"wi_{i}" for i in range(len(cfg.mlp_activations))) + ("wo",)
 
 
+def _in_config(target: str, cfg: t5.T5Config) -> bool:
+  """Whether a PARAM_MAP row's parameter exists in models of `cfg`."""
+  if target == "decoder/logits_dense/kernel":
+    return not cfg.logits_via_embedding
+  if target == "{s}/relpos_bias/rel_embedding":
+    return not cfg.relpos_bias_per_layer
+  if target == "{s}/layers_{i}/relpos_bias/rel_embedding":
+    return cfg.relpos_bias_per_layer
+  return True
+
+
 def expand_map(fmt: str, cfg: t5.T5Config) -> list[tuple[str, tuple[str, ...], str]]:
   """Concrete `(tlm path, source alternatives, hook)` rules of a format for a config."""
   column, leaves, hooks = FORMATS[fmt]
@@ -131,7 +149,7 @@ def expand_map(fmt: str, cfg: t5.T5Config) -> list[tuple[str, tuple[str, ...], s
   rules = []
   for row in PARAM_MAP:
     target, source = row[0], row[column]
-    if target == "decoder/logits_dense/kernel" and cfg.logits_via_embedding:
+    if not _in_config(target, cfg):
       continue
     kind = target.rsplit("/", 1)[1]
     leaf, hook = leaves.get(kind, leaves[""]), hooks.get(kind, "identity")

@@ -1,5 +1,5 @@
 """T5's relative position biases: the bucket of each query-key distance and the learned
-per-head bias of each bucket, one table per stack.
+per-head bias of each bucket, one table per stack (T5) or per layer (scalable T5, umT5).
 
 Mirrors T5X's `RelativePositionBiases` (`t5x/examples/t5/layers.py`: parameter name, logical
 axes, initialiser) with the bucketing of HF transformers' `modeling_t5.py` and Mesh TensorFlow,
@@ -59,7 +59,8 @@ def relative_position_bucket(
 class RelativePositionBiases(nn.Module):
   """Per-head learned bias for each relative-position bucket, added to attention logits.
 
-  One table per stack (encoder, decoder), shared by all its layers, as in T5.
+  One table per stack (encoder, decoder), shared by all its layers, as in T5; with
+  `T5Config.relpos_bias_per_layer` one in each layer, as in T5X's scalable T5 and umT5.
 
   Attributes:
     num_buckets: number of buckets.

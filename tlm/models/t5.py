@@ -10,6 +10,8 @@ Mirrors T5X's `t5x/examples/t5/network.py` (module names = checkpoint tree, `enc
 - T5 1.1 (`t5-v1_1-small` .. `-xxl`): gated-GELU MLP, separate `logits_dense` (no scaling).
 The paper (Dhingra et al., 2022, section 2) adapts these public checkpoints; `tiny` and
 `tiny-v1_1` are CPU-sized members of the two families for tests and the miniature runs.
+`relpos_bias_per_layer` gives every layer its own relative-position table, as T5X's
+`t5x/examples/scalable_t5/network.py` (umT5) and HF's `UMT5` do, where T5 has one per stack.
 
 Packing: segment ids restrict attention to the own segment; relative positions are
 differences of row indices, which within a segment equal differences of in-segment
@@ -62,6 +64,9 @@ class T5Config:
     dropout_rate: dropout everywhere (T5X placement).
     relative_attention_num_buckets: relative-position buckets.
     relative_attention_max_distance: distance of the last bucket.
+    relpos_bias_per_layer: every layer's self-attention has its own relative-position table
+      (`<stack>/layers_N/relpos_bias/rel_embedding`; T5X's scalable T5 and flaxformer's
+      scanned T5, umT5 / HF `UMT5`) instead of one per stack (`<stack>/relpos_bias`, T5).
     layer_norm_epsilon: RMS norm epsilon.
     dtype: computation dtype, "float32" or "bfloat16" (params, norms, logits stay float32).
     remat: what each layer keeps for the backward pass: "none" (everything), "full"
@@ -81,6 +86,7 @@ class T5Config:
   dropout_rate: float = 0.1
   relative_attention_num_buckets: int = 32
   relative_attention_max_distance: int = 128
+  relpos_bias_per_layer: bool = False
   layer_norm_epsilon: float = 1e-6
   dtype: str = "float32"
   remat: str = "none"
@@ -106,8 +112,9 @@ class T5Config:
       raise ConfigError(f"T5Config.dtype must be one of {sorted(_DTYPES)}, got {self.dtype!r}")
     if not 0.0 <= self.dropout_rate < 1.0:
       raise ConfigError(f"T5Config.dropout_rate must be in [0, 1), got {self.dropout_rate}")
-    if not isinstance(self.logits_via_embedding, bool):
-      raise ConfigError("T5Config.logits_via_embedding must be a boolean")
+    for name in ("logits_via_embedding", "relpos_bias_per_layer"):
+      if not isinstance(getattr(self, name), bool):
+        raise ConfigError(f"T5Config.{name} must be a boolean")
     if self.remat not in REMAT_POLICIES:
       raise ConfigError(
         f"T5Config.remat must be one of {', '.join(REMAT_POLICIES)}, got {self.remat!r}"
@@ -130,7 +137,7 @@ class T5Config:
     names = {f.name for f in dataclasses.fields(cls)}
     unknown = sorted(set(d) - names)
     if unknown:
-      raise ConfigError(f"unknown T5Config key(s): {', '.join(unknown)}")
+      raise ConfigError(f"unknown T5Config key(s): {', '.join(map(repr, unknown))}")
     if "vocab_size" not in d:
       raise ConfigError("T5Config: missing key 'vocab_size'")
     return cls(**d)
@@ -214,6 +221,8 @@ class EncoderLayer(nn.Module):
   def __call__(self, inputs, mask, bias, deterministic):
     cfg = self.config
     dtype = cfg.compute_dtype
+    if cfg.relpos_bias_per_layer:  # the layer's own table (the stack passes bias=None)
+      bias = _relpos(cfg)(inputs.shape[-2], inputs.shape[-2], bidirectional=True)
     x = layers.RMSNorm(cfg.layer_norm_epsilon, dtype, name="pre_attention_layer_norm")(inputs)
     x = layers.MultiHeadDotProductAttention(
       cfg.num_heads, cfg.head_dim, dtype, cfg.dropout_rate, name="attention"
@@ -239,6 +248,14 @@ class DecoderLayer(nn.Module):
   ):
     cfg = self.config
     dtype = cfg.compute_dtype
+    if cfg.relpos_bias_per_layer:
+      # The layer's own table at the positions the stack's would take (the stack passes
+      # self_bias=None): queries from `decode_index` in a decode step, keys along the last
+      # axis of the causal mask (every cache slot in a decode step).
+      offset = 0 if decode_index is None else decode_index
+      self_bias = _relpos(cfg)(
+        inputs.shape[-2], self_mask.shape[-1], bidirectional=False, query_offset=offset
+      )
     norm = lambda name: layers.RMSNorm(cfg.layer_norm_epsilon, dtype, name=name)
     x = norm("pre_self_attention_layer_norm")(inputs)
     x = layers.MultiHeadDotProductAttention(
@@ -293,8 +310,8 @@ class Encoder(nn.Module):
   def __call__(self, encoder_input_tokens, encoder_mask, deterministic):
     cfg = self.config
     length = encoder_input_tokens.shape[-1]
-    # One bias for all layers: [1, heads, length, length].
-    bias = _relpos(cfg)(length, length, bidirectional=True)
+    # One bias for all layers, [1, heads, length, length], unless each layer has its own.
+    bias = None if cfg.relpos_bias_per_layer else _relpos(cfg)(length, length, bidirectional=True)
     x = self.shared_embedding(encoder_input_tokens.astype(jnp.int32))
     x = _dropout(cfg, "input_dropout")(x, deterministic=deterministic).astype(cfg.compute_dtype)
     layer_cls = _remat(EncoderLayer, cfg.remat, static_argnums=(4,))
@@ -319,8 +336,9 @@ class Decoder(nn.Module):
   @nn.compact
   def __call__(self, encoded, decoder_input_tokens, self_mask, cross_mask, deterministic, decode):
     cfg = self.config
-    relpos = _relpos(cfg)
-    decode_index = None
+    # One table for all layers, unless each layer has its own (then the biases stay None).
+    relpos = None if cfg.relpos_bias_per_layer else _relpos(cfg)
+    self_bias, decode_index = None, None
     if decode and self.has_variable("cache", "cache_index"):
       # One decode step: query position `index` against every cache slot.
       index = self.get_variable("cache", "cache_index")
@@ -328,7 +346,8 @@ class Decoder(nn.Module):
       self.put_variable("cache", "cache_index", index + 1)
       if decoder_input_tokens.shape[1] != 1:
         raise ValueError("decode steps take one token per row")
-      self_bias = relpos(1, slots.shape[0], bidirectional=False, query_offset=index)
+      if relpos is not None:
+        self_bias = relpos(1, slots.shape[0], bidirectional=False, query_offset=index)
       self_mask = (slots <= index)[None, None, None, :]
       decode_index = index
     else:
@@ -336,7 +355,8 @@ class Decoder(nn.Module):
       if decode:  # first call: allocate the decode bookkeeping for `length` slots
         self.put_variable("cache", "cache_index", jnp.array(0, jnp.int32))
         self.put_variable("cache", "slot_positions", jnp.arange(length, dtype=jnp.int32))
-      self_bias = relpos(length, length, bidirectional=False)
+      if relpos is not None:
+        self_bias = relpos(length, length, bidirectional=False)
 
     y = self.shared_embedding(decoder_input_tokens.astype(jnp.int32))
     y = _dropout(cfg, "input_dropout")(y, deterministic=deterministic).astype(cfg.compute_dtype)

@@ -9,25 +9,76 @@ is evaluated or exported like any other (`--workdir=WORKDIR/best`), and resumed 
 other from a copy of the directory (training in WORKDIR/best itself would replace the best),
 or used as `model.init_checkpoint=WORKDIR/best`. Losses and times (names with "loss" or
 "seconds") are best when lowest, everything else when highest. A resumed run continues from
-`best.json`.
+`best.json`, read back as hostile input (`read_best`: a bounded regular file, every field of
+its type, else a one-line error naming it).
 
 All processes take part in the save (the decision is made from values every process computed
 alike); process 0 writes the files.
 """
 
-import json
+import math
+import os
 
-from tlm import storage
-from tlm.errors import ConfigError
+from tlm import safe_read, storage
+from tlm.errors import CheckpointError, ConfigError
 from tlm.files import atomic_output_file, write_json
 from tlm.train.checkpointing import CheckpointManager
 
 COPIED = ("model_config.json", "spiece.model", "config.json")
+# best.json is ~100 bytes.
+MAX_BEST_BYTES = 1 << 16
 
 
 def best_dir(workdir: str) -> str:
   """WORKDIR/best."""
   return storage.join(storage.abspath(workdir), "best")
+
+
+def _exists(path: str) -> bool:
+  # Anything by that name (a FIFO or a directory too) is read, and refused, by `read_best`.
+  return storage.exists(path) if storage.is_remote(path) else os.path.lexists(storage.local(path))
+
+
+def read_best(path: str) -> dict:
+  """A `best.json`, checked: {"metric": str, "mode": "min" | "max", "value": finite number,
+  "step": int >= 0}.
+
+  Raises:
+    CheckpointError: one line naming the file, if it is not a regular file of at most
+      MAX_BEST_BYTES of such JSON.
+  """
+  hint = "delete it, and the best checkpoint is chosen again from this run's next records"
+  try:
+    saved = safe_read.read_json(
+      path, MAX_BEST_BYTES, error=CheckpointError, what="best.json", max_depth=2
+    )
+  except CheckpointError as e:
+    raise CheckpointError(f"{e}; {hint}") from None
+  why = None
+  if not isinstance(saved, dict):
+    why = "not a JSON object"
+  elif not isinstance(saved.get("metric"), str):
+    why = "'metric' is not a string"
+  elif saved.get("mode") not in ("min", "max"):
+    why = '\'mode\' is not "min" or "max"'
+  elif not _is_finite(saved.get("value")):
+    why = "'value' is not a finite number"
+  elif not isinstance(saved.get("step"), int) or isinstance(saved["step"], bool):
+    why = "'step' is not an integer"
+  elif saved["step"] < 0:
+    why = "'step' is negative"
+  if why is not None:
+    raise CheckpointError(f"{path}: not a best.json written by tlm ({why}); {hint}")
+  return {**saved, "value": float(saved["value"])}
+
+
+def _is_finite(value) -> bool:
+  if not isinstance(value, (int, float)) or isinstance(value, bool):
+    return False
+  try:
+    return math.isfinite(float(value))
+  except OverflowError:  # an integer beyond float's range
+    return False
 
 
 def mode_of(metric: str) -> str:
@@ -61,14 +112,14 @@ class BestKeeper:
 
   def _load(self) -> tuple[float | None, int | None]:
     path = storage.join(self.directory, "best.json")
-    if not storage.isfile(path):
+    if not _exists(path):
       return None, None
-    saved = json.loads(storage.read_bytes(path))
+    saved = read_best(path)
     # A crash between best.json and the end of its (asynchronous) save leaves an older step:
     # then the value is not backed by a checkpoint and the next record replaces it.
-    if saved.get("metric") != self.metric or saved.get("step") != self.manager.latest_step():
+    if saved["metric"] != self.metric or saved["step"] != self.manager.latest_step():
       return None, None
-    return float(saved["value"]), int(saved["step"])
+    return saved["value"], saved["step"]
 
   def improves(self, value: float) -> bool:
     if self.value is None:

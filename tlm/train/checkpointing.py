@@ -14,8 +14,9 @@ Integrity (`tlm.checksums`): once a save has completed, process 0 writes the che
 checksum manifest (in a background thread, while training goes on); `latest_step` is the
 newest checkpoint whose files match theirs, so a truncated, overwritten or partly deleted newest
 checkpoint is reported in one line and the previous one is used. A failed save (disk full,
-permissions) is a one-line `CheckpointError` naming the directory; orbax's temporary directory
-of that step is removed, so the workdir holds only complete checkpoints.
+permissions) is a one-line `CheckpointError` naming the directory, the only report of it on the
+terminal (orbax's own tracebacks of it are dropped: `tlm.models.formats.orbax_failures`); orbax's
+temporary directory of that step is removed, so the workdir holds only complete checkpoints.
 
 On an object store (`gs://`, `tlm.storage`) orbax writes each step in place and commits it
 with `commit_success.txt`, written last (its COMMIT_FILE atomicity, chosen explicitly here for
@@ -29,7 +30,6 @@ directory or workdir), strictly: the architecture and every parameter name and s
 
 import contextlib
 import dataclasses
-import json
 import threading
 from typing import Any
 
@@ -38,11 +38,20 @@ import numpy as np
 import orbax.checkpoint as ocp
 from flax import traverse_util
 
-from tlm import checksums, storage
-from tlm.errors import CheckpointError, UserError
+from tlm import checksums, safe_read, storage
+from tlm.errors import CheckpointError
 from tlm.files import io_error_reason
+from tlm.models.formats import orbax_failures
+
+# orbax's background threads log the failure of a save with their tracebacks, which
+# `_io_errors` reports as one line: they stay off the terminal.
+orbax_failures.install()
 
 ITEMS = ("params", "opt_state", "data_state")
+# The file of the `data_state` item (orbax's JsonCheckpointHandler writes the JSON there).
+_DATA_STATE_FILE = "metadata"
+# A data state is a few hundred bytes (the data config and the step).
+MAX_DATA_STATE_BYTES = 1 << 20
 # T5Config fields that change the computation but not the parameters: a checkpoint may differ.
 _RUNTIME_FIELDS = ("dropout_rate", "dtype", "remat")
 
@@ -101,13 +110,13 @@ class CheckpointManager:
 
   def _newest_good(self) -> int | None:
     if jax.process_count() == 1:
-      return checksums.newest_good_step(self.directory, self._manager.all_steps(), ITEMS)
+      return self._newest_good_here()
     from jax.experimental import multihost_utils
 
     step, error = -1, None
     if self._main:
       try:
-        found = checksums.newest_good_step(self.directory, self._manager.all_steps(), ITEMS)
+        found = self._newest_good_here()
         step = -1 if found is None else found
       except CheckpointError as e:
         step, error = -2, e
@@ -117,6 +126,11 @@ class CheckpointManager:
     if step == -2:
       raise CheckpointError(f"{self.directory}: no good checkpoint left (see process 0)")
     return None if step == -1 else step
+
+  def _newest_good_here(self) -> int | None:
+    return checksums.newest_good_step(
+      self.directory, self._manager.all_steps(), ITEMS, inspect=data_state_problem
+    )
 
   def all_steps(self) -> list[int]:
     """Steps of the complete checkpoints, ascending."""
@@ -218,6 +232,12 @@ class CheckpointManager:
         raise
       self._failed = True
       step, self._pending = self._pending, None
+      # The first failed write is raised while orbax's other writers may still run: once they
+      # have failed too (they do at once on a full disk), nothing writes into the step's
+      # temporary directory while it is removed, and nothing of theirs is printed later.
+      orbax_failures.join_writers()
+      if step is not None and not storage.is_remote(self.directory):
+        orbax_failures.settle(self.directory, prefix=f"{step}.orbax-checkpoint-tmp")
       if step is not None and self._main and storage.isdir(self.directory):
         # orbax's temporary directory of the failed step (on an object store the uncommitted
         # step itself): free its space, leave no debris.
@@ -311,6 +331,22 @@ class CheckpointManager:
       else:
         with self._io_errors():
           self._manager.close()
+
+
+def data_state_problem(step_dir: str, step: int) -> str | None:
+  """Why a checkpoint's `data_state` is unusable, or None: it must be a JSON object (of at most
+  MAX_DATA_STATE_BYTES) whose "step" is the checkpoint's. (What it says of the data stream is
+  compared with the config on resume: `tlm.train.data_state.check_data_state`.)"""
+  path = storage.join(step_dir, "data_state", _DATA_STATE_FILE)
+  try:
+    saved = safe_read.read_json(path, MAX_DATA_STATE_BYTES, error=CheckpointError, what="JSON")
+  except CheckpointError as e:
+    return f"unreadable (data_state/{_DATA_STATE_FILE}: {str(e).removeprefix(path + ': ')})"
+  if not isinstance(saved, dict):
+    return f"corrupt (data_state/{_DATA_STATE_FILE}: not a JSON object)"
+  if saved.get("step") != step or isinstance(saved.get("step"), bool):
+    return f"corrupt (data_state/{_DATA_STATE_FILE}: step {saved.get('step')!r}, expected {step})"
+  return None
 
 
 def _unreadable(directory: str, step: int, e: Exception) -> str:
@@ -407,8 +443,7 @@ def load_init_params(path: str, model_config: Any, abstract_params: Any) -> Any:
   Raises:
     CheckpointError: unreadable checkpoint, other architecture, or mismatched parameters.
   """
-  from tlm.models import t5
-  from tlm.models.checkpoints import load_checkpoint
+  from tlm.models.checkpoints import load_checkpoint, read_model_config
 
   if not storage.exists(path) and not any(
     storage.exists(path + suffix) for suffix in (".index", ".meta")
@@ -416,10 +451,7 @@ def load_init_params(path: str, model_config: Any, abstract_params: Any) -> Any:
     raise CheckpointError(f"model.init_checkpoint: no such file or directory: {path}")
   config_path = storage.join(path, "model_config.json")
   if storage.isdir(checkpoints_dir(path)) and storage.isfile(config_path):
-    try:
-      checkpoint_config = t5.T5Config.from_dict(json.loads(storage.read_bytes(config_path)))
-    except (ValueError, UserError) as e:
-      raise CheckpointError(f"{config_path}: {e}") from None
+    checkpoint_config = read_model_config(config_path)
     check_architecture(model_config, checkpoint_config, path)
     manager = CheckpointManager(path)
     try:

@@ -6,7 +6,8 @@ the adaptation mixture of §3.3 with `new_years` / `new_year_prob`), time-condit
 T5X-style into `[rows, length]` batches. All of that lives in `tlm.data` (numpy only); this
 module only chooses the directories (the synthetic world, built on first use, or the user's
 SSM / TempLAMA directories), the vocabulary, and which rows of each global batch this process
-materialises.
+materialises; the training batches of the next steps are built on a background thread
+(`tlm.data.prefetch`), the same batches as without it.
 """
 
 import dataclasses
@@ -18,6 +19,7 @@ from tlm import storage
 from tlm.configs import Config, DataConfig
 from tlm.data import datasets
 from tlm.data.packing import Batcher, BatchStats
+from tlm.data.prefetch import Prefetcher
 from tlm.data.sampling import NEWS_SSM, TEMPLAMA, MixtureSampler
 from tlm.data.vocab import Vocabulary
 from tlm.errors import ConfigError, UserError
@@ -153,6 +155,36 @@ def local_batch(
   return batcher.batch_with_stats(step, start // per, batcher.rows // per)
 
 
+# Batches built ahead on a background thread (`tlm.data.prefetch`): two hide a batch's cost
+# behind the step before it; more only hold memory.
+PREFETCH_DEPTH = 2
+
+
+class _Prefetched:
+  """`train_batch` served by a `Prefetcher` over `local_batch` (this process's rows)."""
+
+  _train: Batcher
+  _end: int | None = None
+  _prefetch: Prefetcher | None = None
+  _rows: tuple[int, int] | None = None
+
+  def train_batch(self, step: int, start: int, stop: int):
+    """Rows [start, stop) of the training batch at `step`, and their BatchStats."""
+    if self._prefetch is None or self._rows != (start, stop):
+      self.close()
+      batcher, self._rows = self._train, (start, stop)
+      self._prefetch = Prefetcher(
+        lambda s: local_batch(batcher, s, start, stop), depth=PREFETCH_DEPTH, end=self._end
+      )
+    return self._prefetch.get(step)
+
+  def close(self) -> None:
+    """Stops the prefetching thread."""
+    if self._prefetch is not None:
+      self._prefetch.close()
+      self._prefetch = None
+
+
 def _checkpoint_vocab(path: str) -> str:
   """The spiece.model beside an init checkpoint (HF, tlm model or workdir), or ""."""
   if path and storage.isdir(path) and storage.isfile(storage.join(path, "spiece.model")):
@@ -175,7 +207,7 @@ def training_data(config: Config):
   return TrainingData(config)
 
 
-class PretrainingData:
+class PretrainingData(_Prefetched):
   """The batches of a pre-training variant ("t5", "cbqa") on the synthetic world's corpora.
 
   Same interface as `TrainingData`; the examples are drawn uniformly (one "year" slice, no
@@ -221,17 +253,14 @@ class PretrainingData:
       target_length=data.target_length,
       packed=True,
     )
+    self._end = config.train.steps
     self.eval_note = ""
-
-  def train_batch(self, step: int, start: int, stop: int):
-    """Rows [start, stop) of the training batch at `step`, and their BatchStats."""
-    return local_batch(self._train, step, start, stop)
 
   def eval_batches(self, start: int, stop: int) -> list[dict[str, np.ndarray]]:
     return []
 
 
-class TrainingData:
+class TrainingData(_Prefetched):
   """The batches a training run reads: the train stream and a fixed held-out set.
 
   Args:
@@ -259,6 +288,7 @@ class TrainingData:
     self._train = make_batcher(
       config.data, self.sources, self.vocab, rows=rows, variant=config.variant
     )
+    self._end = config.train.steps
     self._eval_count = config.train.eval_batches if config.train.eval_every > 0 else 0
     self._val = None
     self.eval_note = ""
@@ -269,10 +299,6 @@ class TrainingData:
         )
       except UserError as e:
         self.eval_note = f"no held-out loss: the validation split cannot be sampled ({e})"
-
-  def train_batch(self, step: int, start: int, stop: int):
-    """Rows [start, stop) of the training batch at `step`, and their BatchStats."""
-    return local_batch(self._train, step, start, stop)
 
   def eval_batches(self, start: int, stop: int) -> list[dict[str, np.ndarray]]:
     """Rows [start, stop) of each fixed validation batch (empty without a validation set)."""

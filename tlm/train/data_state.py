@@ -4,7 +4,9 @@ would draw the same one.
 The data stream of a run is a pure function of its data config, batch size and (synthetic
 data) the world's generator version: a checkpoint stores them beside the step
 (`data_state`), and resuming with any of them changed is refused (`check_data_state`) rather
-than silently training on another stream.
+than silently training on another stream. A data state that is not what tlm writes (read back
+as hostile input) is a one-line `CheckpointError`; `tlm.train.checkpointing` passes over a
+checkpoint whose data state is not a JSON object of its own step.
 """
 
 import dataclasses
@@ -13,7 +15,7 @@ import os
 from tlm import configs
 from tlm.configs import Config
 from tlm.configs.schema import DataConfig
-from tlm.errors import ConfigError
+from tlm.errors import CheckpointError, ConfigError
 
 
 def data_state(config: Config, step: int) -> dict:
@@ -31,13 +33,29 @@ def data_state(config: Config, step: int) -> dict:
   }
 
 
+def _malformed(saved) -> str | None:
+  """Why `saved` is not a data state tlm wrote, or None (keys added later may be absent)."""
+  if not isinstance(saved, dict):
+    return "not a JSON object"
+  types = {"step": int, "batch_size": int, "data": dict, "world": str}
+  for key, kind in types.items():
+    value = saved.get(key, kind())
+    if not isinstance(value, kind) or isinstance(value, bool):
+      return f"{key!r} is not a{'n' if kind is int else ''} {kind.__name__}"
+  return None
+
+
 def check_data_state(saved: dict, config: Config, path: str) -> None:
   """Refuses to resume the checkpoint at `path` (its `saved` data state) on another stream.
 
   Raises:
     ConfigError: naming what differs.
+    CheckpointError: the saved data state is not one tlm writes (a field of another type).
   """
-  current = data_state(config, int(saved.get("step", -1)))
+  why = _malformed(saved)
+  if why is not None:
+    raise CheckpointError(f"{path}/data_state: not a data state written by tlm ({why})")
+  current = data_state(config, saved.get("step", -1))
   diff = [k for k in ("batch_size",) if saved.get(k) != current[k]]
   if saved.get("world", "") != current["world"]:
     diff.append(f"synthetic world ({saved.get('world') or 'an older version'})")

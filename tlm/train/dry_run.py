@@ -21,7 +21,6 @@ come from XLA's CPU buffer assignment, which schedules differently from TPU/GPU 
 step on 2 cores (1 for `small`).
 """
 
-import json
 import time
 from collections.abc import Callable
 
@@ -259,18 +258,27 @@ def saved_model_config(path: str) -> T5Config:
   Raises:
     CheckpointError: for other layouts (a Mesh-TF checkpoint: convert it first).
   """
+  from tlm.models.checkpoints import read_model_config
+  from tlm.models.formats import guards
+
+  def hf_config(config_path: str) -> T5Config:
+    hf = guards.load_json(config_path)  # bounded size and depth
+    if not isinstance(hf, dict):
+      raise CheckpointError(f"{config_path}: cannot read the model config (not a JSON object)")
+    try:
+      return from_hf_config(hf)  # dimensions checked
+    except ConfigError as e:
+      raise CheckpointError(f"{config_path}: cannot read the model config ({e})") from None
+
   path = storage.abspath(path)
-  candidates = [(storage.join(path, "model_config.json"), T5Config.from_dict)]
+  candidates = [(storage.join(path, "model_config.json"), read_model_config)]
   if storage.dirname(path).endswith("/checkpoints"):  # WORKDIR/checkpoints/STEP
     workdir = storage.dirname(storage.dirname(path))
-    candidates.append((storage.join(workdir, "model_config.json"), T5Config.from_dict))
-  candidates.append((storage.join(path, "config.json"), from_hf_config))
-  for config_path, parse in candidates:
+    candidates.append((storage.join(workdir, "model_config.json"), read_model_config))
+  candidates.append((storage.join(path, "config.json"), hf_config))
+  for config_path, read in candidates:
     if storage.isfile(config_path):
-      try:
-        return parse(json.loads(storage.read_bytes(config_path)))
-      except (OSError, ValueError, ConfigError) as e:
-        raise CheckpointError(f"{config_path}: cannot read the model config ({e})") from None
+      return read(config_path)
   raise CheckpointError(
     f"{path}: --dry_run reads the model config of a tlm or HF checkpoint (model_config.json "
     "or config.json); convert other checkpoints first (--mode=convert)"

@@ -13,9 +13,9 @@ is `tlm.train.step`, whose names this module re-exports.
   loss; TempLAMA / news F1 with `train.eval_examples`, `tlm.train.task_eval`), `_save`
   (checkpoint, and the best one with `train.keep_best`, `tlm.train.best`) and `_write`.
 - Only process 0 prints (step, loss, tokens/s, MFU, ETA) and writes WORKDIR files:
-  metrics.jsonl, TensorBoard scalars in tensorboard/ (`tlm.train.tensorboard_writer`) and a
-  `train.profile_steps` trace in profile/ (`tlm.train.profiling`); all processes take part in
-  checkpointing and evaluation.
+  metrics.jsonl (appended: `tlm.train.records.MetricsLog`), TensorBoard scalars in
+  tensorboard/ (`tlm.train.tensorboard_writer`) and a `train.profile_steps` trace in profile/
+  (`tlm.train.profiling`); all processes take part in checkpointing and evaluation.
 - Beside it: `tlm.train.records` (the metrics.jsonl record, its window of sums, the progress
   line), `tlm.train.preemption` (SIGTERM) and `tlm.train.data_state` (what a checkpoint
   records of the data stream, checked on resume).
@@ -34,7 +34,7 @@ from flax import linen as nn
 from tlm import configs, storage
 from tlm.configs import Config
 from tlm.errors import ConfigError, UserError
-from tlm.files import atomic_output_file, write_json, write_jsonl
+from tlm.files import atomic_output_file, write_json
 from tlm.models.t5 import Transformer
 from tlm.train import mfu, partitioning, preflight, task_eval
 from tlm.train.best import BestKeeper, check_metric
@@ -43,7 +43,7 @@ from tlm.train.data_state import check_data_state, data_state
 from tlm.train.optim import make_optimizer
 from tlm.train.preemption import Preempted, Preemption
 from tlm.train.profiling import ProfileWindow, check_window
-from tlm.train.records import Window, log_line, logged_fields, progress_line, resume_metrics
+from tlm.train.records import MetricsLog, Window, log_line, logged_fields, progress_line
 from tlm.train.state import (
   TrainState,
   init_state,
@@ -154,13 +154,13 @@ class Trainer:
     self.task_evaluator = None
     if self.eval_step is not None and tc.eval_examples > 0:
       self.task_evaluator = task_eval.TaskEvaluator(config, self.model_config, self.data.vocab)
-    self.history = resume_metrics(self.metrics_path, self.start) if self.main else []
+    self.metrics = None
     if self.main:
       write_json(os.path.join(self.workdir, "config.json"), configs.to_dict(config))
       write_json(os.path.join(self.workdir, "model_config.json"), self.model_config.to_dict())
       with atomic_output_file(os.path.join(self.workdir, "spiece.model"), "wb") as f:
         f.write(self.data.vocab.serialized_model)
-      write_jsonl(self.metrics_path, self.history)
+      self.metrics = MetricsLog(self.metrics_path, self.start)
       todo = (
         f"compiled in {compile_seconds:.1f}s; training to step {tc.steps}"
         if self.train_step is not None
@@ -230,6 +230,9 @@ class Trainer:
           self.scalars = ScalarWriter(self.workdir, self.start, self.log)
       return self._loop(preemption)
     finally:
+      close_data = getattr(self.data, "close", None)
+      if close_data is not None:
+        close_data()  # its prefetching thread
       preemption.close()
       self.profile.stop()
       if self.scalars is not None:
@@ -266,6 +269,10 @@ class Trainer:
         self._keep_best(record)
         if self.main:
           self._write(record)
+      if is_save and self.metrics is not None:
+        self.metrics.flush()  # gs://: the records up to this checkpoint, uploaded whole
+    if self.metrics is not None:
+      self.metrics.flush()
     self.manager.wait()
     if self.best is not None:
       self.best.wait()
@@ -275,7 +282,9 @@ class Trainer:
 
   def _step(self, run: _Run, step: int) -> None:
     """Dispatches one update; its metrics stay on the device until `_fetch`."""
+    t0 = time.perf_counter()
     local, _ = self.data.train_batch(step, *self.rows)
+    run.window.input_wait += time.perf_counter() - t0
     with self.profile.step(step):
       self.state, metrics = self.train_step(self.state, self._global(local))
     self.profile.after(step, metrics)
@@ -345,6 +354,8 @@ class Trainer:
     self._fetch(run)
     if run.last_saved != step:
       self._save(run, step)
+    if self.metrics is not None:
+      self.metrics.flush()
     self.manager.wait()
     raise Preempted(
       f"SIGTERM: saved a checkpoint at step {step} in {self.manager.directory}; run the same "
@@ -352,8 +363,7 @@ class Trainer:
     )
 
   def _write(self, record: dict) -> None:
-    self.history.append(record)
-    write_jsonl(self.metrics_path, self.history)
+    self.metrics.append(record)
     if self.scalars is not None:
       self.scalars.write(record)
     best_metric = self.best.metric if self.best is not None else None

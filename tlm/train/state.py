@@ -80,6 +80,7 @@ def model_config(model: ModelConfig, vocab_size: int) -> T5Config:
     dropout_rate=model.dropout_rate,
     dtype=model.dtype,
     remat=model.remat,
+    relpos_bias_per_layer=model.relpos_bias_per_layer,
     **{k: v for k, v in sizes.items() if v > 0},
   )
 

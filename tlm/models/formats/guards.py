@@ -5,25 +5,24 @@ files anyone may have written. The helpers here are the pieces several readers s
 
 - `load_json`: JSON with a bounded size and nesting depth, so that a deeply nested header or
   `config.json` is a one-line `CheckpointError` instead of a `RecursionError` inside the json
-  module.
+  module (`tlm.safe_read`, raising `CheckpointError`; a FIFO or device is never opened).
 - `confined_path`: a file name read from inside a checkpoint (a `weight_map` shard, the
-  `model_checkpoint_path` of a TF `checkpoint` state file) resolved in the checkpoint
-  directory, refusing names that lead out of it, so that an index cannot make tlm open
-  `/etc/passwd` or `../../secret`.
+  `model_checkpoint_path` of a TF `checkpoint` state file, an entry of tlm's checksum
+  manifest) resolved in the checkpoint directory, refusing names that lead out of it or to a
+  special file, so that an index cannot make tlm open `/etc/passwd`, `../../secret` or a FIFO.
 - `shown`: a string from a file, made safe to put into a one-line error message.
 """
 
-import json
 import os
 import re
+import stat
 
-from tlm import storage
+from tlm import safe_read, storage
 from tlm.errors import CheckpointError
 
 # No checkpoint JSON nests deeper than a few levels (a safetensors header: 3, an HF config.json
-# with task_specific_params: 3); 64 leaves room for anything legitimate and stays far below the
-# interpreter's recursion limit.
-MAX_JSON_DEPTH = 64
+# with task_specific_params: 3); see safe_read.
+MAX_JSON_DEPTH = safe_read.MAX_JSON_DEPTH
 # HF index and config files are kilobytes; safetensors caps its header at 100 MB.
 MAX_JSON_BYTES = 100_000_000
 
@@ -36,18 +35,11 @@ def shown(text, limit: int = 80) -> str:
 
 def json_depth(value) -> int:
   """The deepest nesting of lists and dicts in a parsed JSON value (a scalar is 0), iteratively."""
-  deepest, stack = 0, [(value, 1)]
-  while stack:
-    node, depth = stack.pop()
-    children = node.values() if isinstance(node, dict) else node if isinstance(node, list) else None
-    if children is not None:
-      deepest = max(deepest, depth)
-      stack.extend((child, depth + 1) for child in children if isinstance(child, (dict, list)))
-  return deepest
+  return safe_read.json_depth(value)
 
 
 def parse_json(raw: bytes, source: str, max_depth: int = MAX_JSON_DEPTH):
-  """Parses UTF-8 JSON bytes whose nesting is at most `max_depth`.
+  """Parses UTF-8 JSON bytes whose nesting is at most `max_depth` (`safe_read.parse_json`).
 
   Args:
     raw: the JSON text.
@@ -61,51 +53,30 @@ def parse_json(raw: bytes, source: str, max_depth: int = MAX_JSON_DEPTH):
     CheckpointError: `source: ...` in one line for invalid UTF-8, invalid JSON (including
       integers beyond Python's digit limit) or nesting deeper than `max_depth`.
   """
-  try:
-    value = json.loads(raw.decode("utf-8"))
-  except UnicodeDecodeError as e:
-    raise CheckpointError(f"{source}: cannot read JSON (not UTF-8 at byte {e.start})") from None
-  except RecursionError:
-    # The json module's scanner recurses per level and gives up near the interpreter's
-    # recursion limit (about 1000).
-    raise CheckpointError(
-      f"{source}: cannot read JSON (nested too deeply, at most {max_depth} levels)"
-    ) from None
-  except ValueError as e:  # JSONDecodeError, or an integer beyond Python's digit limit
-    detail = str(e).splitlines()[0][:200]
-    raise CheckpointError(f"{source}: cannot read JSON ({detail})") from None
-  depth = json_depth(value)
-  if depth > max_depth:
-    raise CheckpointError(
-      f"{source}: cannot read JSON (nested {depth} levels deep, at most {max_depth})"
-    )
-  return value
+  return safe_read.parse_json(raw, source, max_depth, CheckpointError)
 
 
 def load_json(path: str, max_bytes: int = MAX_JSON_BYTES, max_depth: int = MAX_JSON_DEPTH):
   """Reads a JSON file of at most `max_bytes` and `max_depth` levels.
 
   Raises:
-    CheckpointError: naming the file, if it cannot be read, is too large or is not JSON.
+    CheckpointError: naming the file, if it cannot be read, is too large, is not a regular
+      file (a FIFO, a device) or is not JSON.
   """
   return parse_json(read_bounded(path, max_bytes, "JSON"), path, max_depth)
 
 
 def read_bounded(path: str, max_bytes: int, what: str) -> bytes:
-  """The bytes of a small file, reading at most `max_bytes` + 1 of them.
+  """The bytes of a small regular file, reading at most `max_bytes` + 1 of them.
 
   Raises:
-    CheckpointError: naming the file and `what` it should be, if it cannot be read or is
-      larger than `max_bytes`.
+    CheckpointError: naming the file and `what` it should be, if it cannot be read, is not a
+      regular file (a FIFO or a device is never opened) or is larger than `max_bytes`.
   """
   try:
-    with storage.open_file(path, "rb") as f:
-      raw = f.read(max_bytes + 1)
+    return safe_read.read_bounded(path, max_bytes)
   except OSError as e:
     raise CheckpointError(f"{path}: cannot read {what} ({e.strerror or e})") from None
-  if len(raw) > max_bytes:
-    raise CheckpointError(f"{path}: cannot read {what} (larger than {max_bytes} bytes)")
-  return raw
 
 
 def _inside(path: str, root: str) -> bool:
@@ -120,7 +91,7 @@ def _hub_blobs(directory: str) -> str | None:
   return os.path.join(os.path.dirname(parent), "blobs")
 
 
-def confined_path(directory: str, name, source: str) -> str:
+def confined_path(directory: str, name, source: str, *, refuse_special: bool = True) -> str:
   """The file `name` (read from inside a checkpoint) in `directory`, which it must not leave.
 
   The name must be a relative path without `..` components; the file it names may be a
@@ -132,12 +103,15 @@ def confined_path(directory: str, name, source: str) -> str:
     directory: the checkpoint directory.
     name: the file name as read from the index or state file.
     source: the index or state file, named in errors.
+    refuse_special: refuse a name that is a FIFO, device or socket (a regular file or a
+      directory is fine); False for a caller that checks each file itself, when it reads it.
 
   Returns:
     `directory/name`.
 
   Raises:
-    CheckpointError: `source: ...` if the name is not a string or leads out of `directory`.
+    CheckpointError: `source: ...` if the name is not a string, leads out of `directory` or
+      names a special file (a FIFO, a device, a socket).
   """
   if not isinstance(name, str):
     raise CheckpointError(f"{source}: file name {shown(name)} is not a string")
@@ -166,4 +140,14 @@ def confined_path(directory: str, name, source: str) -> str:
     raise CheckpointError(
       f"{source}: file name {shown(name)} is a link that leads outside the checkpoint directory"
     )
+  # A FIFO would block the reader, a device never end: neither is ever opened. (A missing file
+  # is the reader's to report; a directory, say a zarr array's, its to read.)
+  if refuse_special:
+    try:
+      mode = os.stat(path).st_mode
+    except (OSError, ValueError):
+      mode = None
+    if mode is not None and not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+      kind = safe_read.kind(mode)
+      raise CheckpointError(f"{source}: file name {shown(name)} is {kind}, not a file")
   return path

@@ -50,6 +50,10 @@ def check_checkpoint_limits(cfg: T5Config) -> T5Config:
   return cfg
 
 
+# The `model_type` of transformers' UMT5 (a T5 whose every layer has its own relative-position
+# table): `relpos_bias_per_layer` configs are read from and written as it.
+_UMT5 = "umt5"
+
 # config.json key of each T5Config dimension.
 _HF_DIMENSIONS = {
   "vocab_size": "vocab_size",
@@ -65,7 +69,8 @@ _HF_DIMENSIONS = {
 
 
 def from_hf_config(hf: dict) -> T5Config:
-  """A T5Config from an HF `config.json` dict (T5ForConditionalGeneration).
+  """A T5Config from an HF `config.json` dict (T5ForConditionalGeneration, MT5, and UMT5:
+  `model_type` "umt5" gives `relpos_bias_per_layer`).
 
   Tying follows transformers: logits are scaled (T5 1.0) unless `tie_word_embeddings` is
   false; transformers >= 5 also writes `scale_decoder_outputs`, which takes precedence.
@@ -121,12 +126,15 @@ def from_hf_config(hf: dict) -> T5Config:
     **dims,
     mlp_activations=_HF_ACTIVATIONS[proj],
     logits_via_embedding=bool(scaled),
+    # transformers' UMT5 is T5 with a relative-position table in every layer (umT5).
+    relpos_bias_per_layer=hf.get("model_type") == _UMT5,
     **floats,
   )
 
 
 def to_hf_config(cfg: T5Config) -> dict:
-  """The HF `config.json` dict of `cfg` (loads in transformers as T5ForConditionalGeneration).
+  """The HF `config.json` dict of `cfg` (loads in transformers as T5ForConditionalGeneration,
+  or UMT5ForConditionalGeneration when `cfg.relpos_bias_per_layer`).
 
   Raises:
     ConfigError: activations with no HF `feed_forward_proj` name.
@@ -134,9 +142,10 @@ def to_hf_config(cfg: T5Config) -> dict:
   proj = {v: k for k, v in _HF_ACTIVATIONS.items()}.get(cfg.mlp_activations)
   if proj is None:
     raise ConfigError(f"mlp_activations {cfg.mlp_activations} have no HF feed_forward_proj")
+  umt5 = cfg.relpos_bias_per_layer
   return {
-    "architectures": ["T5ForConditionalGeneration"],
-    "model_type": "t5",
+    "architectures": ["UMT5ForConditionalGeneration" if umt5 else "T5ForConditionalGeneration"],
+    "model_type": _UMT5 if umt5 else "t5",
     "vocab_size": cfg.vocab_size,
     "d_model": cfg.emb_dim,
     "d_kv": cfg.head_dim,

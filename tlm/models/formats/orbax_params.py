@@ -8,6 +8,7 @@ Any orbax or tensorstore failure becomes a one-line `CheckpointError` naming the
 """
 
 import logging
+import os
 
 import jax
 import numpy as np
@@ -15,6 +16,7 @@ import orbax.checkpoint as ocp
 
 from tlm import storage
 from tlm.errors import CheckpointError
+from tlm.models.formats import orbax_failures
 
 
 class _ItemMetadataFilter(logging.Filter):
@@ -30,6 +32,7 @@ class _ItemMetadataFilter(logging.Filter):
 
 
 logging.getLogger("absl").addFilter(_ItemMetadataFilter())
+orbax_failures.install()  # a failed save is reported once, as tlm's one line
 
 
 def _one_line(e: Exception) -> str:
@@ -64,6 +67,10 @@ def save(directory: str, params) -> None:
   try:
     ocp.PyTreeCheckpointer().save(directory, params)
   except Exception as e:  # orbax/tensorstore raise many types; all mean "not saved"
+    # Nothing may still be writing there while the caller removes what is left.
+    orbax_failures.join_writers()
+    if not storage.is_remote(directory):  # orbax writes into `directory` + a temporary suffix
+      orbax_failures.settle(*os.path.split(directory))
     raise CheckpointError(f"{directory}: cannot save parameters ({_one_line(e)})") from None
 
 

@@ -1,8 +1,8 @@
 """T5X parameter trees of the scalable layouts rewritten to the names of T5X's t5 example.
 
 tlm's parameter names are those of `t5x/examples/t5/network.py`: `encoder/layers_N/...`,
-2-D kernels (`joined_kv`), one `relpos_bias` per stack. Two other T5X layouts hold the same
-model differently:
+2-D kernels (`joined_kv`), `relpos_bias` per stack or (`relpos_bias_per_layer`) per layer. Two
+other T5X layouts hold the same model differently:
 
 - layers stacked along an axis (`scan_layers=True` in `t5x/examples/scalable_t5/network.py`,
   and flaxformer's scanned T5): `scan_with_axes(..., name="encoder")` inside the `encoder`
@@ -13,10 +13,12 @@ model differently:
   key and value [embed, heads, kv], out [heads, kv, embed], which are the 2-D kernels
   reshaped (C order: heads major, as `joined_kv`).
 
-`unstack` slices stacked arrays into `layers_N` and reshapes 3-D kernels. Scalable T5 gives
-each layer its own relative-position table (`layers_N/relpos_bias`; flaxformer refuses shared
-biases with scanned layers): tlm's T5 shares one per stack, so per-layer tables are accepted
-only when they are all equal, and are otherwise a `CheckpointError` saying so.
+`unstack` slices stacked arrays into `layers_N` and reshapes 3-D kernels. Scalable T5 (and
+flaxformer, which refuses shared biases with scanned layers) gives each layer its own
+relative-position table, `<stack>/<stack>/relpos_bias/rel_embedding` [heads, layers, buckets]
+(T5X's `RelativePositionBiases` inside the scanned layer); unstacked it is
+`<stack>/layers_N/relpos_bias/rel_embedding`, the name scalable T5 gives it unscanned and
+tlm's T5 with `relpos_bias_per_layer` (which `param_convert.infer_t5x_config` infers from it).
 """
 
 import re
@@ -34,7 +36,6 @@ _KERNEL_3D = re.compile(
   r"^(encoder|decoder)/layers_\d+/(attention|self_attention|encoder_decoder_attention)/"
   r"(query|key|value|out)/kernel$"
 )
-_LAYER_RELPOS = re.compile(r"^(encoder|decoder)/layers_(\d+)/relpos_bias/rel_embedding$")
 # T5X's `param_scan_axis` default (scalable_t5 network.py; flaxformer `scan_axis`).
 DEFAULT_SCAN_AXIS = 1
 
@@ -60,12 +61,10 @@ def _scan_axis(tensors: dict, stack: str, source: str) -> tuple[int, int]:
 
 
 def unstack(tensors: dict[str, np.ndarray], source: str) -> dict[str, np.ndarray]:
-  """`tensors` with stacked layers sliced, 3-D kernels reshaped and equal per-layer
-  relative-position tables made the stack's one table (see the module docstring).
+  """`tensors` with stacked layers sliced and 3-D kernels reshaped (see the module docstring).
 
   Raises:
-    CheckpointError: a stack in both layouts, arrays without the layer axis, per-layer
-      relative-position tables that differ.
+    CheckpointError: a stack in both layouts, arrays without the layer axis.
   """
   out = dict(tensors)
   for stack in ("encoder", "decoder"):
@@ -92,27 +91,4 @@ def unstack(tensors: dict[str, np.ndarray], source: str) -> dict[str, np.ndarray
       value = out[name]
       joined = value.reshape(value.shape[0] * value.shape[1], value.shape[2])
       out[name] = joined if match.group(3) == "out" else value.reshape(value.shape[0], -1)
-  return _shared_relpos(out, source)
-
-
-def _shared_relpos(tensors: dict[str, np.ndarray], source: str) -> dict[str, np.ndarray]:
-  by_stack: dict[str, list[str]] = {}
-  for name in tensors:
-    if match := _LAYER_RELPOS.match(name):
-      by_stack.setdefault(match.group(1), []).append(name)
-  for stack, names in by_stack.items():
-    shared = f"{stack}/relpos_bias/rel_embedding"
-    if shared in tensors:
-      raise CheckpointError(f"{source}: {stack} has both {shared} and per-layer tables")
-    first = tensors[names[0]]
-    if not all(
-      tensors[n].shape == first.shape and np.array_equal(tensors[n], first) for n in names
-    ):
-      raise CheckpointError(
-        f"{source}: the {stack} layers have their own relative-position tables "
-        f"({names[0]}, ...; scalable T5 / umT5); tlm's T5 shares one table per stack"
-      )
-    for name in names:
-      del tensors[name]
-    tensors[shared] = first
-  return tensors
+  return out

@@ -1,0 +1,151 @@
+"""`build_ssm` as an Apache Beam pipeline: the paper's corpus beyond one machine.
+
+The same units of work as the local builder (`tlm.data.store_build`): chunks of the input are
+scanned, the held-out plan is computed from the counts, chunks are turned into parts, tables
+are merged and the manifest written last, so the store is byte-identical to the one
+`--num_workers` processes write. Beam only schedules and retries them (DirectRunner in the
+tests; Dataflow, Flink or Spark in production: the runbook in the README has the commands).
+Parts and the store are written straight under the output directory, local or on an object
+store (gs://), through `tlm.storage`; the manifest is written last, so a pipeline that fails
+leaves no store (a stale manifest is deleted first), and the parts are deleted at the end.
+
+apache-beam is optional and lives in an environment of its own (requirements-beam.txt: it needs
+protobuf < 7); without it `--beam_options` says so in one line. Tested with apache-beam 2.77.0
+(numpy 2.4.6, Python 3.11.7), DirectRunner.
+"""
+
+import json
+import shlex
+from collections.abc import Sequence
+
+from tlm import storage
+from tlm.data import store, store_build
+from tlm.data.salient_spans import Gazetteer
+from tlm.data.ssm import MAX_CONTEXT_WORDS
+from tlm.errors import UserError
+from tlm.files import check_replaceable
+
+# Beam runners parallelise over chunks: cut the input as for this many local workers.
+CHUNK_HINT_WORKERS = 64
+
+
+def _beam():
+  try:
+    import apache_beam as beam
+    from apache_beam.options.pipeline_options import PipelineOptions
+  except ImportError:
+    raise UserError(
+      "--beam_options needs apache-beam: pip install -r requirements-beam.txt "
+      "(or build with local processes: --num_workers=N)"
+    ) from None
+  return beam, PipelineOptions
+
+
+def _clear(output_dir: str) -> None:
+  """Removes a previous store in `output_dir` (its manifest first: no longer a store)."""
+  manifest = storage.join(output_dir, store.MANIFEST)
+  if storage.exists(manifest):
+    storage.remove(manifest)
+  for name in sorted(store_build.OUTPUT_NAMES - {store.MANIFEST}) + [store_build._PARTS]:
+    path = storage.join(output_dir, name)
+    if storage.isdir(path):
+      storage.rmtree(path)
+    elif storage.exists(path):
+      storage.remove(path)
+
+
+def _error(e: Exception) -> UserError:
+  """A pipeline failure as one line: a worker's UserError (a bad input line) is in the text
+  of the runner's exception."""
+  if isinstance(e, UserError):
+    return e
+  lines = [line for line in str(e).splitlines() if "Error: " in line] or str(e).splitlines()
+  first = (lines[0] if lines else repr(e)).strip()
+  for kind in ("DataError: ", "UserError: "):
+    if kind in first:
+      first = first.split(kind, 1)[1]
+  return UserError(f"the Beam pipeline failed: {first.split(' [while running')[0]}")
+
+
+def build(
+  news: str | Sequence[str],
+  output_dir: str,
+  beam_options: str | Sequence[str],
+  gazetteer: str | None = None,
+  seed: int = 0,
+  heldout_articles: int = 2000,
+  heldout_fraction: float = 0.1,
+  max_context_words: int = MAX_CONTEXT_WORDS,
+  vocab: str | None = None,
+) -> dict:
+  """`tlm.data.ssm.build_ssm` as a Beam pipeline run with `beam_options`.
+
+  Args:
+    beam_options: the pipeline's options, e.g. "--runner=DirectRunner" (a string split like a
+      shell command line, or a list).
+    others: as `tlm.data.ssm.build_ssm`.
+
+  Returns:
+    The statistics written to `stats.json`.
+  """
+  beam, pipeline_options = _beam()
+  if heldout_articles < 0 or not 0 <= heldout_fraction < 0.5:
+    raise UserError("heldout_articles must be >= 0 and heldout_fraction in [0, 0.5)")
+  check_replaceable(output_dir, store_build.OUTPUT_NAMES)
+  paths = store_build.expand_inputs(news)
+  if gazetteer:
+    Gazetteer.from_file(gazetteer)
+  token_dtype = store_build.check_vocab_for_store(vocab) if vocab else None
+  options = store_build.Options(gazetteer, vocab, token_dtype, max_context_words)
+  chunks = store_build.plan_chunks(paths, CHUNK_HINT_WORKERS)
+  out = storage.abspath(output_dir)
+  part_dir = storage.join(out, store_build._PARTS)
+  args = shlex.split(beam_options) if isinstance(beam_options, str) else list(beam_options)
+  _clear(out)
+  storage.makedirs(out)
+
+  def plan_of(scans):
+    return store_build.make_plan(chunks, scans, seed, heldout_articles, heldout_fraction)
+
+  def examples(chunk, plan):
+    return store_build.process_chunk(chunk, plan.chunk_plan(chunk.index), options, part_dir)
+
+  def jobs_of(results, plan):
+    return store_build.merge_jobs(out, part_dir, plan, results, token_dtype)
+
+  def finish(merged, plan, results):  # on a worker: the statistics are read back from stats.json
+    store_build.finish(out, plan, results, merged, options)
+
+  try:
+    with beam.Pipeline(options=pipeline_options(args)) as p:
+      chunk_pc = p | "Chunks" >> beam.Create(chunks) | "Spread" >> beam.Reshuffle()
+      plan = (
+        chunk_pc
+        | "Scan" >> beam.Map(store_build.scan_chunk)
+        | "Scans" >> beam.combiners.ToList()
+        | "Plan" >> beam.Map(plan_of)
+      )
+      results = chunk_pc | "Examples" >> beam.Map(examples, plan=beam.pvalue.AsSingleton(plan))
+      all_results = results | "Results" >> beam.combiners.ToList()
+      merged = (
+        all_results
+        | "MergeJobs" >> beam.FlatMap(jobs_of, plan=beam.pvalue.AsSingleton(plan))
+        | "SpreadJobs" >> beam.Reshuffle()
+        | "Merge" >> beam.Map(lambda job: ((job[1], job[2], job[3]), store_build.merge_job(job)))
+      )
+      _ = (
+        merged
+        | "Merged" >> beam.combiners.ToList()
+        | "Finish"
+        >> beam.Map(
+          finish,
+          plan=beam.pvalue.AsSingleton(plan),
+          results=beam.pvalue.AsSingleton(all_results),
+        )
+      )
+  except Exception as e:
+    raise _error(e) from None
+  storage.rmtree(part_dir)
+  if not store.is_store(out):
+    raise UserError(f"{out}: the Beam pipeline ended without writing the manifest")
+  return json.loads(storage.read_text(storage.join(out, "stats.json")))

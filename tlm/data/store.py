@@ -1,0 +1,485 @@
+"""The example store: (inputs, targets) examples on disk as flat arrays with offsets.
+
+Mirrors Megatron's indexed dataset (`megatron/core/datasets/indexed_dataset.py`: one `.bin`
+of tokens and one `.idx` of offsets) and MaxText's input pipeline: a process reads an example
+by its index with two small ranged reads, so that nothing per example lives in host memory and
+opening a store costs the same whatever its size. The SSM builder (`tlm.data.store_build`,
+`--mode=build_ssm`) writes it; training (`tlm.data.datasets.load_sources`) reads it.
+
+A store directory:
+
+  manifest.json             format, token dtype, vocabulary fingerprint, tables, file sizes
+                            and SHA-256; written last (the store exists once it does)
+  spiece.model              tokenized stores: the vocabulary the tokens are ids of
+  <split>/<year>.<field>.bin  example data laid end to end: example i's inputs, then its targets
+  <split>/<year>.<field>.idx  little-endian int64 offsets into .bin (in elements), 2n+1 of
+                            them: inputs of i are [o[2i], o[2i+1]), targets [o[2i+1], o[2i+2])
+
+A field is "text" (UTF-8 bytes) or "tokens" (SentencePiece ids without EOS, uint16 when every
+id fits, else int32, as the manifest says). A store built with a vocabulary holds tokens for
+every split and, for the held-out splits (val, test: evaluation compares strings, and they are
+small), the text too; one built without holds text, tokenized as examples are drawn. The year
+is the file's; the article date is not kept (nothing reads it).
+
+What is checked when (every file is treated as hostile):
+- at open, per table a process reads: the manifest's structure; each file's size against the
+  manifest; and every offset of the .idx: starts at 0, never decreases, ends at the .bin's
+  length. The offsets (16 bytes per example) are read in 2 MB chunks, not memory-mapped, so
+  resident memory stays flat, and checked with vectorised numpy, so a hostile index fails
+  with one line naming it before any training step (the README's runbook has the cost).
+- at every read: the example's offsets again (the file may have changed since) and, for text,
+  its UTF-8; the caller checks token ids against its vocabulary.
+- the SHA-256 of each file: written at build time, verified by `verify` (`--mode=check_store`),
+  e.g. once after copying a store to a host. Not at open: hashing the paper's ~40 GB of tokens
+  on every host at every (re)start would take minutes; sizes and offsets catch truncation and
+  a bad index, which is what stops a run; a flipped bit inside a token is not.
+
+On an object store (gs://) the .idx files are downloaded once at open into anonymous local
+temporary files (16 bytes per example; checked while streaming) and examples are read with
+concurrent ranged requests (fsspec `cat_ranges`).
+"""
+
+import hashlib
+import json
+import os
+import tempfile
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+
+from tlm import storage
+from tlm.data.formatting import TextExample
+from tlm.errors import DataError
+
+FORMAT = "tlm.example_store"
+VERSION = 1
+MANIFEST = "manifest.json"
+VOCAB_FILE = "spiece.model"
+SPLITS = ("train", "val", "test")
+TEXT, TOKENS = "text", "tokens"
+FIELDS = (TEXT, TOKENS)
+TOKEN_DTYPES = ("uint16", "int32")
+OFFSET_DTYPE = np.dtype("<i8")
+_CHUNK = 1 << 18  # offsets per read when checking an index (2 MB)
+_HASH_BLOCK = 1 << 24
+_ITER_BLOCK = 4096  # examples read at once when a table is iterated
+
+
+def table_key(split: str, year: int) -> str:
+  return f"{split}/{int(year)}"
+
+
+def file_name(split: str, year: int, field: str, ext: str) -> str:
+  """The "/"-separated name of a store file, relative to the store."""
+  return f"{split}/{int(year)}.{field}.{ext}"
+
+
+def token_dtype_for(vocab_size: int) -> str:
+  """uint16 when every id fits (T5's 32,100), else int32."""
+  return "uint16" if vocab_size <= 1 << 16 else "int32"
+
+
+def vocab_fingerprint(serialized_model: bytes) -> str:
+  """The SHA-256 of a SentencePiece model's bytes: what a tokenized store was built with."""
+  return hashlib.sha256(serialized_model).hexdigest()
+
+
+def is_store(path: str) -> bool:
+  """Whether `path` is a store directory (its manifest exists)."""
+  return storage.isfile(storage.join(path, MANIFEST))
+
+
+def sha256_file(path: str) -> str:
+  h = hashlib.sha256()
+  with storage.open_file(path, "rb") as f:
+    while block := f.read(_HASH_BLOCK):
+      h.update(block)
+  return h.hexdigest()
+
+
+# ---- the manifest ----------------------------------------------------------------------------
+
+
+def _field_of(obj, key: str, kind, path: str, where: str = ""):
+  value = obj.get(key) if isinstance(obj, dict) else None
+  ok = isinstance(value, kind) and not (kind is int and isinstance(value, bool))
+  if not ok:
+    name = kind.__name__ if isinstance(kind, type) else "/".join(k.__name__ for k in kind)
+    raise DataError(f"manifest: {where}{key!r} missing or not a {name}", path)
+  return value
+
+
+def read_manifest(directory: str) -> dict:
+  """The manifest of a store, its structure validated (not yet against the files).
+
+  Raises:
+    DataError: naming manifest.json: unreadable, not this format or version, or a field
+      missing, of the wrong type or out of range.
+  """
+  path = storage.join(directory, MANIFEST)
+  try:
+    raw = storage.read_bytes(path)
+  except FileNotFoundError:
+    raise DataError("no such file (not an example store)", path) from None
+  except OSError as e:
+    raise DataError(f"cannot read ({e.strerror or e})", path) from None
+  try:
+    manifest = json.loads(raw.decode("utf-8"))
+  except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
+    raise DataError(f"not a JSON manifest ({str(e)[:100]})", path) from None
+  if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
+    raise DataError(f"not an example store manifest (format is not {FORMAT!r})", path)
+  if manifest.get("version") != VERSION:
+    raise DataError(f"store format version {manifest.get('version')!r}; expected {VERSION}", path)
+  dtype = manifest.get("token_dtype")
+  if dtype is not None and dtype not in TOKEN_DTYPES:
+    raise DataError(f"manifest: token_dtype {dtype!r} is not one of {TOKEN_DTYPES}", path)
+  vocab = manifest.get("vocab")
+  if (vocab is None) != (dtype is None):
+    raise DataError("manifest: 'vocab' and 'token_dtype' must be both set or both null", path)
+  if vocab is not None:
+    _field_of(vocab, "sha256", str, path, "vocab ")
+    _field_of(vocab, "vocab_size", int, path, "vocab ")
+  tables = _field_of(manifest, "tables", dict, path)
+  files = _field_of(manifest, "files", dict, path)
+  for key, table in tables.items():
+    _check_table(key, table, files, dtype, path)
+  return manifest
+
+
+def _check_table(key: str, table, files: dict, dtype, path: str) -> None:
+  """One entry of the manifest's tables, and its files' entries."""
+  split, _, year = key.partition("/")
+  if split not in SPLITS or not year.isdigit() or str(int(year)) != year:
+    raise DataError(f"manifest: table {key!r} is not <split>/<year>", path)
+  n = _field_of(table, "examples", int, path, f"table {key!r} ")
+  fields = _field_of(table, "fields", list, path, f"table {key!r} ")
+  if n < 0 or not fields or any(f not in FIELDS for f in fields) or len(set(fields)) < len(fields):
+    raise DataError(f"manifest: table {key!r} has a bad count or fields {fields!r}", path)
+  if TOKENS in fields and dtype is None:
+    raise DataError(f"manifest: table {key!r} holds tokens but token_dtype is null", path)
+  for field in fields:
+    for ext in ("bin", "idx"):
+      name = file_name(split, int(year), field, ext)
+      entry = files.get(name)
+      if not isinstance(entry, dict):
+        raise DataError(f"manifest: no entry for {name}", path)
+      size = _field_of(entry, "bytes", int, path, f"{name} ")
+      _field_of(entry, "sha256", str, path, f"{name} ")
+      if size < 0:
+        raise DataError(f"manifest: {name} has a negative size", path)
+
+
+# ---- reading ---------------------------------------------------------------------------------
+
+
+class _Ranges:
+  """Reads byte ranges of one file: `os.pread` locally, fsspec `cat_ranges` on an object store
+  (concurrent requests where the backend has them, as gcsfs does)."""
+
+  def __init__(self, path: str, fd: int | None = None):
+    self.path = path
+    self._fd = fd
+    self._fs = self._key = None
+    if fd is None:
+      if storage.is_remote(path):
+        import fsspec
+
+        self._fs, self._key = fsspec.core.url_to_fs(path)
+      else:
+        try:
+          self._fd = os.open(storage.local(path), os.O_RDONLY)
+        except OSError as e:
+          raise DataError(f"cannot open ({e.strerror})", path) from None
+
+  def read(self, starts: Sequence[int], ends: Sequence[int]) -> list[bytes]:
+    if self._fd is None:
+      if not len(starts):
+        return []
+      n = len(starts)
+      return self._fs.cat_ranges([self._key] * n, list(starts), list(ends))
+    return [os.pread(self._fd, e - s, s) for s, e in zip(starts, ends)]
+
+  def close(self) -> None:
+    if self._fd is not None:
+      os.close(self._fd)
+      self._fd = None
+
+
+def _check_offsets(chunks: Iterable[np.ndarray], count: int, total: int, path: str) -> None:
+  """Checks an index streamed in chunks: `count` offsets, 0 first, never decreasing, `total`
+  last."""
+  seen, last = 0, 0
+  for chunk in chunks:
+    if not chunk.size:
+      continue
+    if seen == 0 and chunk[0] != 0:
+      raise DataError(f"corrupt index: first offset is {int(chunk[0])}, not 0", path)
+    steps = np.diff(chunk, prepend=last)
+    bad = np.flatnonzero(steps < 0)
+    if bad.size:
+      i = seen + int(bad[0])
+      raise DataError(f"corrupt index: offset {i} decreases ({int(chunk[bad[0]])})", path)
+    seen += chunk.size
+    last = chunk[-1]
+  if seen != count:
+    raise DataError(f"truncated index: {seen} offsets, expected {count}", path)
+  if last != total:
+    raise DataError(
+      f"corrupt index: last offset {int(last)} but the data file holds {total} elements", path
+    )
+
+
+class _Field:
+  """One field (text or tokens) of one table: its .bin data and .idx offsets."""
+
+  def __init__(self, directory: str, split: str, year: int, field: str, dtype, count: int, files):
+    self.dtype = np.dtype(dtype).newbyteorder("<")
+    self.bin_path = storage.join(directory, file_name(split, year, field, "bin"))
+    self.idx_path = storage.join(directory, file_name(split, year, field, "idx"))
+    manifest_path = storage.join(directory, MANIFEST)
+    for path, name in ((self.bin_path, "bin"), (self.idx_path, "idx")):
+      want = files[file_name(split, year, field, name)]["bytes"]
+      try:
+        have = storage.getsize(path)
+      except (FileNotFoundError, OSError):
+        raise DataError("missing store file (listed in manifest.json)", path) from None
+      if have != want:
+        what = "truncated" if have < want else "longer than the manifest says"
+        raise DataError(f"{what}: {have} bytes, manifest.json says {want}", path)
+    bin_bytes = files[file_name(split, year, field, "bin")]["bytes"]
+    if bin_bytes % self.dtype.itemsize:
+      raise DataError(f"size {bin_bytes} is not a whole number of {self.dtype} elements",
+                      self.bin_path)  # fmt: skip
+    if files[file_name(split, year, field, "idx")]["bytes"] != 8 * (2 * count + 1):
+      raise DataError(
+        f"manifest: {count} examples need {8 * (2 * count + 1)} bytes of offsets", manifest_path
+      )
+    self.count = count
+    self.total = bin_bytes // self.dtype.itemsize
+    self._index = self._open_index(count)
+    self._data = _Ranges(self.bin_path)
+
+  def _open_index(self, count: int) -> _Ranges:
+    """Checks every offset; returns a reader of the index (local; a downloaded copy of a
+    remote one)."""
+    n = 2 * count + 1
+    if not storage.is_remote(self.idx_path):
+      with open(storage.local(self.idx_path), "rb") as f:
+        _check_offsets(_read_chunks(f), n, self.total, self.idx_path)
+      return _Ranges(self.idx_path)
+    copy = tempfile.TemporaryFile(prefix="tlm-store-idx-")
+    try:
+      with storage.open_file(self.idx_path, "rb") as f:
+
+        def chunks():
+          while block := f.read(8 * _CHUNK):
+            copy.write(block)
+            if len(block) % 8:
+              raise DataError("truncated index: not whole int64 offsets", self.idx_path)
+            yield np.frombuffer(block, OFFSET_DTYPE)
+
+        _check_offsets(chunks(), n, self.total, self.idx_path)
+      copy.flush()
+      return _Ranges(self.idx_path, fd=os.dup(copy.fileno()))
+    finally:
+      copy.close()  # the duplicated descriptor keeps the anonymous file alive
+
+  def offsets(self, ids: np.ndarray) -> np.ndarray:
+    """[len(ids), 3] offsets (inputs start, targets start, end) of examples `ids`."""
+    ids = np.asarray(ids, np.int64)
+    if ids.size and (ids.min() < 0 or ids.max() >= self.count):
+      raise IndexError(f"example index out of range [0, {self.count})")
+    raw = self._index.read((16 * ids).tolist(), (16 * ids + 24).tolist())
+    out = np.frombuffer(b"".join(raw), OFFSET_DTYPE).reshape(-1, 3).astype(np.int64)
+    if out.shape[0] != ids.size:
+      raise DataError("index shorter than at open (changed while in use)", self.idx_path)
+    bad = (out[:, 0] > out[:, 1]) | (out[:, 1] > out[:, 2]) | (out[:, 0] < 0)
+    if ids.size and (bad.any() or out[:, 2].max() > self.total):
+      raise DataError("corrupt index (changed since it was checked at open)", self.idx_path)
+    return out
+
+  def read(self, ids: np.ndarray) -> tuple[list[bytes], np.ndarray]:
+    """The raw bytes of examples `ids` (inputs then targets) and their offsets."""
+    off = self.offsets(ids)
+    size = self.dtype.itemsize
+    raw = self._data.read((off[:, 0] * size).tolist(), (off[:, 2] * size).tolist())
+    if any(len(r) != (e - s) * size for r, s, e in zip(raw, off[:, 0], off[:, 2])):
+      raise DataError("data file shorter than at open (changed while in use)", self.bin_path)
+    return raw, off
+
+  def close(self) -> None:
+    self._index.close()
+    self._data.close()
+
+
+def _read_chunks(f) -> Iterable[np.ndarray]:
+  """A local index in chunks of `_CHUNK` offsets (a trailing partial offset is dropped: the
+  count check then fails)."""
+  while True:
+    chunk = np.fromfile(f, OFFSET_DTYPE, _CHUNK)
+    if not chunk.size:
+      return
+    yield chunk
+
+
+class Table(Sequence):
+  """One split and year of a store: a read-only sequence of `TextExample`s, and vectorised
+  access to its token ids.
+
+  Attributes:
+    split, year: which table.
+    path: the store directory.
+    has_text, has_tokens: the fields it holds.
+    vocab_sha256: the fingerprint of the vocabulary its tokens are of ("" without tokens).
+  """
+
+  def __init__(self, store: "Store", split: str, year: int):
+    entry = store.manifest["tables"].get(table_key(split, year))
+    if entry is None:
+      years = ", ".join(str(y) for y in store.years(split)) or "none"
+      raise DataError(
+        f"no {split} examples for {year} in this store ({split} years: {years})",
+        store.manifest_path,
+      )
+    self.split, self.year, self.path = split, int(year), store.path
+    self._count = int(entry["examples"])
+    files = store.manifest["files"]
+    dtype = store.manifest.get("token_dtype")
+    self._fields = {}
+    try:
+      for field in entry["fields"]:
+        field_dtype = np.uint8 if field == TEXT else dtype
+        self._fields[field] = _Field(
+          store.path, split, self.year, field, field_dtype, self._count, files
+        )
+    except BaseException:
+      self.close()
+      raise
+    self.has_text, self.has_tokens = TEXT in self._fields, TOKENS in self._fields
+    self.vocab_sha256 = store.vocab_sha256 if self.has_tokens else ""
+
+  def __len__(self) -> int:
+    return self._count
+
+  def __getitem__(self, i):
+    if isinstance(i, slice):
+      return [self[j] for j in range(*i.indices(self._count))]
+    i = int(i)
+    if i < 0:
+      i += self._count
+    if not 0 <= i < self._count:
+      raise IndexError(f"example {i} of {self._count}")
+    inputs, targets = self.texts(np.array([i]))[0]
+    return TextExample(inputs, targets, self.year)
+
+  def __iter__(self):
+    """The examples in order, read in blocks (evaluation walks whole held-out tables)."""
+    for start in range(0, self._count, _ITER_BLOCK):
+      ids = np.arange(start, min(start + _ITER_BLOCK, self._count))
+      for inputs, targets in self.texts(ids):
+        yield TextExample(inputs, targets, self.year)
+
+  def texts(self, ids) -> list[tuple[str, str]]:
+    """(inputs, targets) strings of examples `ids`.
+
+    Raises:
+      DataError: the table holds tokens only (a tokenized store's train split), or a
+        corrupt file.
+    """
+    field = self._fields.get(TEXT)
+    if field is None:
+      raise DataError(
+        f"{self.split} examples of {self.year} are stored as tokens only; evaluation reads the "
+        "val and test splits (which keep their text)",
+        self.path,
+      )
+    raw, off = field.read(ids)
+    out = []
+    for data, (a, b, _) in zip(raw, off):
+      try:
+        out.append((data[: b - a].decode("utf-8"), data[b - a :].decode("utf-8")))
+      except UnicodeDecodeError:
+        raise DataError("corrupt text: invalid UTF-8", field.bin_path) from None
+    return out
+
+  def tokens(self, ids) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """Per example of `ids`, its input ids and its target ids (int32, without EOS)."""
+    field = self._fields.get(TOKENS)
+    if field is None:
+      raise DataError(f"{self.split} examples of {self.year} hold no tokens", self.path)
+    raw, off = field.read(ids)
+    inputs, targets = [], []
+    for data, (a, b, _) in zip(raw, off):
+      ids_ = np.frombuffer(data, field.dtype)
+      inputs.append(ids_[: b - a].astype(np.int32))
+      targets.append(ids_[b - a :].astype(np.int32))
+    return inputs, targets
+
+  @property
+  def token_file(self) -> str:
+    """The .bin of the tokens (named in errors about the ids)."""
+    return self._fields[TOKENS].bin_path
+
+  def close(self) -> None:
+    for field in self._fields.values():
+      field.close()
+
+
+class Store:
+  """An example store directory (`read_manifest`); `table(split, year)` opens one table.
+
+  Attributes:
+    path: the directory.
+    manifest: its parsed manifest.
+    vocab_sha256: the fingerprint of the vocabulary of its tokens, "" for a text store.
+    vocab_path: the copy of that vocabulary in the store, "" for a text store.
+  """
+
+  def __init__(self, path: str):
+    self.path = storage.abspath(path)
+    self.manifest_path = storage.join(self.path, MANIFEST)
+    self.manifest = read_manifest(self.path)
+    vocab = self.manifest.get("vocab")
+    self.vocab_sha256 = vocab["sha256"] if vocab else ""
+    self.vocab_path = storage.join(self.path, VOCAB_FILE) if vocab else ""
+
+  def years(self, split: str) -> list[int]:
+    return sorted(int(k.split("/")[1]) for k in self.manifest["tables"] if k.split("/")[0] == split)
+
+  def table(self, split: str, year: int) -> Table:
+    return Table(self, split, year)
+
+
+def verify(path: str) -> dict:
+  """Checks a whole store: the manifest, every file's size and SHA-256, every table's offsets.
+
+  Returns:
+    {"tables": count, "examples": total, "bytes": total file bytes}.
+
+  Raises:
+    DataError: naming the first file that does not match.
+  """
+  store = Store(path)
+  total_bytes = 0
+  for name, entry in sorted(store.manifest["files"].items()):
+    file_path = storage.join(store.path, name)
+    if name.startswith("/") or ".." in name.split("/"):
+      raise DataError(f"manifest: file name {name!r} leaves the store", store.manifest_path)
+    try:
+      digest = sha256_file(file_path)
+    except (FileNotFoundError, OSError):
+      raise DataError("missing store file (listed in manifest.json)", file_path) from None
+    if digest != entry["sha256"]:
+      raise DataError("SHA-256 differs from manifest.json (the file changed or is damaged)",
+                      file_path)  # fmt: skip
+    total_bytes += entry["bytes"]
+  if store.vocab_path:
+    if vocab_fingerprint(storage.read_bytes(store.vocab_path)) != store.vocab_sha256:
+      raise DataError("differs from the vocabulary fingerprint in manifest.json", store.vocab_path)
+  examples = 0
+  for key in store.manifest["tables"]:
+    split, year = key.split("/")
+    store.table(split, int(year)).close()  # sizes and offsets
+    examples += store.manifest["tables"][key]["examples"]
+  return {"tables": len(store.manifest["tables"]), "examples": examples, "bytes": total_bytes}

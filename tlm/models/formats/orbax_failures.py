@@ -1,0 +1,140 @@
+"""What a failed orbax save leaves behind, handled: its reports stay off the terminal (tlm
+reports the failure itself, as one line) and its writers are waited for before cleaning up.
+
+When a save fails (a full disk, a permission), orbax's background threads each log the
+exception with its traceback (`_SignalingThread.run() raised an exception`, `Failed to run ...
+Handler Commit operations ... in background save thread`, `Save Finalize thread ... failed`:
+hundreds of lines for one full disk), asyncio logs orbax's abandoned tasks at exit (`Task
+exception was never retrieved`), and tensorstore's pending callbacks, arriving at the event
+loop orbax closed, print `RuntimeError: Event loop is closed` through `sys.unraisablehook`.
+Each of those exceptions is also stored by orbax and raised again in the thread that waits for
+the save, where tlm turns it into its one-line `CheckpointError` (`tlm.train.checkpointing`) or
+`OutputError` (`tlm.files`), so the terminal shows that line alone.
+
+What `install` drops, and only that: ERROR records whose exception (or one it was raised from)
+is a failed file operation (`tlm.files.io_error_reason`) raised in orbax's code, logged by
+orbax or by asyncio for one of orbax's tasks, and the unraisable `RuntimeError("Event loop is
+closed")` raised in asyncio's `call_soon_threadsafe`. Any other orbax error (a bug, a mismatched
+tree) is logged as before.
+
+Orbax raises the first failed write while its other writers (its `_SignalingThread`s, and
+tensorstore's own threads under them) still run: `join_writers` waits for orbax's threads and
+`settle` until nothing changes in the directory being written any more, so that what the failed
+save left is removed for good instead of being written again after the removal.
+"""
+
+import contextlib
+import logging
+import os
+import sys
+import threading
+import time
+
+from tlm.files import io_error_reason
+
+_installed = False
+
+
+def _chain(e: BaseException | None):
+  seen = set()
+  while e is not None and id(e) not in seen:
+    seen.add(id(e))
+    yield e
+    e = e.__cause__ or e.__context__
+
+
+def _in_orbax(e: BaseException) -> bool:
+  tb = e.__traceback__
+  while tb is not None:
+    if f"{os.sep}orbax{os.sep}" in tb.tb_frame.f_code.co_filename:
+      return True
+    tb = tb.tb_next
+  return False
+
+
+class _ReportedWriteFailures(logging.Filter):
+  """Drops an ERROR record of a failed file write raised in orbax's code: logged by orbax
+  itself, or by asyncio for one of orbax's tasks ("Task exception was never retrieved")."""
+
+  def filter(self, record: logging.LogRecord) -> bool:
+    if record.levelno < logging.ERROR or not record.exc_info:
+      return True
+    chain = list(_chain(record.exc_info[1]))
+    by_orbax = f"{os.sep}orbax{os.sep}" in record.pathname or any(map(_in_orbax, chain))
+    return not (by_orbax and any(io_error_reason(e) is not None for e in chain))
+
+
+def _closed_loop_callback(unraisable) -> bool:
+  """The unraisable RuntimeError of a callback sent to an event loop orbax has closed."""
+  if unraisable.exc_type is not RuntimeError or str(unraisable.exc_value) != (
+    "Event loop is closed"
+  ):
+    return False
+  tb = unraisable.exc_traceback
+  while tb is not None:
+    code = tb.tb_frame.f_code
+    if code.co_name == "call_soon_threadsafe" and "asyncio" in code.co_filename:
+      return True
+    tb = tb.tb_next
+  return False
+
+
+def join_writers(timeout: float = 60.0) -> None:
+  """Waits (at most `timeout` seconds in all) for orbax's writer threads still running.
+
+  When one write of a save fails, orbax raises at once while the writes of the other arrays
+  go on (its `_SignalingThread`s); a caller that cleans up after the failure waits for them
+  first, so that none writes into a directory being removed, or reports after tlm's line.
+  """
+  deadline = time.monotonic() + timeout
+  for thread in threading.enumerate():
+    kind = type(thread)
+    if kind.__module__.startswith("orbax.") and kind.__name__ == "_SignalingThread":
+      thread.join(max(0.0, deadline - time.monotonic()))
+
+
+def _snapshot(directory: str, prefix: str) -> set:
+  out = set()
+  with contextlib.suppress(OSError):
+    tops = [n for n in os.listdir(directory) if n.startswith(prefix)]
+    for name in tops:
+      out.add(name)
+      for top, dirs, names in os.walk(os.path.join(directory, name)):
+        for entry in dirs + names:
+          with contextlib.suppress(OSError):
+            st = os.lstat(os.path.join(top, entry))
+            out.add((top, entry, st.st_size, st.st_mtime_ns))
+  return out
+
+
+def settle(directory: str, prefix: str = "", quiet_s: float = 0.25, timeout_s: float = 10.0):
+  """Waits until nothing under the local `directory` (its entries starting with `prefix`) has
+  changed for `quiet_s` seconds, at most `timeout_s` in all: the in-flight writes of a failed
+  save have then ended. Only on the failure path; on an object store the uncommitted objects
+  are removed by their prefix anyway."""
+  deadline = time.monotonic() + timeout_s
+  last, quiet_since = None, time.monotonic()
+  while time.monotonic() < deadline:
+    now = _snapshot(directory, prefix)
+    if now != last:
+      last, quiet_since = now, time.monotonic()
+    elif time.monotonic() - quiet_since >= quiet_s:
+      return
+    time.sleep(0.05)
+
+
+def install() -> None:
+  """Installs the log filter and the unraisable hook (once per process)."""
+  global _installed
+  if _installed:
+    return
+  _installed = True
+  for logger in ("absl", "asyncio"):
+    logging.getLogger(logger).addFilter(_ReportedWriteFailures())
+  previous = sys.unraisablehook
+
+  def hook(unraisable) -> None:
+    if not _closed_loop_callback(unraisable):
+      previous(unraisable)
+
+  sys.unraisablehook = hook

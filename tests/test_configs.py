@@ -115,7 +115,7 @@ def test_tiny_configs_need_nothing():
     c = configs.get(f"tiny_{variant}")
     assert c.data.synthetic and c.required == ()
     configs.check_required(c)
-    assert c.model.preset == "tiny"
+    assert c.model.preset == "tiny-v1_1"
 
 
 def test_required_key_names_exist():

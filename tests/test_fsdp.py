@@ -53,7 +53,7 @@ def test_fsdp_trains_as_replicated_parameters(runs):
 
 def test_fsdp_splits_parameters_and_optimizer_state_over_data(runs):
   _, shardings = runs
-  # encoder/layers_0/mlp/wi/kernel is [embed=64, mlp=128] on mesh data=8 x model=1.
+  # encoder/layers_0/mlp/wi_0/kernel is [embed=64, mlp=128] on mesh data=8 x model=1.
   assert shardings["replicated"]["kernel_spec"] == "(None, 'model')"
   assert shardings["replicated"]["kernel_shard"] == [64, 128]
   assert shardings["fsdp"]["kernel_spec"] == "('data', 'model')"

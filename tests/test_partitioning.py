@@ -132,7 +132,7 @@ def test_parameters_are_created_sharded_as_the_rules_say(parity):
     "['token_embedder']['embedding']": ("('model', None)", 4, 0),
     "['encoder']['layers_0']['attention']['query']['kernel']": ("(None, 'model')", 4, 1),
     "['encoder']['layers_0']['attention']['out']['kernel']": ("('model', None)", 4, 0),
-    "['decoder']['layers_0']['mlp']['wi']['kernel']": ("(None, 'model')", 4, 1),
+    "['decoder']['layers_0']['mlp']['wi_0']['kernel']": ("(None, 'model')", 4, 1),
     "['decoder']['layers_0']['mlp']['wo']['kernel']": ("('model', None)", 4, 0),
     "['encoder']['relpos_bias']['rel_embedding']": ("('model', None)", 4, 0),
     "['decoder']['layers_0']['encoder_decoder_attention']['key']['kernel']":

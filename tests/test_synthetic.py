@@ -358,6 +358,30 @@ def test_vocabulary_covers_names_templates_and_time_prefixes(small):
   assert vocab.sentinel_id(0) in vocab.encode("X plays for <extra_id_0>.")
 
 
+def test_every_probe_year_is_one_whole_piece(full):
+  # Every year a time prefix, a probe, a figure or a claim uses is one piece of the default
+  # world's vocabulary, in both ways the models read a year; otherwise the years the news
+  # seldom names split into digits and Figures 3 and 4 show a step where the split starts.
+  from tlm import configs
+  from tlm.data.formatting import format_input
+  from tlm.eval import claims, future
+
+  path, _ = full
+  vocab = Vocabulary(os.path.join(path, "spiece.model"))
+  c = configs.get("tiny_temporal")
+  years = set(c.data.train_years) | set(c.eval.years) | {c.adapt.new_year}
+  years |= set(future.FUTURE_YEARS) | {future.REFERENCE_YEAR} | set(claims.PROBE_YEARS)
+  years |= set(range(2000, 2036))
+  assert years <= set(synthetic.settings.YEAR_PIECES)
+  query = "Zed Quux plays for _X_."
+  for year in sorted(years):
+    piece = vocab.encode(str(year))
+    assert len(piece) == 1 and vocab.decode(piece) == str(year), (year, piece)
+    for conditioning in ("temporal", "in_text"):
+      ids = vocab.encode(format_input(query, year, conditioning))
+      assert ids.count(piece[0]) == 1, (year, conditioning, ids)
+
+
 # --- errors and the CLI ----------------------------------------------------------------------
 
 

@@ -275,9 +275,13 @@ class ReproduceConfig:
     seeds: independent repetitions; each seed S sets data.world_seed, data.seed and
       train.seed to S (a new world, sampling and initialisation) and runs in WORKDIR/seed=S/.
       The summary judges every claim on each seed and over all of them (paper: one run).
+    workers: how many of a seed's independent trainings (and its two adaptations) run at once,
+      each in its own process (`tlm.eval.parallel`); 1 runs them one after the other in the
+      main process. The numbers do not depend on it.
   """
 
   seeds: tuple[int, ...] = (0,)
+  workers: int = 2
 
 
 @dataclasses.dataclass(frozen=True)
@@ -419,4 +423,5 @@ RANGES: dict[str, tuple[str, Callable[[Any], bool]]] = {
   "eval.max_examples": (">= 0 (0 keeps all)", lambda v: v >= 0),
   "eval.finetune_steps": _STEPS,
   "reproduce.seeds": _SEED,
+  "reproduce.workers": _AT_LEAST_1,
 }

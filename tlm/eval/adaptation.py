@@ -82,6 +82,11 @@ def retrained_config(config: Config) -> Config:
   return configs.replace(config, "data.train_years", years)
 
 
+def retrained_dir(workdir: str) -> str:
+  """Where the model retrained on the old years plus the new one is trained."""
+  return os.path.join(workdir, "retrained")
+
+
 def _value(result: dict, source: str, part: str):
   return result.get("news", {}).get(part) if source == "news" else result.get(part)
 
@@ -160,9 +165,9 @@ def adapt(config: Config, workdir: str, log=print, data=None) -> dict:
   retrain = retrained_config(config)
   start = retrain.model.init_checkpoint or "random initialisation"
   log(f"retraining {config.name} on {min(config.data.train_years)}-{new} from {start}")
-  retrained_dir = os.path.join(workdir, "retrained")
-  train(retrain, retrained_dir, evaluators=during_training.evaluators(retrain), log=log)
-  out["retrained"] = evaluate(retrained_dir, f"{config.name} retrained")
+  retrained = retrained_dir(workdir)
+  train(retrain, retrained, evaluators=during_training.evaluators(retrain), log=log)
+  out["retrained"] = evaluate(retrained, f"{config.name} retrained")
   out["retrained_steps"] = retrain.train.steps
   out["retrained_from"] = start
   out["matched_by_slice"] = match_steps(out["curve"], out["retrained"])

@@ -90,7 +90,8 @@ def lever_claims() -> list[claims.Claim]:
 
 def gets_there(summaries: Mapping[str, Mapping]) -> bool | None:
   """The goal of issue 13 on these claim summaries: each holds on every seed and its 95%
-  interval (over queries and seeds) lies above zero. None if a verdict is missing."""
+  interval (over (subject, relation) pairs and seeds) lies above zero. None if a verdict is
+  missing."""
   if any(s["holds"] is None for s in summaries.values()):
     return None
   return all(s["holds"] and s["margin_ci95"] and s["margin_ci95"][0] > 0
@@ -368,7 +369,7 @@ def summarize(
         rows.append(_row(setting, step, have, metas, planned, resamples))
   criterion = (
     "C1, C5 and M1 each hold on every planned seed and the 95% interval of each margin "
-    "(paired bootstrap over queries, two-level over seeds) lies above zero"
+    "(paired bootstrap over (subject, relation) pairs, two-level over seeds) lies above zero"
   )
   return {"criterion": criterion, "planned_seeds": list(planned), "claims": list(CLAIM_IDS),
           "rows": rows}  # fmt: skip
@@ -381,8 +382,12 @@ def _signed(x) -> str:
   return "-" if x is None or not np.isfinite(x) else f"{x:+.2f}"
 
 
+def _interval(ci) -> str:
+  return f"[{_signed(ci[0])}, {_signed(ci[1])}]" if ci else "[-]"
+
+
 def _claim_cell(c: Mapping) -> str:
-  per_seed = " / ".join(_signed(p["margin"]) for p in c["per_seed"])
+  per_seed = " / ".join(f"{_signed(p['margin'])} {_interval(p.get('ci95'))}" for p in c["per_seed"])
   ci = c["margin_ci95"]
   interval = f"[{_signed(ci[0])}, {_signed(ci[1])}]" if ci else "-"
   return f"{per_seed}; mean {_signed(c['margin_mean'])} {interval}"

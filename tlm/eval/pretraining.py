@@ -44,24 +44,9 @@ def from_start(config: Config, start_dir: str) -> Config:
   return configs.replace(config, "model.init_checkpoint", storage.abspath(start_dir))
 
 
-def train_starts(cfgs: dict[str, Config], workdir: str, log) -> None:
-  """Trains (or finds trained) WORKDIR/t5 then WORKDIR/cbqa."""
+def train_start(cfgs: dict[str, Config], workdir: str, name: str, log) -> None:
+  """Trains (or finds trained) one starting point, WORKDIR/<name> ("t5" or "cbqa")."""
   from tlm.eval import during_training
   from tlm.train.loop import run
 
-  dirs = start_dirs(workdir)
-  for name in STARTS:
-    run(cfgs[name], dirs[name], make_evaluators=during_training.evaluators, log=log)
-
-
-def train_cbqa_ft(cfgs: dict[str, Config], workdir: str, log) -> None:
-  """Trains (or finds trained) WORKDIR/cbqa_ft: T5-CBQA + TempLAMA-train alone."""
-  from tlm.eval import during_training
-  from tlm.train.loop import run
-
-  run(
-    cfgs["cbqa_ft"],
-    start_dirs(workdir)["cbqa_ft"],
-    make_evaluators=during_training.evaluators,
-    log=log,
-  )
+  run(cfgs[name], start_dirs(workdir)[name], make_evaluators=during_training.evaluators, log=log)

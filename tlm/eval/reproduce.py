@@ -1,16 +1,18 @@
 """`--mode=reproduce`: the paper's experiments in miniature, end to end, on a laptop CPU.
 
 On the embedded synthetic world (built on first use) with the tiny configs:
-  1. pre-train the two starting points (`tlm.eval.pretraining`): WORKDIR/t5, the public T5
-     analogue (span corruption on the world's undated generic text), and WORKDIR/cbqa, the
-     T5-CBQA analogue (WORKDIR/t5 + salient span masking on the world's encyclopedia);
-  2. train Uniform, Temporal and the nine Yearly experts (2010-18), all from WORKDIR/t5 and
-     for the same `train.steps` (each expert on its own year's slice), as in the paper;
-     and T5-CBQA-ft (WORKDIR/cbqa + TempLAMA-train alone);
+  1. pre-train the public T5 analogue (`tlm.eval.pretraining`): WORKDIR/t5, span corruption on
+     the world's undated generic text (the T5-CBQA analogue, WORKDIR/cbqa, is WORKDIR/t5 +
+     salient span masking on the world's encyclopedia, trained in step 2);
+  2. train Uniform, Temporal, the nine Yearly experts (2010-18) and the two models retrained on
+     2010-19 (step 5), all from WORKDIR/t5 and for the same `train.steps` (each expert on its
+     own year's slice), as in the paper, and T5-CBQA then T5-CBQA-ft (TempLAMA-train alone):
+     `reproduce.workers` of these independent trainings at once, each in its own process
+     (`tlm.eval.parallel`; the numbers do not depend on it);
   3. evaluate them and T5-CBQA on TempLAMA and the held-out news (Table 2, Table 7, Figure 2);
   4. probe the future with Uniform, Temporal and T5-CBQA-ft (Figures 3 and 4);
-  5. adapt Uniform and Temporal to 2019 for each alpha and retrain both on 2010-19 from
-     WORKDIR/t5 (Figure 5);
+  5. adapt Uniform and Temporal to 2019 for each alpha (the two at once) and compare with the
+     retrained models (Figure 5);
   6. write the seed's results to WORKDIR/seed=S/results/ (eval.json, per_query.json, ...);
 and, over the seeds of `reproduce.seeds` (default: one, 0; `--set=reproduce.seeds=0,1,2`),
 each run in its own WORKDIR/seed=S/ with the world, sampling and initialisation seeds all S:
@@ -23,8 +25,8 @@ hold-rate and a 95% interval of its margin (`tlm.eval.claim_summary`).
 `--set=data.world_scale=2` scales the world of the whole reproduction.
 Rerunning resumes: trained models are kept and only missing work is done.
 
-Run time: about 12,600 training steps of the tiny model per seed, plus evaluation; the README's
-"Results" has the measured wall-clock time.
+Run time: about 41,000 training steps of the tiny model per seed (13 x 2800, the starts, the
+adaptation), plus evaluation; the README's "Time" has the measured wall-clock time.
 """
 
 import os
@@ -42,6 +44,7 @@ from tlm.eval import (
   figures,
   measurements,
   over_seeds,
+  parallel,
   pretraining,
   tables,
 )
@@ -57,6 +60,7 @@ from tlm.files import atomic_output_file, write_json
 
 DEFAULT_WORKDIR = os.path.join("runs", "reproduce")
 VARIANTS = ("uniform", "temporal", "yearly")
+ADAPTED = ("uniform", "temporal")  # adapted to 2019 and retrained on 2010-19 (Figure 5)
 
 
 class _Stages:
@@ -118,6 +122,28 @@ def reproduce(overrides: list[str], workdir: str | None = None, log=print) -> di
   return summary
 
 
+def training_jobs(cfgs: dict, starts: dict, workdir: str, cache_dir: str) -> list[parallel.Job]:
+  """The seed's trainings that depend only on the public T5 analogue, as independent jobs:
+  Uniform, Temporal, each Yearly expert, the two models retrained on 2010-19 (Figure 5), and
+  T5-CBQA followed by T5-CBQA-ft from it (one chain)."""
+  from tlm.train.loop import expert_runs
+
+  jobs = []
+  for v in VARIANTS:
+    for config, path in expert_runs(cfgs[v], os.path.join(workdir, v)):
+      name = config.name + (f" {config.data.year}" if v == "yearly" else "")
+      jobs.append(parallel.Job(name, "train", ((config, path),), cache_dir))
+  for v in ADAPTED:
+    retrain = adaptation.retrained_config(cfgs[v])
+    path = adaptation.retrained_dir(os.path.join(workdir, v))
+    jobs.append(parallel.Job(f"{cfgs[v].name} retrained", "train", ((retrain, path),), cache_dir))
+  dirs = pretraining.start_dirs(workdir)
+  chain = tuple((starts[k], dirs[k]) for k in ("cbqa", "cbqa_ft"))
+  jobs.append(parallel.Job(f"{starts['cbqa'].name} + {starts['cbqa_ft'].name}", "train", chain,
+                           cache_dir))  # fmt: skip
+  return jobs
+
+
 def _reproduce_seed(seed: int, overrides: list[str], workdir: str, log) -> dict:
   """One seed of the reproduction in `workdir`; returns what `over_seeds.write` combines."""
   from tlm.train.data import resolve_sources
@@ -128,8 +154,10 @@ def _reproduce_seed(seed: int, overrides: list[str], workdir: str, log) -> dict:
     v: pretraining.from_start(c, start_dirs["t5"])
     for v, c in reproduction_configs(overrides).items()
   }
-  stage = _Stages(7 + len(VARIANTS), log)
-  _enable_compilation_cache(cfgs["temporal"])
+  workers = cfgs["temporal"].reproduce.workers
+  stage = _Stages(7, log)
+  cache_dir = _compilation_cache_dir(cfgs["temporal"])
+  parallel.enable_compilation_cache(cache_dir)
 
   stage("building the synthetic world (once; cached)")
   resolve_sources(cfgs["temporal"].data)
@@ -137,22 +165,21 @@ def _reproduce_seed(seed: int, overrides: list[str], workdir: str, log) -> dict:
   log(f"{len(data.templama)} TempLAMA test queries, "
       f"{sum(len(v) for v in data.news.values())} held-out news examples")  # fmt: skip
 
-  stage("pre-training the starting points: public T5 and T5-CBQA analogues (once; kept)")
-  pretraining.train_starts(starts, workdir, log)
+  stage("pre-training the public T5 analogue (once; kept)")
+  pretraining.train_start(starts, workdir, "t5", log)
 
-  dirs = {v: os.path.join(workdir, v) for v in VARIANTS}
-  for v in VARIANTS:
-    stage(f"training {cfgs[v].name} from {start_dirs['t5']} ({cfgs[v].train.steps} steps"
-          + (" per expert)" if v == "yearly" else ")"))  # fmt: skip
-    _train(cfgs[v], dirs[v], log)
-  stage(f"training {starts['cbqa_ft'].name} (T5-CBQA + TempLAMA-train alone)")
-  pretraining.train_cbqa_ft(starts, workdir, log)
+  jobs = training_jobs(cfgs, starts, workdir, cache_dir)
+  stage(f"training {len(jobs)} models from {start_dirs['t5']}, {workers} at a time: Uniform, "
+        f"Temporal, the Yearly experts and the 2010-19 retrained models "
+        f"({cfgs['temporal'].train.steps} steps each), T5-CBQA then T5-CBQA-ft")  # fmt: skip
+  parallel.run_jobs(jobs, workers, log)
 
   stage("evaluating on TempLAMA and the held-out news (Table 2, Table 7, Figure 2)")
   # T5-CBQA (as is) and T5-CBQA-ft first, as in the paper's Table 2.
   evals = {
     v: experiments.evaluate(starts[v], start_dirs[v], log, data) for v in pretraining.CBQA_ROWS
   }
+  dirs = {v: os.path.join(workdir, v) for v in VARIANTS}
   evals.update({v: experiments.evaluate(cfgs[v], dirs[v], log, data) for v in VARIANTS})
   cfgs.update({v: starts[v] for v in pretraining.CBQA_ROWS})
   dirs.update({v: start_dirs[v] for v in pretraining.CBQA_ROWS})
@@ -166,8 +193,12 @@ def _reproduce_seed(seed: int, overrides: list[str], workdir: str, log) -> dict:
     preds = predictions_by_id(evals[v])
     future[v] = experiments.future_results(cfgs[v], dirs[v], data, preds, log)
 
-  stage("adapting to 2019 and retraining on 2010-19 (Figure 5)")
-  adapted = {v: adaptation.adapt(cfgs[v], dirs[v], log, data) for v in ("uniform", "temporal")}
+  stage(f"adapting Uniform and Temporal to 2019, {workers} at a time (Figure 5)")
+  adapt_jobs = [
+    parallel.Job(f"{cfgs[v].name} adaptation", "adapt", ((cfgs[v], dirs[v]),), cache_dir)
+    for v in ADAPTED
+  ]
+  adapted = {v: r[0] for v, r in zip(ADAPTED, parallel.run_jobs(adapt_jobs, workers, log))}
 
   stage("writing this seed's tables, figures and per-query numbers")
   results = os.path.join(workdir, "results")
@@ -184,15 +215,11 @@ def _reproduce_seed(seed: int, overrides: list[str], workdir: str, log) -> dict:
           "baselines": answer_baselines(evals["temporal"])}  # fmt: skip
 
 
-def _enable_compilation_cache(config: Config) -> None:
+def _compilation_cache_dir(config: Config) -> str:
   """Yearly experts and adapted models share shapes: compile each program once per machine."""
-  import jax
-
   from tlm.train.data import synthetic_cache_dir
 
-  path = os.path.join(os.path.dirname(synthetic_cache_dir(config.data)), "jax_compilation_cache")
-  jax.config.update("jax_compilation_cache_dir", path)
-  jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
+  return os.path.join(os.path.dirname(synthetic_cache_dir(config.data)), "jax_compilation_cache")
 
 
 def _summarize(cfgs, evals, adapted) -> dict:

@@ -44,8 +44,9 @@ class Sources:
 
 # The synthetic world generator's version: part of the cache directory's name, so that a
 # world built by an older generator is never reused. v2: 2% template-worded fact sentences,
-# 20 subjects per relation, the pre-training corpora.
-WORLD_VERSION = 2
+# 20 subjects per relation, the pre-training corpora. v3: every year of 2000-2035 one whole
+# vocabulary piece (`settings.YEAR_PIECES`).
+WORLD_VERSION = 3
 
 
 def synthetic_cache_dir(data: DataConfig) -> str:

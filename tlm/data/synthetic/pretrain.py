@@ -26,6 +26,7 @@ get there") is the generic corpus with years added, as C4 names them.
 import numpy as np
 
 from tlm.data.synthetic.records import World, day
+from tlm.data.synthetic.settings import YEAR_PIECES
 
 SNAPSHOT = day(2019, 12, 31)
 
@@ -171,7 +172,8 @@ def encyclopedia_texts(world: World, snapshot: int = SNAPSHOT) -> list[str]:
 # with a year of origin and a pair of consecutive years, plus one calendar document per year.
 # Every year it names is undated background (no news sentence, no time-varying fact).
 
-YEARS_FROM, YEARS_TO = 2000, 2035  # the years the world's vocabulary has whole pieces for
+# The years the world's vocabulary has whole pieces for (`settings.YEAR_PIECES`).
+YEARS_FROM, YEARS_TO = YEAR_PIECES[0], YEAR_PIECES[-1]
 
 # The year an entity came to be (before the news period: no conflict with the world's facts).
 _ORIGIN = {

@@ -197,5 +197,10 @@ NEWS = NewsSettings(
 # SentencePiece pieces at scale 1 (`world.vocab_pieces` scales them): frequent words are single
 # pieces, most names span several (about 5 per name, 19 per sentence), and tiny models stay fast.
 VOCAB_PIECES = 800
+# Years that are one whole piece each ("▁2019"), whatever the corpus: every year a time prefix,
+# a probe, a figure or a claim uses (TempLAMA 2010-20, the future probes to 2029), with a margin.
+# Left to the unigram trainer, only the years frequent in the news become pieces (2010-2020 in
+# seed 0's world) and 2021-2029 split into digits, a step that Figures 3 and 4 would show.
+YEAR_PIECES = range(2000, 2036)
 # Future-relations queries per set at scale 1, kept within 10-30: the paper has 86 in three sets.
 QUERIES_PER_SET = 20

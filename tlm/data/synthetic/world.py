@@ -8,7 +8,8 @@ Writes, atomically:
 - `pretrain/generic.jsonl`, `pretrain/encyclopedia.jsonl`: `{"text": ...}` documents of the two
   pre-training corpora (the "public T5" and the "Wikipedia" ones, `pretrain.py`);
 - `spiece.model`: a SentencePiece model trained on the news, the TempLAMA templates and the
-  queries; `stats.json`: the counts that `build_world` returns.
+  queries, each year of `YEAR_PIECES` one whole piece; `stats.json`: the counts that
+  `build_world` returns.
 so that the TempLAMA builder, the SSM builder and the samplers run on it unchanged. Everything is
 a pure function of (seed, scale): same seed, byte-identical files.
 """
@@ -23,7 +24,7 @@ from tlm.data.synthetic.facts import generate_world
 from tlm.data.synthetic.news import Document, generate_news
 from tlm.data.synthetic.pretrain import encyclopedia_texts, generic_texts
 from tlm.data.synthetic.records import Fact, World, stream, year_of
-from tlm.data.synthetic.settings import NEWS, QUERIES_PER_SET, VOCAB_PIECES, WORLD
+from tlm.data.synthetic.settings import NEWS, QUERIES_PER_SET, VOCAB_PIECES, WORLD, YEAR_PIECES
 from tlm.data.vocab import train_sentencepiece
 from tlm.errors import ConfigError, UserError
 from tlm.files import atomic_output_dir, atomic_output_file, write_json, write_jsonl
@@ -76,7 +77,7 @@ def build_world(output_dir: str, seed: int = 0, scale: float = 1.0) -> dict:
       with atomic_output_file(os.path.join(future_dir, "candidates", f"{name}.txt")) as f:
         f.writelines(e.name + "\n" for e in world.by_kind(kind))
     texts = _vocab_texts(world, docs, queries, pretrain)
-    model = train_sentencepiece(texts, vocab_pieces(scale))
+    model = train_sentencepiece(texts, vocab_pieces(scale), user_defined_symbols=year_pieces())
     with atomic_output_file(os.path.join(tmp, "spiece.model"), "wb") as f:
       f.write(model)
     counts["vocab_pieces"] = vocab_pieces(scale)
@@ -92,6 +93,12 @@ def vocab_pieces(scale: float) -> int:
   0.2, 1560 at 2); this keeps a margin of a quarter below that.
   """
   return max(256, min(4000, int(round(VOCAB_PIECES * math.sqrt(scale)))))
+
+
+def year_pieces() -> list[str]:
+  """The vocabulary's whole-year pieces (`YEAR_PIECES`), as SentencePiece writes a word that
+  follows a space: "▁2019" ("year: 2019", "In 2019,")."""
+  return [f"\u2581{year}" for year in YEAR_PIECES]
 
 
 def _check_scale(scale) -> None:
@@ -179,7 +186,7 @@ def _vocab_texts(world: World, docs: list[Document], queries: list[dict], pretra
     yield from texts
   for template in templates.TEMPLAMA.values():
     yield template.replace("{S}", "").replace("{O}", "").strip()
-  for year in range(2000, 2036):
+  for year in YEAR_PIECES:
     yield f"year: {year} In {year}, "
   for q in queries:
     yield q["query"]

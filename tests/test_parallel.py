@@ -1,0 +1,52 @@
+"""Independent trainings in worker processes (tlm/eval/parallel.py): the same numbers as one
+after the other in this process, in job order, and a failed job named with its log."""
+
+import jax
+import numpy as np
+import pytest
+
+from tlm import configs
+from tlm.errors import UserError
+from tlm.eval import parallel
+from tlm.models.checkpoints import load_checkpoint
+
+SMALL = ["data.world_scale=0.2", "data.train_years=2017,2018", "train.steps=3",
+         "train.log_every=1", "train.eval_every=0", "train.checkpoint_every=3"]  # fmt: skip
+
+
+def _jobs(root, cache):
+  out = []
+  for variant, seed in (("temporal", 0), ("uniform", 1), ("temporal", 2)):
+    sets = SMALL + [f"data.cache_dir={cache}", f"train.seed={seed}", f"data.seed={seed}"]
+    config = configs.override(configs.get(f"tiny_{variant}"), sets)
+    out.append(parallel.Job(f"{variant} {seed}", "train", ((config, str(root / f"{seed}")),)))
+  return out
+
+
+def _params(path):
+  return jax.tree.leaves(load_checkpoint(str(path))[1])
+
+
+def test_workers_give_the_numbers_of_one_after_the_other(tmp_path):
+  cache = tmp_path / "cache"
+  lines = []
+  parallel.run_jobs(_jobs(tmp_path / "serial", cache), 1, lines.append)
+  assert any("step 3/3" in line for line in lines)  # one at a time: the lines come here
+  parallel.run_jobs(_jobs(tmp_path / "pool", cache), 2, lines.append)
+  for seed in range(3):
+    log = (tmp_path / "pool" / f"{seed}" / "log.txt").read_text()
+    assert "step 3/3" in log  # in a worker: the lines go to the job's log
+    serial, pool = _params(tmp_path / "serial" / f"{seed}"), _params(tmp_path / "pool" / f"{seed}")
+    assert len(serial) == len(pool)
+    for a, b in zip(serial, pool):
+      np.testing.assert_array_equal(np.asarray(a), np.asarray(b))
+  first, second = _params(tmp_path / "pool" / "0"), _params(tmp_path / "pool" / "2")
+  assert any(not np.array_equal(a, b) for a, b in zip(first, second))  # the seeds matter
+
+
+def test_a_failed_job_names_itself_and_its_log(tmp_path):
+  jobs = _jobs(tmp_path / "pool", tmp_path / "cache")[:2]
+  bad = configs.replace(jobs[1].steps[0][0], "model.init_checkpoint", str(tmp_path / "none"))
+  jobs[1] = parallel.Job("broken", "train", ((bad, str(tmp_path / "pool" / "b")),))
+  with pytest.raises(UserError, match=r"broken failed .*log\.txt"):
+    parallel.run_jobs(jobs, 2, lambda _: None)

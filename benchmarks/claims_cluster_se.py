@@ -6,7 +6,7 @@
 Reads one seed's `results/per_query.json` (and `results/eval.json` for the gold answers that
 M2 needs when per_query.json predates its `answers` column) and prints, per claim component,
 the bootstrap standard error of its margin with each pool resampled by its unit
-(`tlm.eval.claims`: TempLAMA by (subject, relation) pair) and with every item resampled on its
+(`tlm.miniature.claims`: TempLAMA by (subject, relation) pair) and with every item resampled on its
 own (the bootstrap before issue 19), and their ratio. With `--ssm_dir` (the world's SSM
 directory), the news pools are also measured with the examples clustered by their article's
 date: per_query.json records no article, so the evaluated examples are matched back to the
@@ -30,7 +30,7 @@ from tlm.eval import (  # noqa: E402
   claims,
   stats,  # noqa: E402
 )
-from tlm.eval.claim_summary import _pool_sizes  # noqa: E402
+from tlm.miniature.claim_summary import _pool_sizes  # noqa: E402
 
 
 def _add_answers(meas: dict, eval_json: str) -> None:

@@ -3,7 +3,7 @@
   python benchmarks/miniature_default.py --settings=v11-3200 --seeds=100 --root=runs/explore
 
 Each setting trains only Uniform and Temporal per seed from the same pretrained start and for
-the same steps (`tlm.eval.levers`, the cheap screen of the levers study), evaluates them on
+the same steps (`research.levers.levers`, the cheap screen of the levers study), evaluates them on
 TempLAMA with the reproduction's code and judges C1, C5 and M1 with the reproduction's claims
 and statistics (the paired bootstrap over (subject, relation) pairs). Everything not named in
 a setting is the tiny configs' (T5.1.1 tiny models, batch 64, Adafactor 3e-2 constant, 20
@@ -23,7 +23,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from tlm.eval.levers import Setting, run  # noqa: E402
+from research.levers.levers import Setting, run  # noqa: E402
 
 WIDE = ("model.emb_dim=128", "model.num_heads=8", "model.head_dim=16", "model.mlp_dim=256")
 # name: (description, steps, curve steps, overrides, the setting whose start it shares or "")

@@ -1,4 +1,4 @@
-"""Every claim of `tlm.eval.claims` on hand-made numbers: it holds on a world built to satisfy
+"""Every claim of `tlm.miniature.claims` on hand-made numbers: it holds on a world built to satisfy
 the paper, and each claim's verdict flips when its own numbers are changed."""
 
 import copy
@@ -8,7 +8,7 @@ import numpy as np
 import pytest
 
 from tlm.configs.years import TRAIN_YEARS
-from tlm.eval import claim_parts, claim_summary, claims, figure_claims, measurements, mechanism
+from tlm.miniature import claim_parts, claim_summary, claims, figure_claims, measurements, mechanism
 
 SUBJECTS = 6  # S0-S2 long-lived answers (8 years), S3-S5 short-lived (2 years)
 YEARS = range(2010, 2021)
@@ -313,7 +313,7 @@ def test_gap_curve_averages_expert_year_cells():
 def test_reproduce_seeds_config():
   from tlm import configs
   from tlm.errors import ConfigError
-  from tlm.eval import reproduce
+  from tlm.miniature import reproduce
 
   assert configs.get("tiny_temporal").reproduce.seeds == (0,)
   assert reproduce.seeds_of(["reproduce.seeds=0,1,2"]) == (0, 1, 2)
@@ -358,7 +358,7 @@ def _seed_results(seed: int) -> dict:
 
 
 def test_reproduce_runs_each_seed_in_its_own_workdir_and_combines_them(tmp_path, monkeypatch):
-  from tlm.eval import reproduce
+  from tlm.miniature import reproduce
 
   calls = []
 

@@ -17,7 +17,8 @@ import pytest
 
 from tlm.data.future_relations import FutureQuery, FutureRelations
 from tlm.data.templama import TempLamaExample
-from tlm.eval import claims, future
+from tlm.eval import future
+from tlm.miniature import claims
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SMALL = [

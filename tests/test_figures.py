@@ -121,7 +121,7 @@ def _write(path, obj):
 
 def test_combined_seeds_draw_every_figure_from_the_saved_files(tmp_path):
   """`--mode=combine_seeds` draws Figures 2-5 with bands from each seed's saved numbers."""
-  from tlm.eval import over_seeds
+  from tlm.miniature import over_seeds
 
   variant = {"tiny_uniform": "uniform", "tiny_temporal": "temporal"}
   future = {"loglik_change": {"single": {"2019": -0.1}, "multiple": {"2019": -0.3}},

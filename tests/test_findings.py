@@ -1,5 +1,5 @@
 """What the claims read, on fixtures: Figure 2's fact durations from the facts' own dates, and
-the per-query accessors of `tlm.eval.measurements` on the outputs of the real evaluation
+the per-query accessors of `tlm.miniature.measurements` on the outputs of the real evaluation
 functions (a misspelt key fails here, in a second, not at the end of a reproduction)."""
 
 import json
@@ -11,9 +11,10 @@ from tlm.configs.years import PROBE_YEARS, TRAIN_YEARS
 from tlm.data import fact_durations, templama
 from tlm.data.formatting import TextExample
 from tlm.data.future_relations import FutureQuery, FutureRelations
-from tlm.eval import future, measurements
+from tlm.eval import future
 from tlm.eval.templama_eval import evaluate_news, evaluate_templama
 from tlm.infer.conditioned import route_to_expert
+from tlm.miniature import measurements
 
 FACTS = "tests/fixtures/data/templama_facts.tsv"
 ENTITIES = "tests/fixtures/data/templama_entities.tsv"

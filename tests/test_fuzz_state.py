@@ -321,7 +321,7 @@ def test_any_model_config_reads_back_or_is_a_one_line_error(content):
 @FUZZ
 @given(data=st.data())
 def test_any_edit_of_per_query_measurements_is_accepted_or_named(data):
-  from tlm.eval import measurements
+  from tlm.miniature import measurements
 
   columns = {c: ["q", "r"] for c in measurements.TEMPLAMA_COLUMNS}
   columns.update(year=[2010, 2019], duration=[1, 3], f1=[0.5, 1.0],

@@ -1,4 +1,4 @@
-"""Independent trainings in worker processes (tlm/eval/parallel.py): the same numbers as one
+"""Independent trainings in worker processes (tlm/miniature/parallel.py): the same numbers as one
 after the other in this process, in job order, and a failed job named with its log."""
 
 import jax
@@ -7,7 +7,7 @@ import pytest
 
 from tlm import configs
 from tlm.errors import UserError
-from tlm.eval import parallel
+from tlm.miniature import parallel
 from tlm.models.checkpoints import load_checkpoint
 
 SMALL = ["data.world_scale=0.2", "data.train_years=2017,2018", "train.steps=3",

@@ -10,7 +10,7 @@ import pytest
 from tlm import configs
 from tlm.data import pretraining
 from tlm.eval import adaptation
-from tlm.eval import pretraining as starts
+from tlm.miniature import starts
 
 
 @pytest.mark.parametrize("name", ["small_temporal", "large_temporal", "large_uniform"])

@@ -20,15 +20,8 @@ from tlm.data import fact_durations, templama
 from tlm.data.formatting import TextExample, templama_query_input
 from tlm.data.future_relations import RESOURCES
 from tlm.errors import DataError
-from tlm.eval import (
-  adaptation,
-  during_training,
-  experiments,
-  measurements,
-  reproduce,
-  results,
-  tables,
-)
+from tlm.eval import adaptation, during_training, experiments, results, tables
+from tlm.miniature import measurements, reproduce
 
 FACTS = "tests/fixtures/data/templama_facts.tsv"
 ENTITIES = "tests/fixtures/data/templama_entities.tsv"

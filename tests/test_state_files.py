@@ -469,7 +469,7 @@ def test_a_hostile_model_config_of_an_init_checkpoint_is_a_one_line_error(tmp_pa
 @pytest.fixture(scope="module")
 def seed_dir(written, tmp_path_factory):
   """A seed's results/ as reproduce writes them, from the evaluation of tests/test_results.py."""
-  from tlm.eval import measurements
+  from tlm.miniature import measurements
 
   directory = tmp_path_factory.mktemp("seed")
   result = written["eval"]
@@ -492,7 +492,7 @@ from tests.test_results import written as written  # noqa: E402
 
 
 def test_a_seed_as_reproduce_writes_it_loads(seed_dir):
-  from tlm.eval import measurements, over_seeds
+  from tlm.miniature import measurements, over_seeds
 
   with open(seed_dir / "results" / "per_query.json") as f:
     assert measurements.problem(json.load(f)) is None
@@ -532,7 +532,7 @@ def test_a_hostile_seed_result_is_a_one_line_error_naming_the_file(
 ):
   import shutil
 
-  from tlm.eval import over_seeds
+  from tlm.miniature import over_seeds
 
   copy = tmp_path / "seed"
   shutil.copytree(seed_dir, copy)
@@ -545,7 +545,7 @@ def test_a_hostile_seed_result_is_a_one_line_error_naming_the_file(
 
 
 def test_a_seed_result_beyond_its_bound_is_not_read(seed_dir, monkeypatch):
-  from tlm.eval import over_seeds
+  from tlm.miniature import over_seeds
 
   monkeypatch.setattr(over_seeds, "MAX_RESULT_BYTES", 100)
   with pytest.raises(DataError, match="cannot read a seed's results \\(larger than 100 bytes\\)"):

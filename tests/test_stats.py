@@ -1,9 +1,9 @@
-"""The bootstrap intervals of `tlm.eval.stats` on constructed cases with known answers."""
+"""The bootstrap intervals of `tlm.miniature.stats` on constructed cases with known answers."""
 
 import numpy as np
 import pytest
 
-from tlm.eval import stats
+from tlm.miniature import stats
 
 
 def _mean_diff(a, b):

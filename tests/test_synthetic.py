@@ -364,7 +364,8 @@ def test_every_probe_year_is_one_whole_piece(full):
   # seldom names split into digits and Figures 3 and 4 show a step where the split starts.
   from tlm import configs
   from tlm.data.formatting import format_input
-  from tlm.eval import claims, future
+  from tlm.eval import future
+  from tlm.miniature import claims
 
   path, _ = full
   vocab = Vocabulary(os.path.join(path, "spiece.model"))

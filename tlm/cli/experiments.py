@@ -26,9 +26,9 @@ import os
 from tlm import configs
 from tlm.console import log_line
 from tlm.errors import ConfigError
-from tlm.eval.reproduce import DEFAULT_WORKDIR, seed_dir
 from tlm.files import check_layout
 from tlm.infer.trained_models import saved_config
+from tlm.miniature.reproduce import DEFAULT_WORKDIR, seed_dir
 from tlm.train import preflight
 from tlm.workdir_lock import WorkdirLock, acquire_on_main
 
@@ -122,7 +122,7 @@ def cronquestions(flags) -> None:
 
 
 def reproduce(flags) -> None:
-  from tlm.eval.reproduce import reproduce as run
+  from tlm.miniature.reproduce import reproduce as run
 
   if flags.config:
     log_line("note: --mode=reproduce uses the tiny configs; --config is ignored (use --set)")
@@ -134,7 +134,7 @@ def combine_seeds(flags) -> None:
   """--mode=combine_seeds: the claims, Tables 2 and 7 and Figures 2-5 with bands over seeds
   that ran separately (each a `--mode=reproduce --set=reproduce.seeds=S` run, e.g. in
   parallel), from their seed=S dirs."""
-  from tlm.eval import claim_summary, over_seeds
+  from tlm.miniature import claim_summary, over_seeds
 
   if len(flags.workdirs) < 1 or not flags.output_dir:
     raise ConfigError(

@@ -276,7 +276,7 @@ class ReproduceConfig:
       train.seed to S (a new world, sampling and initialisation) and runs in WORKDIR/seed=S/.
       The summary judges every claim on each seed and over all of them (paper: one run).
     workers: how many of a seed's independent trainings (and its two adaptations) run at once,
-      each in its own process (`tlm.eval.parallel`); 1 runs them one after the other in the
+      each in its own process (`tlm.miniature.parallel`); 1 runs them one after the other in the
       main process. The numbers do not depend on it.
   """
 

@@ -1,12 +1,12 @@
 """What would make Temporal beat Uniform in the miniature: more steps, a wider model (issue 13).
 
-Issue 13's goal is that C1, C5 and M1 (`tlm.eval.claims`) hold on every seed with their 95%
+Issue 13's goal is that C1, C5 and M1 (`tlm.miniature.claims`) hold on every seed with their 95%
 interval above zero; the faithful protocol (`--mode=reproduce`: the 230K-parameter tiny T5,
 800 steps) does not get there. This module measures what would. For a *setting* (a model size
 and a number of steps) and each seed it trains only Uniform and Temporal, from the same
 pretrained start and for the same steps, evaluates them with the reproduction's evaluation
 (`tlm.eval.experiments`) and judges C1, C5 and M1 with the reproduction's claims and statistics
-(`tlm.eval.claim_summary`: a paired bootstrap over the queries of each seed, a two-level one
+(`tlm.miniature.claim_summary`: a paired bootstrap over the queries of each seed, a two-level one
 over the seeds). Everything else is the protocol's: the tiny configs, the world of the seed, the
 sampling and initialisation seeds (`reproduce.seed_overrides`).
 
@@ -50,8 +50,8 @@ import numpy as np
 from tlm import configs, safe_read
 from tlm.configs.years import FUTURE_YEARS, SLICES, TRAIN_YEARS
 from tlm.errors import ConfigError, DataError
-from tlm.eval import claim_summary, claims, measurements
 from tlm.files import atomic_output_file, write_json
+from tlm.miniature import claim_summary, claims, measurements
 
 Log = Callable[[str], None]
 VARIANTS = ("uniform", "temporal")
@@ -83,7 +83,7 @@ class Setting:
 
 
 def lever_claims() -> list[claims.Claim]:
-  """C1, C5 and M1, as `tlm.eval.claims` defines them."""
+  """C1, C5 and M1, as `tlm.miniature.claims` defines them."""
   by_id = {c.id: c for c in claims.CLAIMS + claims.MECHANISM}
   return [by_id[i] for i in CLAIM_IDS]
 
@@ -215,7 +215,8 @@ def seed_measurements(
   """
   if setting.reuse:
     return _reused(setting, seed)
-  from tlm.eval import during_training, experiments, pretraining, reproduce
+  from tlm.eval import during_training, experiments
+  from tlm.miniature import parallel, reproduce, starts
   from tlm.train.loop import train
 
   work = seed_dir(root, setting, seed)
@@ -229,10 +230,9 @@ def seed_measurements(
   start = (setting.start.format(seed=seed) if setting.start
            else _pretrained_start(setting, base, work, log))  # fmt: skip
   cfgs = {
-    v: pretraining.from_start(configs.override(configs.get(f"tiny_{v}"), base), start)
-    for v in VARIANTS
+    v: starts.from_start(configs.override(configs.get(f"tiny_{v}"), base), start) for v in VARIANTS
   }
-  _enable_compilation_cache(cfgs["temporal"])
+  parallel.enable_compilation_cache(reproduce.compilation_cache_dir(cfgs["temporal"]))
   data = dataclasses.replace(experiments.eval_data(cfgs["temporal"]), news={})
   dirs = {v: os.path.join(work, v) for v in VARIANTS}
   if setting.continue_from:
@@ -251,18 +251,6 @@ def seed_measurements(
     write_json(_measurement_path(work, step), meas)
     out[step] = meas
   return out
-
-
-def _enable_compilation_cache(config) -> None:
-  """Every chunk of every run has the same shapes: compile each program once per machine
-  (the cache `--mode=reproduce` uses)."""
-  import jax
-
-  from tlm.train.data import synthetic_cache_dir
-
-  path = os.path.join(os.path.dirname(synthetic_cache_dir(config.data)), "jax_compilation_cache")
-  jax.config.update("jax_compilation_cache_dir", path)
-  jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
 
 
 # ---- over the seeds ---------------------------------------------------------------------------

@@ -1,13 +1,13 @@
 """The mechanism behind the paper's claims (M1, M2), as components with margins.
 
-The registry (ids, statements, sources) is `tlm.eval.claims`, with the rules all claims follow;
-the parts they share are `tlm.eval.claim_parts`.
+The registry (ids, statements, sources) is `tlm.miniature.claims`, with the rules all claims follow;
+the parts they share are `tlm.miniature.claim_parts`.
 """
 
 from tlm.configs.years import TRAIN_SLICE, TRAIN_YEARS
-from tlm.eval import year_tracking
-from tlm.eval.claim_parts import PAIR, Component, better, collect, templama_f1
-from tlm.eval.stats import Pool
+from tlm.miniature import year_tracking
+from tlm.miniature.claim_parts import PAIR, Component, better, collect, templama_f1
+from tlm.miniature.stats import Pool
 
 
 def m1_temporal_beats_uniform_off_most_frequent(meas):
@@ -29,7 +29,7 @@ def m1_temporal_beats_uniform_off_most_frequent(meas):
 # (subject, relation) pairs whose gold answer changes inside 2010-18, the right-year rate of a
 # model is the share of its answers that are the asked year's gold answer among those that are
 # some year's gold answer of the pair; the chance rate is the rate of the same answers shuffled
-# over the pair's years, computed exactly (`tlm.eval.year_tracking` defines both). M2 holds on
+# over the pair's years, computed exactly (`tlm.miniature.year_tracking` defines both). M2 holds on
 # a seed iff both margins are > 0:
 #   temporal - chance:  Temporal's rate minus its own chance rate;
 #   temporal - yearly:  Temporal's rate minus the Yearly experts' (each year's expert answering

@@ -24,7 +24,7 @@ Uniform, whose input has no year, does) has rate == chance exactly; one whose an
 at random over the years has rate == chance in expectation.
 
 Per pair the numbers (own, hit, chance) are kept apart, so the claims resample pairs
-(`tlm.eval.stats`) and the rates are ratios of the resampled sums.
+(`tlm.miniature.stats`) and the rates are ratios of the resampled sums.
 """
 
 from collections.abc import Mapping, Sequence
@@ -33,7 +33,7 @@ import numpy as np
 
 from tlm.configs.years import TRAIN_YEARS
 from tlm.data.metrics import normalize_answer
-from tlm.eval import measurements
+from tlm.miniature import measurements
 
 
 def _gold_sets(cols: Mapping) -> list[frozenset]:

@@ -1,15 +1,15 @@
 """The claims on the paper's tables (C1-C8: Tables 2 and 7), as components with margins.
 
-The registry (ids, statements, sources) is `tlm.eval.claims`, with the rules all claims follow
+The registry (ids, statements, sources) is `tlm.miniature.claims`, with the rules all claims follow
 (margins, thresholds fixed before any result was seen); the parts they share are
-`tlm.eval.claim_parts`.
+`tlm.miniature.claim_parts`.
 """
 
 import numpy as np
 
 from tlm.configs.years import FUTURE_SLICE, FUTURE_YEARS, TRAIN_SLICE, TRAIN_YEARS
-from tlm.eval import measurements
-from tlm.eval.claim_parts import (
+from tlm.miniature import measurements
+from tlm.miniature.claim_parts import (
   NEWS_UNIT,
   Component,
   better,
@@ -19,7 +19,7 @@ from tlm.eval.claim_parts import (
   templama_better,
   templama_f1,
 )
-from tlm.eval.stats import Pool, take
+from tlm.miniature.stats import Pool, take
 
 WITHIN_F1 = 2.0  # C6: "within 2 F1" (F1 points)
 

@@ -1,14 +1,14 @@
 """`--mode=reproduce`: the paper's experiments in miniature, end to end, on a laptop CPU.
 
 On the embedded synthetic world (built on first use) with the tiny configs:
-  1. pre-train the public T5 analogue (`tlm.eval.pretraining`): WORKDIR/t5, span corruption on
+  1. pre-train the public T5 analogue (`tlm.miniature.starts`): WORKDIR/t5, span corruption on
      the world's undated generic text (the T5-CBQA analogue, WORKDIR/cbqa, is WORKDIR/t5 +
      salient span masking on the world's encyclopedia, trained in step 2);
   2. train Uniform, Temporal, the nine Yearly experts (2010-18) and the two models retrained on
      2010-19 (step 5), all from WORKDIR/t5 and for the same `train.steps` (each expert on its
      own year's slice), as in the paper, and T5-CBQA then T5-CBQA-ft (TempLAMA-train alone):
      `reproduce.workers` of these independent trainings at once, each in its own process
-     (`tlm.eval.parallel`; the numbers do not depend on it);
+     (`tlm.miniature.parallel`; the numbers do not depend on it);
   3. evaluate them and T5-CBQA on TempLAMA and the held-out news (Table 2, Table 7, Figure 2);
   4. probe the future with Uniform, Temporal and T5-CBQA-ft (Figures 3 and 4);
   5. adapt Uniform and Temporal to 2019 for each alpha (the two at once) and compare with the
@@ -17,9 +17,9 @@ On the embedded synthetic world (built on first use) with the tiny configs:
 and, over the seeds of `reproduce.seeds` (default: one, 0; `--set=reproduce.seeds=0,1,2`),
 each run in its own WORKDIR/seed=S/ with the world, sampling and initialisation seeds all S:
   7. write WORKDIR/results/{summary.json, claims.md, table2.md, table7.md, figure2.png ..
-     figure5.png} (`tlm.eval.over_seeds`) and print Table 2 and the claims.
-`summary.json` judges every claim of the paper (`tlm.eval.claims`) on each seed, with its
-hold-rate and a 95% interval of its margin (`tlm.eval.claim_summary`).
+     figure5.png} (`tlm.miniature.over_seeds`) and print Table 2 and the claims.
+`summary.json` judges every claim of the paper (`tlm.miniature.claims`) on each seed, with its
+hold-rate and a 95% interval of its margin (`tlm.miniature.claim_summary`).
 
 `--set=key=value` overrides apply to every model of the run, so e.g.
 `--set=data.world_scale=2` scales the world of the whole reproduction.
@@ -37,17 +37,7 @@ from tlm.configs import Config
 from tlm.configs.years import SLICES
 from tlm.data.future_relations import load_future_relations
 from tlm.errors import ConfigError
-from tlm.eval import (
-  adaptation,
-  claim_summary,
-  experiments,
-  figures,
-  measurements,
-  over_seeds,
-  parallel,
-  pretraining,
-  tables,
-)
+from tlm.eval import adaptation, experiments, figures, tables
 from tlm.eval.results import (
   answer_baselines,
   future_entropy_by_set,
@@ -57,6 +47,7 @@ from tlm.eval.results import (
   templama_f1,
 )
 from tlm.files import atomic_output_file, write_json
+from tlm.miniature import claim_summary, measurements, over_seeds, parallel, starts
 
 DEFAULT_WORKDIR = os.path.join("runs", "reproduce")
 VARIANTS = ("uniform", "temporal", "yearly")
@@ -122,7 +113,7 @@ def reproduce(overrides: list[str], workdir: str | None = None, log=print) -> di
   return summary
 
 
-def training_jobs(cfgs: dict, starts: dict, workdir: str, cache_dir: str) -> list[parallel.Job]:
+def training_jobs(cfgs: dict, start_cfgs: dict, workdir: str, cache_dir: str) -> list[parallel.Job]:
   """The seed's trainings that depend only on the public T5 analogue, as independent jobs:
   Uniform, Temporal, each Yearly expert, the two models retrained on 2010-19 (Figure 5), and
   T5-CBQA followed by T5-CBQA-ft from it (one chain)."""
@@ -137,10 +128,10 @@ def training_jobs(cfgs: dict, starts: dict, workdir: str, cache_dir: str) -> lis
     retrain = adaptation.retrained_config(cfgs[v])
     path = adaptation.retrained_dir(os.path.join(workdir, v))
     jobs.append(parallel.Job(f"{cfgs[v].name} retrained", "train", ((retrain, path),), cache_dir))
-  dirs = pretraining.start_dirs(workdir)
-  chain = tuple((starts[k], dirs[k]) for k in ("cbqa", "cbqa_ft"))
-  jobs.append(parallel.Job(f"{starts['cbqa'].name} + {starts['cbqa_ft'].name}", "train", chain,
-                           cache_dir))  # fmt: skip
+  dirs = starts.start_dirs(workdir)
+  chain = tuple((start_cfgs[k], dirs[k]) for k in ("cbqa", "cbqa_ft"))
+  name = f"{start_cfgs['cbqa'].name} + {start_cfgs['cbqa_ft'].name}"
+  jobs.append(parallel.Job(name, "train", chain, cache_dir))
   return jobs
 
 
@@ -148,15 +139,14 @@ def _reproduce_seed(seed: int, overrides: list[str], workdir: str, log) -> dict:
   """One seed of the reproduction in `workdir`; returns what `over_seeds.write` combines."""
   from tlm.train.data import resolve_sources
 
-  starts = pretraining.starting_configs(overrides, workdir)
-  start_dirs = pretraining.start_dirs(workdir)
+  start_cfgs = starts.starting_configs(overrides, workdir)
+  start_dirs = starts.start_dirs(workdir)
   cfgs = {
-    v: pretraining.from_start(c, start_dirs["t5"])
-    for v, c in reproduction_configs(overrides).items()
+    v: starts.from_start(c, start_dirs["t5"]) for v, c in reproduction_configs(overrides).items()
   }
   workers = cfgs["temporal"].reproduce.workers
   stage = _Stages(7, log)
-  cache_dir = _compilation_cache_dir(cfgs["temporal"])
+  cache_dir = compilation_cache_dir(cfgs["temporal"])
   parallel.enable_compilation_cache(cache_dir)
 
   stage("building the synthetic world (once; cached)")
@@ -166,9 +156,9 @@ def _reproduce_seed(seed: int, overrides: list[str], workdir: str, log) -> dict:
       f"{sum(len(v) for v in data.news.values())} held-out news examples")  # fmt: skip
 
   stage("pre-training the public T5 analogue (once; kept)")
-  pretraining.train_start(starts, workdir, "t5", log)
+  starts.train_start(start_cfgs, workdir, "t5", log)
 
-  jobs = training_jobs(cfgs, starts, workdir, cache_dir)
+  jobs = training_jobs(cfgs, start_cfgs, workdir, cache_dir)
   stage(f"training {len(jobs)} models from {start_dirs['t5']}, {workers} at a time: Uniform, "
         f"Temporal, the Yearly experts and the 2010-19 retrained models "
         f"({cfgs['temporal'].train.steps} steps each), T5-CBQA then T5-CBQA-ft")  # fmt: skip
@@ -177,12 +167,12 @@ def _reproduce_seed(seed: int, overrides: list[str], workdir: str, log) -> dict:
   stage("evaluating on TempLAMA and the held-out news (Table 2, Table 7, Figure 2)")
   # T5-CBQA (as is) and T5-CBQA-ft first, as in the paper's Table 2.
   evals = {
-    v: experiments.evaluate(starts[v], start_dirs[v], log, data) for v in pretraining.CBQA_ROWS
+    v: experiments.evaluate(start_cfgs[v], start_dirs[v], log, data) for v in starts.CBQA_ROWS
   }
   dirs = {v: os.path.join(workdir, v) for v in VARIANTS}
   evals.update({v: experiments.evaluate(cfgs[v], dirs[v], log, data) for v in VARIANTS})
-  cfgs.update({v: starts[v] for v in pretraining.CBQA_ROWS})
-  dirs.update({v: start_dirs[v] for v in pretraining.CBQA_ROWS})
+  cfgs.update({v: start_cfgs[v] for v in starts.CBQA_ROWS})
+  dirs.update({v: start_dirs[v] for v in starts.CBQA_ROWS})
   expert_f1: dict = {}
   gap = experiments.yearly_gap_curves(cfgs["yearly"], dirs["yearly"], data, log, expert_f1)
   by_duration = {v: experiments.f1_by_duration(evals[v]) for v in VARIANTS}
@@ -215,7 +205,7 @@ def _reproduce_seed(seed: int, overrides: list[str], workdir: str, log) -> dict:
           "baselines": answer_baselines(evals["temporal"])}  # fmt: skip
 
 
-def _compilation_cache_dir(config: Config) -> str:
+def compilation_cache_dir(config: Config) -> str:
   """Yearly experts and adapted models share shapes: compile each program once per machine."""
   from tlm.train.data import synthetic_cache_dir
 

@@ -1,8 +1,8 @@
 """The claims on the paper's figures (C9-C13: Figures 2-5), as components with margins.
 
-The registry (ids, statements, sources) is `tlm.eval.claims`, with the rules all claims follow
+The registry (ids, statements, sources) is `tlm.miniature.claims`, with the rules all claims follow
 (margins, thresholds fixed before any result was seen); the parts they share are
-`tlm.eval.claim_parts`.
+`tlm.miniature.claim_parts`.
 """
 
 from collections.abc import Mapping
@@ -10,8 +10,8 @@ from collections.abc import Mapping
 import numpy as np
 
 from tlm.configs.years import FUTURE_SLICE, PROBE_YEARS, REFERENCE_YEAR, TRAIN_SLICE, TRAIN_YEARS
-from tlm.eval import measurements
-from tlm.eval.claim_parts import (
+from tlm.miniature import measurements
+from tlm.miniature.claim_parts import (
   FUTURE_QUERY,
   PAIR,
   PAIR_2018,
@@ -22,7 +22,7 @@ from tlm.eval.claim_parts import (
   slope,
   templama_f1,
 )
-from tlm.eval.stats import Pool, take
+from tlm.miniature.stats import Pool, take
 
 # ---- Figure 2 ---------------------------------------------------------------------------------
 

@@ -1,11 +1,11 @@
 """What would get the miniature to issue 13's goal: more steps, a wider model, a dated start.
 
-  python benchmarks/miniature_levers.py --reproduction='runs/reproduce/seed={seed}' \\
+  python research/levers/miniature_levers.py --reproduction='runs/reproduce/seed={seed}' \\
       --root=runs/levers [--settings=tiny-3200,wide-800] [--seeds=0,1,2]
 
 `--reproduction` is a path template of the seed directories of a finished
 `--mode=reproduce` (the 800-step baseline and its pretrained `t5` start are reused from there).
-Trains only Uniform and Temporal per setting and seed (`tlm.eval.levers`), one training at a
+Trains only Uniform and Temporal per setting and seed (`research.levers.levers`), one training at a
 time, and writes ROOT/levers.json and ROOT/levers.md after every (setting, seed).
 
 PRE-REGISTRATION (written and committed before any of these runs was looked at)
@@ -41,7 +41,7 @@ deepening either.
 
 Criterion (the goal of issue 13, unchanged): a setting gets there iff C1, C5 and M1 each hold
 on every one of the seeds 0, 1, 2 (margin > 0) and the 95% interval of each claim's mean
-margin (`tlm.eval.claim_summary`: paired bootstrap over queries, two-level over seeds, 1000
+margin (`tlm.miniature.claim_summary`: paired bootstrap over queries, two-level over seeds, 1000
 replicates) lies above zero. The intermediate steps (1600, 2400) are a learning curve
 reported beside the verdict, not settings of their own. Every result is reported, whether it
 gets there or not; a run that diverges or does not finish is reported as such.
@@ -82,9 +82,10 @@ import argparse
 import os
 import sys
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+# The repository root (research/levers/ is two levels below it).
+sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
 
-from tlm.eval.levers import Setting, run  # noqa: E402
+from research.levers.levers import Setting, run  # noqa: E402
 
 # The order of the work: (setting, up to step), each pass over every seed (see the docstring).
 SCHEDULE = (

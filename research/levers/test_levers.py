@@ -1,6 +1,6 @@
-"""The lever experiment (`tlm.eval.levers`, benchmarks/miniature_levers.py): C1, C5 and M1 over
-seeds on hand-made numbers, the goal's criterion, and a few steps on a tiny world: a setting
-continued from a shorter one's checkpoint is the model trained for all its steps."""
+"""The lever experiment (`research.levers.levers`, research/levers/miniature_levers.py): C1, C5
+and M1 over seeds on hand-made numbers, the goal's criterion, and a few steps on a tiny world: a
+setting continued from a shorter one's checkpoint is the model trained for all its steps."""
 
 import importlib.util
 import json
@@ -10,10 +10,11 @@ import re
 
 import pytest
 
+from research.levers import levers
 from tlm.errors import ConfigError, DataError
-from tlm.eval import levers, measurements
+from tlm.miniature import measurements
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 YEARS = range(2010, 2021)
 SUBJECTS = 8
 
@@ -101,7 +102,7 @@ def test_the_baseline_is_read_from_a_reproduction(tmp_path):
 
 def test_the_pre_registered_settings():
   spec = importlib.util.spec_from_file_location(
-    "miniature_levers", os.path.join(ROOT, "benchmarks", "miniature_levers.py")
+    "miniature_levers", os.path.join(ROOT, "research", "levers", "miniature_levers.py")
   )
   script = importlib.util.module_from_spec(spec)
   spec.loader.exec_module(script)

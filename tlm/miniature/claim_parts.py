@@ -1,10 +1,10 @@
-"""The parts a claim of `tlm.eval.claims` is made of: components with margins, and helpers.
+"""The parts a claim of `tlm.miniature.claims` is made of: components with margins, and helpers.
 
 A component is one comparison of a claim ("Temporal > Uniform on TempLAMA 2010-18") as a margin
 that is > 0 iff it holds, computed from a *draw*: for each pool of items it reads (the TempLAMA
 queries of a slice, the news examples, ...), the item indices of a bootstrap resample, or None
-for every item as it is (`tlm.eval.stats`). A pool is a `tlm.eval.stats.Pool` (its items and
-the cluster each belongs to, resampled whole) or a plain count of independent items.
+for every item as it is (`tlm.miniature.stats`). A pool is a `tlm.miniature.stats.Pool` (its
+items and the cluster each belongs to, resampled whole) or a plain count of independent items.
 
 Here too: the resampling units the claims' pools are drawn by (each with why), and the F1
 comparisons several claims share (`templama_f1`, `news_f1`, `better`, `templama_better`).
@@ -16,9 +16,9 @@ from collections.abc import Callable, Mapping, Sequence
 import numpy as np
 
 from tlm.configs.years import SLICES
-from tlm.eval import measurements
-from tlm.eval.measurements import MissingInput
-from tlm.eval.stats import Pool, take
+from tlm.miniature import measurements
+from tlm.miniature.measurements import MissingInput
+from tlm.miniature.stats import Pool, take
 
 Draw = Mapping[str, np.ndarray | None]
 
@@ -85,7 +85,7 @@ def per_draw(fn: Callable[[Draw], object]) -> Callable[[Draw], object]:
   return cached
 
 
-# ---- the resampling units (`tlm.eval.stats`: a resample draws whole clusters) ---------------
+# ---- the resampling units (`tlm.miniature.stats`: a resample draws whole clusters) ---------------
 # TempLAMA: ids are `<subject>_<relation>_<year>`; the 9-11 queries of a (subject, relation)
 # pair share the subject, the relation and mostly the answer, so their outcomes are strongly
 # correlated (Uniform gives one answer per pair): the pair is the unit, read from the

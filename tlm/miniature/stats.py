@@ -15,7 +15,7 @@ pair), so resampling single queries would understate the standard error by about
 sqrt(1 + (m - 1) * rho) for clusters of m items with intra-cluster correlation rho (Kish's
 design effect); resampling pairs does not. A pool given as a plain item count has independent
 items (each item its own cluster). The claims say which unit each pool has and why
-(`tlm.eval.claims`), and `summary.json` states it (`bootstrap_unit`).
+(`tlm.miniature.claims`), and `summary.json` states it (`bootstrap_unit`).
 
 Across seeds (`reproduce.seeds`), the interval is a two-level (hierarchical) bootstrap: each
 replicate draws the seeds with replacement, then, inside each drawn seed, the clusters of every

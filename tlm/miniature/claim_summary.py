@@ -1,9 +1,9 @@
-"""`summary.json`: every claim of `tlm.eval.claims` judged on each seed, with its interval.
+"""`summary.json`: every claim of `tlm.miniature.claims` judged on each seed, with its interval.
 
 For each claim and each seed: the components' margins on the seed's per-query numbers, each
 with its verdict and within-seed 95% interval; the claim's margin (the minimum of its
 components'), its verdict (margin > 0) and the within-seed 95% interval of that margin (a
-paired bootstrap over the seed's pools, each resampled by its unit: `tlm.eval.stats`).
+paired bootstrap over the seed's pools, each resampled by its unit: `tlm.miniature.stats`).
 Over the seeds:
 
 - "holds": true iff it holds on every seed; null if an input is missing on some seed (the
@@ -11,7 +11,7 @@ Over the seeds:
 - "hold_rate": the share of seeds on which it holds (null when no seed has a verdict);
 - "margin_mean": the mean of the per-seed margins;
 - "margin_ci95": the 95% interval of that mean, a two-level bootstrap (seeds, then the
-  clusters of each pool within each seed; `tlm.eval.stats` says why). Null where no per-query
+  clusters of each pool within each seed; `tlm.miniature.stats` says why). Null where no per-query
   numbers exist and there is one seed (C13 is computed from aggregate F1 numbers, so its
   within-seed interval is null and its interval over several seeds resamples the seeds only),
   and null where the components have different units (C12: a minimum of nats and nats/year
@@ -38,8 +38,8 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from tlm.configs.years import TRAIN_YEARS
-from tlm.eval import claims, measurements, stats, year_tracking
-from tlm.eval.claim_parts import Claim, Component
+from tlm.miniature import claims, measurements, stats, year_tracking
+from tlm.miniature.claim_parts import Claim, Component
 
 MIXED_UNITS = "not reported: the minimum is over parts of different units; see the components"
 
@@ -201,7 +201,7 @@ def _shares(meas: Mapping, models: Sequence[str]) -> dict[str, float | None]:
 
 
 def _right_year(meas: Mapping, models: Sequence[str]) -> dict[str, dict[str, float | None]]:
-  """M2's numbers per model: {"rate", "chance", "answered"} (`tlm.eval.year_tracking`)."""
+  """M2's numbers per model: {"rate", "chance", "answered"} (`tlm.miniature.year_tracking`)."""
   present = [m for m in models if m in meas["models"]]
   none = {"rate": None, "chance": None, "answered": None}
   try:

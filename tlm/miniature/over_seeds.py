@@ -2,7 +2,7 @@
 
 `reproduce` runs each seed of `reproduce.seeds` in `WORKDIR/seed=S/` (its own results beside
 it) and hands each seed's results here; `write` puts the combined ones in `WORKDIR/results/`:
-`summary.json` (every claim, `tlm.eval.claim_summary`), `claims.md`, `table2.md` (the mean
+`summary.json` (every claim, `tlm.miniature.claim_summary`), `claims.md`, `table2.md` (the mean
 over seeds, and the standard deviation over seeds when there are several), `table7.md` (the
 mean) and `figure2.png` .. `figure5.png` (one line per model, the mean, with a band from the
 lowest to the highest seed; Figure 5 with a TempLAMA and a news panel per slice).
@@ -17,10 +17,11 @@ import numpy as np
 
 from tlm import safe_read, storage
 from tlm.errors import DataError
-from tlm.eval import adaptation, claim_summary, figures, measurements, tables
+from tlm.eval import adaptation, figures, tables
 from tlm.eval import results as results_lib
 from tlm.eval.figures import stack
 from tlm.files import atomic_output_file, write_json
+from tlm.miniature import claim_summary, measurements
 
 
 def _cell(values: Sequence[float | None]):

@@ -1,7 +1,7 @@
 """The per-query numbers of one seed of the reproduction, and the accessors the claims read.
 
 `collect(...)` gathers, from the results `reproduce` holds in memory, everything
-`tlm.eval.claims` needs into one JSON-ready dict, written to `seed=S/results/per_query.json`:
+`tlm.miniature.claims` needs into one JSON-ready dict, written to `seed=S/results/per_query.json`:
 
   {"seed": s,
    "models": {model: {"templama": {column: [one value per TempLAMA test query]},
@@ -15,7 +15,7 @@
 Model names: "uniform", "temporal", "yearly" and, once trained, "cbqa" (T5-CBQA as is) and
 "cbqa_ft" (T5-CBQA-ft). Every model's TempLAMA columns are in the same query order (sorted
 by id) and its news columns in the same example order, so that a resample of query indices
-applies to every model alike (the paired bootstrap of `tlm.eval.stats`).
+applies to every model alike (the paired bootstrap of `tlm.miniature.stats`).
 
 The accessors below are the only readers of this layout: an input that a run did not produce
 raises `MissingInput` (the claim is then reported with "holds": null and the reason), and a

@@ -2,8 +2,8 @@
 
 This module is the registry (`CLAIMS`, `MECHANISM`: id | statement | source | function) and
 the rules every claim follows; each claim is one named function: C1-C8 (the tables) in
-`tlm.eval.table_claims`, C9-C13 (the figures) in `tlm.eval.figure_claims`, M1, M2 in
-`tlm.eval.mechanism`, the parts they share in `tlm.eval.claim_parts`.
+`tlm.miniature.table_claims`, C9-C13 (the figures) in `tlm.miniature.figure_claims`, M1, M2 in
+`tlm.miniature.mechanism`, the parts they share in `tlm.miniature.claim_parts`.
 
 The claims (ids and statements fixed; other code and tests read them) are those of issue 13,
 from the paper's §3 (Tables 2 and 7, Figures 2-5), and the mechanism M1, M2 behind them. Each
@@ -13,10 +13,10 @@ margin is > 0 (a tie does not hold). A compound claim's margin is the minimum of
 components' margins (it holds iff the minimum is > 0); the components are listed with their
 own margins, verdicts and intervals so a reader sees which part fails. Where the components
 have different units (C12: nats and nats/year), only the sign of that minimum is meaningful,
-and `tlm.eval.claim_summary` reports no interval for it (the components' intervals instead).
+and `tlm.miniature.claim_summary` reports no interval for it (the components' intervals instead).
 
 Each component names the pools of items it is a statistic of, and each pool its resampling
-unit (`tlm.eval.stats.Pool`; the units are defined below, each with why): TempLAMA queries
+unit (`tlm.miniature.stats.Pool`; the units are defined below, each with why): TempLAMA queries
 are resampled by (subject, relation) pair, the Figure 3 and Figure 4 probes by query (one per
 pair, one per subject), the news examples one by one (no article id is recorded: their
 intervals are too narrow by an unmeasured factor), and C13 has none (aggregate F1 numbers).
@@ -49,8 +49,8 @@ Inputs that a run did not produce (T5-CBQA rows, a model not adapted, ...) make 
 "holds": null with the reason; the components that could be computed are still reported.
 """
 
-from tlm.eval import figure_claims, mechanism, table_claims
-from tlm.eval.claim_parts import Claim
+from tlm.miniature import figure_claims, mechanism, table_claims
+from tlm.miniature.claim_parts import Claim
 
 CLAIMS = (
   Claim("C1", "TempLAMA 2010-18: Temporal > Uniform", "Table 2",

@@ -14,7 +14,7 @@ import pytest
 from tests.helpers import FIXTURE_DATA_SETS
 from tlm import configs
 from tlm.data.prefetch import Prefetcher
-from tlm.train import data as train_data
+from tlm.train import batches as train_data
 from tlm.train.records import MetricsLog, resume_metrics
 
 

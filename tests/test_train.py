@@ -23,8 +23,8 @@ from tlm.models.shapes import model_config
 from tlm.models.t5 import Transformer
 from tlm.sharding import partitioning
 from tlm.train import loop
+from tlm.train.batches import TrainingData
 from tlm.train.checkpointing import CheckpointManager, load_init_params
-from tlm.train.data import TrainingData
 from tlm.train.optim import factored_state, make_optimizer
 from tlm.train.state import TrainState, state_layout
 

@@ -61,7 +61,7 @@ class EvalData:
 
 def eval_data(config: Config) -> EvalData:
   """Loads the config's held-out TempLAMA and news data (building the world if needed)."""
-  from tlm.train.data import resolve_sources, synthetic_cache_dir
+  from tlm.data.locations import resolve_sources, synthetic_cache_dir
 
   data, ec = config.data, config.eval
   sources = resolve_sources(data)

@@ -87,7 +87,7 @@ class Trainer:
       checkpoints/ and, as configured, tensorboard/, best/ and profile/ go (shared by all
       processes).
     data: a batch source with `vocab`, `train_batch(step, start, stop)` and
-      `eval_batches(start, stop)` (`tlm.train.data.TrainingData`, built from the config when
+      `eval_batches(start, stop)` (`tlm.train.batches.TrainingData`, built from the config when
       None).
     evaluators: called at each evaluation step after the held-out loss
       (`tlm.train.evaluators.Evaluator`; `tlm.eval.during_training.evaluators(config)` builds
@@ -107,7 +107,7 @@ class Trainer:
     evaluators: Sequence[Evaluator] = (),
     log: Callable = log_line,
   ):
-    from tlm.train.data import training_data
+    from tlm.train.batches import training_data
 
     configs.check_required(config)
     tc = config.train

@@ -1,7 +1,8 @@
 """Tests of the embedded synthetic world (tlm/data/synthetic/, tlm/cli/world.py).
 
 The world's files are read back with small parsers written here, independently of the writer,
-and checked against the documented formats and against the properties DESIGN.md asks for:
+and checked against the documented formats and against the properties docs/reproduction.md
+(The synthetic world) asks for:
 determinism, never/always-changing relations, news growth, explicit-year share, every fact of a
 year stated in that year's news, the vocabulary. The change rates and the news sentences as
 records: test_synthetic_records.py.

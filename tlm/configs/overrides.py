@@ -1,6 +1,6 @@
 """Dotted keys ("train.steps"): `--set` overrides, typed replacement, validation and JSON.
 
-Config flow (STYLE.md): `get(name)` -> `override(config, ["train.steps=10", ...])` -> the train
+Config flow: `get(name)` -> `override(config, ["train.steps=10", ...])` -> the train
 CLI writes `WORKDIR/config.json` (`to_dict`) -> each function receives only its section; a
 workdir's config is read back with `from_dict`. Unknown keys and wrong types raise ConfigError
 listing the valid keys, values out of range one naming the key (`validate`); nothing falls

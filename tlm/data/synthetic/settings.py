@@ -2,9 +2,8 @@
 
 The values were fixed for realism before any model was trained on the world: never tune them to
 make a model look good. Counts are at scale 1 (`build_world`'s `scale` multiplies them); the
-floors keep every kind of entity and every relation at small scales. The sizes follow DESIGN.md's
-sizing data point: a 2+2-layer d_model-128 T5 memorises about a hundred subjects x nine years
-within minutes of CPU training.
+floors keep every kind of entity and every relation at small scales. The world is sized so that
+the tiny models (`tlm.configs.tiny`) converge in minutes: docs/reproduction.md, Deviations.
 """
 
 import dataclasses

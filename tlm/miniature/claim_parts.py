@@ -143,6 +143,13 @@ def better(f1: Mapping, a: str, b: str, pool: str, n: Pool) -> Component:
   )
 
 
+def news_better(meas, a: str, others: Sequence[str], slice_name: str) -> list[Component]:
+  """The components "news <slice>: a > each of `others`" (C4, C6), on one pool of examples."""
+  pool = f"news {slice_name}"
+  f1, n = news_f1(meas, (a, *others), SLICES[slice_name])
+  return [better(f1, a, b, pool, n) for b in others]
+
+
 def templama_better(meas, a: str, b: str, slice_name: str) -> tuple[list[Component], list[str]]:
   """The components of "TempLAMA <slice>: a > b" (C1, C2, C3, C5, C7), one seed's
   measurements `meas`; `slice_name` is one of `tlm.configs.years.SLICES`."""

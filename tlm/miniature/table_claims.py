@@ -12,10 +12,9 @@ from tlm.miniature import measurements
 from tlm.miniature.claim_parts import (
   NEWS_UNIT,
   Component,
-  better,
   collect,
   mean,
-  news_f1,
+  news_better,
   templama_better,
   templama_f1,
 )
@@ -39,12 +38,7 @@ def c3_temporal_beats_yearly_2010_18(meas):
 
 
 def c4_yearly_best_on_news_2010_18(meas):
-  def build():
-    f1, n = news_f1(meas, ("yearly", "temporal", "uniform"), TRAIN_YEARS)
-    pool = f"news {TRAIN_SLICE}"
-    return [better(f1, "yearly", "temporal", pool, n), better(f1, "yearly", "uniform", pool, n)]
-
-  return collect(build)
+  return collect(lambda: news_better(meas, "yearly", ("temporal", "uniform"), TRAIN_SLICE))
 
 
 def c5_temporal_beats_uniform_2019_20(meas):
@@ -53,9 +47,7 @@ def c5_temporal_beats_uniform_2019_20(meas):
 
 def c6_temporal_leads_news_2019_20_yearly_within_2_f1(meas):
   def news():
-    f1, n = news_f1(meas, ("temporal", "uniform", "yearly"), FUTURE_YEARS)
-    pool = f"news {FUTURE_SLICE}"
-    return [better(f1, "temporal", "uniform", pool, n), better(f1, "temporal", "yearly", pool, n)]
+    return news_better(meas, "temporal", ("uniform", "yearly"), FUTURE_SLICE)
 
   def templama():
     pool = f"TempLAMA {FUTURE_SLICE}"

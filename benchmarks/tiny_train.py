@@ -8,7 +8,7 @@
 The tiny configs' shapes (`tlm.configs.tiny_temporal`: its model, batch 64, rows of 64 + 16
 tokens, the synthetic world's ~900-id vocabulary, T5's Adafactor; `--rows` and the model sizes
 may be changed) on random full rows; every row counts as
-useful (the world's packing fills ~90% of it). The step is `tlm.train.loop.make_train_step`
+useful (the world's packing fills ~90% of it). The step is `tlm.train.step.make_train_step`
 compiled ahead of time; the ensemble step is `jax.vmap` of the same step over `--experts`
 stacked states and batches, as one would train the nine Yearly experts at once. FLOPs are
 XLA's cost analysis of each compiled step; the matmul peak is the fastest of 3 `--matmul`^3
@@ -34,9 +34,9 @@ from tlm import configs  # noqa: E402
 from tlm.models import t5  # noqa: E402
 from tlm.models.shapes import model_config  # noqa: E402
 from tlm.sharding import partitioning  # noqa: E402
-from tlm.train.loop import make_train_step  # noqa: E402
 from tlm.train.optim import make_optimizer  # noqa: E402
 from tlm.train.state import init_state, state_layout  # noqa: E402
+from tlm.train.step import make_train_step  # noqa: E402
 
 ROWS, INPUT_LENGTH, TARGET_LENGTH, VOCAB = 64, 64, 16, 900
 MODEL_FIELDS = ("emb_dim", "num_heads", "head_dim", "mlp_dim", "num_encoder_layers",

@@ -13,7 +13,7 @@ transformers), the same stream of SSM-shaped examples: a salient-span-masked sen
 CustomNews examples (§2.1). Each step trains on the same examples on both sides:
 - tlm: the examples packed T5X-style into `--rows` rows of `--input_length` +
   `--target_length` tokens (default 128 + 32, the paper's; `tlm.data.packing.pack`),
-  `tlm.train.loop.make_train_step` (T5's Adafactor, z-loss, dropout
+  `tlm.train.step.make_train_step` (T5's Adafactor, z-loss, dropout
   0.1) compiled ahead of time;
 - transformers: `T5ForConditionalGeneration` + `transformers.optimization.Adafactor` with T5's
   settings (lr 1e-3, no relative step, parameter scaling, clip 1.0, decay -0.8, no beta1), the
@@ -47,9 +47,9 @@ from tlm.data.packing import pack, with_eos  # noqa: E402
 from tlm.models import checkpoints, t5  # noqa: E402
 from tlm.models.formats.hf_config import to_hf_config  # noqa: E402
 from tlm.sharding import partitioning  # noqa: E402
-from tlm.train.loop import compile_train_step, make_train_step  # noqa: E402
 from tlm.train.optim import make_optimizer  # noqa: E402
 from tlm.train.state import init_state, state_layout  # noqa: E402
+from tlm.train.step import compile_train_step, make_train_step  # noqa: E402
 
 # Published dense peak FLOP/s per jax device, by `device_kind` substring (first match wins):
 # NVIDIA's datasheets (bfloat16 and TF32 tensor cores, without sparsity; XLA runs float32

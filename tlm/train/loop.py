@@ -2,7 +2,7 @@
 
 Mirrors T5X's `trainer.py` and big_vision's `train.py`, cut into sections (mesh, data,
 state/restore, compile, loop); the step itself (loss, microbatches, dropout keys, sharded jit)
-is `tlm.train.step`, whose names this module re-exports.
+is `tlm.train.step`.
 
 - The loop only dispatches steps; their metrics stay on the device until a log, eval or save
   boundary fetches them all at once (no host sync per step). A non-finite loss found
@@ -49,12 +49,12 @@ from tlm.train.preemption import Preempted, Preemption
 from tlm.train.profiling import ProfileWindow, check_window
 from tlm.train.records import MetricsLog, Window, logged_fields, progress_line
 from tlm.train.state import TrainState, init_state, state_from_params, state_layout
-from tlm.train.step import compile_train_step, configured_train_step, lower_train_step
-
-# Re-exported: the step's names were this module's before `tlm.train.step`.
-from tlm.train.step import loss_sums as loss_sums
-from tlm.train.step import make_eval_step as make_eval_step
-from tlm.train.step import make_train_step as make_train_step
+from tlm.train.step import (
+  compile_train_step,
+  configured_train_step,
+  lower_train_step,
+  make_eval_step,
+)
 from tlm.train.tensorboard_writer import ScalarWriter
 
 # Steps whose metrics may wait on the device for the next log or save boundary.

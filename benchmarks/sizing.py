@@ -1,4 +1,4 @@
-"""The README's Sizing table: memory per device of the paper's models, from tlm's dry runs.
+"""The table of docs/sizing.md: memory per device of the paper's models, from tlm's dry runs.
 
   python benchmarks/sizing.py > sizing.md        # ~30 minutes on 2 CPU cores
   python benchmarks/sizing.py --child 32 > v3.jsonl   # or one device count at a time, then

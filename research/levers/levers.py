@@ -1,14 +1,16 @@
-"""What would make Temporal beat Uniform in the miniature: more steps, a wider model (issue 13).
+"""What would make Temporal beat Uniform in the miniature: more steps, a wider model, or a start
+pretrained on dated text (issue 13; research/levers/README.md).
 
 Issue 13's goal is that C1, C5 and M1 (`tlm.miniature.claims`) hold on every seed with their 95%
-interval above zero; the faithful protocol (`--mode=reproduce`: the 230K-parameter tiny T5,
-800 steps) does not get there. This module measures what would. For a *setting* (a model size
-and a number of steps) and each seed it trains only Uniform and Temporal, from the same
-pretrained start and for the same steps, evaluates them with the reproduction's evaluation
-(`tlm.eval.experiments`) and judges C1, C5 and M1 with the reproduction's claims and statistics
-(`tlm.miniature.claim_summary`: a paired bootstrap over the queries of each seed, a two-level one
-over the seeds). Everything else is the protocol's: the tiny configs, the world of the seed, the
-sampling and initialisation seeds (`reproduce.seed_overrides`).
+interval above zero; the faithful protocol (`--mode=reproduce`: the 230K-parameter tiny T5, 800
+steps) does not get there. This module measures what would. For a *setting* (a model size, a
+number of steps and the corpus its start was pretrained on, `start_corpus`) and each seed it
+trains only Uniform and Temporal, from the same pretrained start and for the same steps,
+evaluates them with the reproduction's evaluation (`tlm.eval.experiments`) and judges C1, C5 and
+M1 with the reproduction's claims and statistics (`tlm.miniature.claim_summary`: a paired
+bootstrap over the queries of each seed, a two-level one over the seeds). Everything else is the
+protocol's: the tiny configs, the world of the seed, the sampling and initialisation seeds
+(`reproduce.seed_overrides`).
 
 A `Setting`:
 - `overrides`: applied to every model of the setting, its start included (model sizes, e.g.

@@ -320,7 +320,7 @@ PATH_KEYS = (
   "eval.future_relations",
 )
 # The path keys that must be local: the synthetic world's cache is built and read with local
-# file operations (README, "Remote storage").
+# file operations (docs/operations.md, "Remote storage").
 LOCAL_PATH_KEYS = ("data.cache_dir",)
 
 # The limits of what the code can honour, each with its reason. `validate` checks them when the

@@ -4,8 +4,8 @@ The pipeline of the paper in small: `tiny_t5` plays the public T5 checkpoint, `t
 T5-CBQA one; Temporal, Uniform and the Yearly experts start from `tiny_t5` and train the same
 number of steps (each expert on its own year), as in the paper; `tiny_cbqa_ft` finetunes
 `tiny_cbqa` on TempLAMA alone. Where the settings depart from the paper's
-(`tlm.configs.paper`), the reason stands beside the value; README's "Deviations from the paper"
-sums them up, and its "Time" section has the measured run times.
+(`tlm.configs.paper`), the reason stands beside the value; docs/reproduction.md sums them up
+("Deviations from the paper") and has the measured run times ("Run time").
 """
 
 from collections.abc import Callable
@@ -80,7 +80,7 @@ def tiny_t5() -> Config:
   never a time-varying fact, a year or a news sentence (tlm/data/synthetic/pretrain.py).
 
   Command: python run.py --mode=train --config=tiny_t5 --workdir=W_T5
-  Run time: minutes on 2 CPU cores (README, "Time", has the measured run times).
+  Run time: minutes on 2 CPU cores (docs/reproduction.md, "Run time").
   Expected: a low span-corruption loss; it knows no time-varying fact (TempLAMA F1 near 0).
   """
   return tiny("t5")
@@ -106,7 +106,7 @@ def tiny_temporal() -> Config:
     [--set=model.init_checkpoint=W_T5] (a tiny_t5 workdir: the start --mode=reproduce uses)
   Run time: minutes on 2 CPU cores.
   Expected: above tiny_uniform on TempLAMA, most on 2019-20 (the paper's Table 2); whether
-  the miniature shows it is measured by `--mode=reproduce` (claims C1, C5; README, Results).
+  the miniature shows it is measured by `--mode=reproduce` (claims C1, C5; docs/results/README.md).
   """
   return tiny("temporal")
 
@@ -117,7 +117,7 @@ def tiny_uniform() -> Config:
   Command: python run.py --mode=train --config=tiny_uniform --workdir=W
     [--set=model.init_checkpoint=W_T5]
   Run time: as tiny_temporal.
-  Expected: below tiny_temporal on TempLAMA; averages over years (README, Results).
+  Expected: below tiny_temporal on TempLAMA; averages over years (docs/results/README.md).
   """
   return tiny("uniform")
 

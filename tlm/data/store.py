@@ -26,7 +26,7 @@ What is checked when (every file is treated as hostile):
   manifest; and every offset of the .idx: starts at 0, never decreases, ends at the .bin's
   length. The offsets (16 bytes per example) are read in 2 MB chunks, not memory-mapped, so
   resident memory stays flat, and checked with vectorised numpy, so a hostile index fails
-  with one line naming it before any training step (the README's runbook has the cost).
+  with one line naming it before any training step (docs/paper_scale.md has the cost).
 - at every read: the example's offsets again (the file may have changed since) and, for text,
   its UTF-8; the caller checks token ids against its vocabulary.
 - the SHA-256 of each file: written at build time, verified by `verify` (`--mode=check_store`),

@@ -26,7 +26,8 @@ hold-rate and a 95% interval of its margin (`tlm.miniature.claim_summary`).
 Rerunning resumes: trained models are kept and only missing work is done.
 
 Run time: about 41,000 training steps of the tiny model per seed (13 x 2800, the starts, the
-adaptation), plus evaluation; the README's "Time" has the measured wall-clock time.
+adaptation), plus evaluation; docs/reproduction.md ("Run time") has the measured wall-clock
+time.
 """
 
 import os

@@ -41,8 +41,11 @@ def _add_answers(meas: dict, eval_json: str) -> None:
     cols = block["templama"]
     if "answers" in cols:
       continue
-    result = evals[model] if model in evals else next(
-      (v for k, v in evals.items() if k.endswith(model)), None)  # fmt: skip
+    result = (
+      evals[model]
+      if model in evals
+      else next((v for k, v in evals.items() if k.endswith(model)), None)
+    )
     if result is None:
       raise SystemExit(f"{eval_json}: no evaluation of {model}")
     answers = {r["id"]: r["answers"] for r in result["templama"]["records"]}
@@ -81,8 +84,10 @@ def main() -> None:
     meas = json.load(f)
   _add_answers(meas, os.path.join(results, "eval.json"))
   dates = _news_dates(meas, os.path.expanduser(args.ssm_dir)) if args.ssm_dir else None
-  print(f"seed {meas['seed']}, {args.resamples} resamples: SE with each pool's unit / SE with "
-        f"single items (the ratio); pools: items / clusters")  # fmt: skip
+  print(
+    f"seed {meas['seed']}, {args.resamples} resamples: SE with each pool's unit / SE with "
+    f"single items (the ratio); pools: items / clusters"
+  )
   for claim in claims.CLAIMS + claims.MECHANISM:
     comps, missing = claim.components(meas)
     if not comps or not any(c.pools for c in comps):
@@ -101,8 +106,10 @@ def main() -> None:
     for c in comps:
       if not c.pools:
         continue
-      se = {k: stats.standard_error(c.margin, {n: v[n] for n in c.pools}, resamples=args.resamples)
-            for k, v in (("unit", pools), ("item", items), ("date", by_date))}  # fmt: skip
+      se = {
+        k: stats.standard_error(c.margin, {n: v[n] for n in c.pools}, resamples=args.resamples)
+        for k, v in (("unit", pools), ("item", items), ("date", by_date))
+      }
       line = f"  {c.name}: {se['unit']:.4g} / {se['item']:.4g} = {se['unit'] / se['item']:.2f}"
       if dates and any(pools[n].unit == claim_parts.NEWS_UNIT for n in c.pools):
         line += f"; news by article date: {se['date'] / se['item']:.2f}"

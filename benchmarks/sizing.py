@@ -94,8 +94,11 @@ def _child(devices: int) -> list[dict]:
   )
   out = subprocess.run(
     [sys.executable, __file__, "--child", str(devices)],
-    env=env, check=True, capture_output=True, text=True,
-  )  # fmt: skip
+    env=env,
+    check=True,
+    capture_output=True,
+    text=True,
+  )
   return [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
 
 

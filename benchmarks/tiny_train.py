@@ -39,8 +39,15 @@ from tlm.train.state import init_state, state_layout  # noqa: E402
 from tlm.train.step import make_train_step  # noqa: E402
 
 ROWS, INPUT_LENGTH, TARGET_LENGTH, VOCAB = 64, 64, 16, 900
-MODEL_FIELDS = ("emb_dim", "num_heads", "head_dim", "mlp_dim", "num_encoder_layers",
-                "mlp_activations", "logits_via_embedding")  # fmt: skip
+MODEL_FIELDS = (
+  "emb_dim",
+  "num_heads",
+  "head_dim",
+  "mlp_dim",
+  "num_encoder_layers",
+  "mlp_activations",
+  "logits_via_embedding",
+)
 
 
 def random_batch(rng: np.random.Generator, rows: int) -> dict:
@@ -51,11 +58,15 @@ def random_batch(rng: np.random.Generator, rows: int) -> dict:
   ones = lambda n: np.ones((rows, n), np.int32)
   pos = lambda n: np.tile(np.arange(n, dtype=np.int32), (rows, 1))
   return {
-    "encoder_input_tokens": enc, "decoder_input_tokens": dec_in, "decoder_target_tokens": tgt,
-    "encoder_segment_ids": ones(INPUT_LENGTH), "decoder_segment_ids": ones(TARGET_LENGTH),
-    "encoder_positions": pos(INPUT_LENGTH), "decoder_positions": pos(TARGET_LENGTH),
+    "encoder_input_tokens": enc,
+    "decoder_input_tokens": dec_in,
+    "decoder_target_tokens": tgt,
+    "encoder_segment_ids": ones(INPUT_LENGTH),
+    "decoder_segment_ids": ones(TARGET_LENGTH),
+    "encoder_positions": pos(INPUT_LENGTH),
+    "decoder_positions": pos(TARGET_LENGTH),
     "decoder_loss_weights": ones(TARGET_LENGTH).astype(np.float32),
-  }  # fmt: skip
+  }
 
 
 def stack(trees: list):
@@ -128,10 +139,10 @@ def main():
     single_compiled = single.lower(state, batches[0]).compile()
     single_times, single_cpu = _time_steps(single_compiled, state, batches)
 
-    states = stack([init_state(model, optimizer, layout, seed=s)
-                             for s in range(args.experts)])  # fmt: skip
-    stacked = [stack([random_batch(rng, rows) for _ in range(args.experts)])
-               for _ in range(args.steps + 1)]  # fmt: skip
+    states = stack([init_state(model, optimizer, layout, seed=s) for s in range(args.experts)])
+    stacked = [
+      stack([random_batch(rng, rows) for _ in range(args.experts)]) for _ in range(args.steps + 1)
+    ]
     multi = jax.jit(jax.vmap(step_fn), donate_argnums=(0,))
     multi_compiled = multi.lower(states, stacked[0]).compile()
     multi_times, multi_cpu = _time_steps(multi_compiled, states, stacked)

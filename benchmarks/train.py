@@ -124,8 +124,11 @@ def padded_batch(examples, device):
     ids[k, : a.size] = a
     labels[k, : b.size] = b
   to = lambda x: torch.from_numpy(x).to(device)
-  return {"input_ids": to(ids), "attention_mask": to((ids > 0).astype(np.int64)),
-          "labels": to(labels)}  # fmt: skip
+  return {
+    "input_ids": to(ids),
+    "attention_mask": to((ids > 0).astype(np.int64)),
+    "labels": to(labels),
+  }
 
 
 def matmul_flops_per_second(n: int, repeats: int) -> float:
@@ -232,16 +235,24 @@ def hf_side(cfg, params0, steps, useful: int, tlm_tps: float) -> dict:
   if not cfg.logits_via_embedding:
     # transformers 5 always ties lm_head to the embedding; T5.1.1 has its own output layer.
     hf.lm_head.weight = torch.nn.Parameter(hf.lm_head.weight.detach().clone())
-  weights = {k: torch.tensor(np.asarray(v)) for k, v in
-             checkpoints.params_to_hf(params0, cfg).items()}  # fmt: skip
+  weights = {
+    k: torch.tensor(np.asarray(v)) for k, v in checkpoints.params_to_hf(params0, cfg).items()
+  }
   for name in ("encoder.embed_tokens.weight", "decoder.embed_tokens.weight", "lm_head.weight"):
     weights.setdefault(name, weights["shared.weight"])
   hf.load_state_dict(weights, strict=True)
   hf = hf.train().to(device)
   opt = transformers.optimization.Adafactor(
-    hf.parameters(), lr=1e-3, scale_parameter=True, relative_step=False, warmup_init=False,
-    clip_threshold=1.0, decay_rate=-0.8, beta1=None, weight_decay=0.0,
-  )  # fmt: skip
+    hf.parameters(),
+    lr=1e-3,
+    scale_parameter=True,
+    relative_step=False,
+    warmup_init=False,
+    clip_threshold=1.0,
+    decay_rate=-0.8,
+    beta1=None,
+    weight_decay=0.0,
+  )
   hf_batches = [padded_batch(used, device) for _, used in steps]
 
   def hf_step(batch):

@@ -34,8 +34,11 @@ def tmpfs(tmp_path):
   def mount(size: str) -> str:
     mount_point = tmp_path / f"tmpfs{len(mounted)}"
     mount_point.mkdir()
-    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(mount_point)],
-                          capture_output=True, text=True)  # fmt: skip
+    proc = subprocess.run(
+      ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(mount_point)],
+      capture_output=True,
+      text=True,
+    )
     if proc.returncode != 0:
       pytest.skip(f"cannot mount a tmpfs here: {proc.stderr.strip()[:200]}")
     mounted.append(str(mount_point))

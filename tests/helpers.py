@@ -111,8 +111,11 @@ def run_fixture(script: str, devices: int, *args) -> None:
   CPU devices (`subprocess_env`); a non-zero exit fails the test."""
   subprocess.run(
     [sys.executable, os.path.join(FIXTURES, script), *map(str, args)],
-    cwd=ROOT, env=subprocess_env(devices), check=True, timeout=900,
-  )  # fmt: skip
+    cwd=ROOT,
+    env=subprocess_env(devices),
+    check=True,
+    timeout=900,
+  )
 
 
 def environment(devices, cache):
@@ -149,8 +152,13 @@ def train_command(workdir, *overrides):
     "model.num_layers=1",  # the mechanics, not the model, are under test: compile less
     *overrides,
   ]
-  return [sys.executable, "run.py", "--mode=train", "--config=tiny_temporal",
-          f"--workdir={workdir}"] + [f"--set={s}" for s in sets]  # fmt: skip
+  return [
+    sys.executable,
+    "run.py",
+    "--mode=train",
+    "--config=tiny_temporal",
+    f"--workdir={workdir}",
+  ] + [f"--set={s}" for s in sets]
 
 
 RUN_PY = os.path.join(ROOT, "run.py")

@@ -144,8 +144,17 @@ def _adapted(temporal_seen_at_half=0.68):
   }
 
 
-def world(seed=0, *, f1=_templama_f1, news=NEWS, experts=None, future=None, adapted=None,
-          predictions=None, models=("uniform", "temporal", "yearly", "cbqa_ft")):  # fmt: skip
+def world(
+  seed=0,
+  *,
+  f1=_templama_f1,
+  news=NEWS,
+  experts=None,
+  future=None,
+  adapted=None,
+  predictions=None,
+  models=("uniform", "temporal", "yearly", "cbqa_ft"),
+):
   """One seed's measurements, through `measurements.collect` and a JSON round trip."""
   evals = {m: {"templama": {"records": _records(m, f1)}, "news": _news(m, news)} for m in models}
   for m, preds in (predictions or {}).items():
@@ -181,8 +190,10 @@ def test_every_claim_holds_in_the_paper_world():
   # M2: Temporal's right-year rate is 1; the Yearly experts' 8/9 (the 2015 expert's slip); the
   # chance rate of Temporal's answers is (5 * 5 + 4 * 4) / 9**2 = 41/81 (A in 5 years, B in 4).
   m2 = {c["name"]: c["margin"] for c in out["M2"]["components"]}
-  assert m2 == {"temporal - chance (right-year rate)": pytest.approx(1 - 41 / 81),
-                "temporal - yearly (right-year rate)": pytest.approx(1 / 9)}  # fmt: skip
+  assert m2 == {
+    "temporal - chance (right-year rate)": pytest.approx(1 - 41 / 81),
+    "temporal - yearly (right-year rate)": pytest.approx(1 / 9),
+  }
   assert out["M2"]["margin"] == pytest.approx(1 / 9)
 
 
@@ -341,20 +352,34 @@ def _seed_results(seed: int) -> dict:
   return {
     "seed": seed,
     "names": names,
-    "evals": {v: {"templama": {"metrics": {"2010-18": f1, "2019-20": f1}}, "news": news}
-              for v in names},
+    "evals": {
+      v: {"templama": {"metrics": {"2010-18": f1, "2019-20": f1}}, "news": news} for v in names
+    },
     "gap": {"TempLAMA": {-1: 0.3 + 0.1 * seed, 0: 0.5}},
     "by_duration": {v: {1: 0.3, 6: 0.5} for v in names},
-    "future": {v: {"loglik_change": {"single": {2019: -0.1}, "multiple": {2019: -0.2}},
-                   "entropy": {"entropy": {"frequent": {2018: 1.0, 2019: 1.1}}}}
-               for v in ("uniform", "temporal")},
-    "adapted": {v: {"new_year": 2019, "alphas": {"0.5": {"2010-18": 0.4, "2019": 0.5}},
-                    "retrained": {"2010-18": 0.45, "2019": 0.5}}
-                for v in ("uniform", "temporal")},
+    "future": {
+      v: {
+        "loglik_change": {"single": {2019: -0.1}, "multiple": {2019: -0.2}},
+        "entropy": {"entropy": {"frequent": {2018: 1.0, 2019: 1.1}}},
+      }
+      for v in ("uniform", "temporal")
+    },
+    "adapted": {
+      v: {
+        "new_year": 2019,
+        "alphas": {"0.5": {"2010-18": 0.4, "2019": 0.5}},
+        "retrained": {"2010-18": 0.45, "2019": 0.5},
+      }
+      for v in ("uniform", "temporal")
+    },
     "measurements": world(seed),
-    "baselines": {"most_frequent_answer": {"2010-18": {"overall": {"f1": 0.7}},
-                                           "2019-20": {"overall": {"f1": 0.6}}}},
-  }  # fmt: skip
+    "baselines": {
+      "most_frequent_answer": {
+        "2010-18": {"overall": {"f1": 0.7}},
+        "2019-20": {"overall": {"f1": 0.6}},
+      }
+    },
+  }
 
 
 def test_reproduce_runs_each_seed_in_its_own_workdir_and_combines_them(tmp_path, monkeypatch):
@@ -394,8 +419,7 @@ def _m2_world(predict, pairs=150, seed=0):
   preds = {"temporal": [], "yearly": []}
   for p in range(pairs):
     cuts = sorted(rng.choice(np.arange(2011, 2019), size=2, replace=False))
-    gold = {y: f"A{p}" if y < cuts[0] else f"B{p}" if y < cuts[1] else f"C{p}"
-            for y in TRAIN_YEARS}  # fmt: skip
+    gold = {y: f"A{p}" if y < cuts[0] else f"B{p}" if y < cuts[1] else f"C{p}" for y in TRAIN_YEARS}
     for y in TRAIN_YEARS:
       cols["id"].append(f"Q{p}_P54_{y}")
       cols["year"].append(y)
@@ -409,9 +433,13 @@ def _m2_world(predict, pairs=150, seed=0):
       preds["temporal"].append(predict(gold, y, rng))
       others = sorted(set(gold.values()) - {gold[y]})  # Yearly slips to another answer 10%
       preds["yearly"].append(gold[y] if rng.random() < 0.9 else str(rng.choice(others)))
-  models = {m: {"templama": {**cols, "prediction": preds[m]}, "news": {c: [] for c in
-                                                                        measurements.NEWS_COLUMNS}}
-            for m in preds}  # fmt: skip
+  models = {
+    m: {
+      "templama": {**cols, "prediction": preds[m]},
+      "news": {c: [] for c in measurements.NEWS_COLUMNS},
+    }
+    for m in preds
+  }
   return json.loads(json.dumps({"seed": seed, "models": models}))
 
 

@@ -84,8 +84,11 @@ def _adapt_result(shift: float, news: bool = True) -> dict:
       out["news"] = {"2010-18": 0.4 - x + shift, "2019": 0.35 + x + shift, "2019-20": 0.3}
     return out
 
-  return {"new_year": 2019, "alphas": {"0.3": slices(0.1), "0.5": slices(0.2)},
-          "retrained": slices(0.15)}  # fmt: skip
+  return {
+    "new_year": 2019,
+    "alphas": {"0.3": slices(0.1), "0.5": slices(0.2)},
+    "retrained": slices(0.15),
+  }
 
 
 def test_figure5_has_templama_and_news_panels_with_bands_over_seeds(monkeypatch, tmp_path):
@@ -124,8 +127,10 @@ def test_combined_seeds_draw_every_figure_from_the_saved_files(tmp_path):
   from tlm.miniature import over_seeds
 
   variant = {"tiny_uniform": "uniform", "tiny_temporal": "temporal"}
-  future = {"loglik_change": {"single": {"2019": -0.1}, "multiple": {"2019": -0.3}},
-            "entropy": {"entropy": {"frequent": {"2019": 1.0, "2020": 1.2}}}}  # fmt: skip
+  future = {
+    "loglik_change": {"single": {"2019": -0.1}, "multiple": {"2019": -0.3}},
+    "entropy": {"entropy": {"frequent": {"2019": 1.0, "2020": 1.2}}},
+  }
   per_seed = []
   for seed in (0, 1):
     results = tmp_path / f"seed={seed}" / "results"

@@ -71,8 +71,9 @@ class _Model:
     self.answers = answers
 
   def predict(self, queries, years):
-    return [self.answers.get((q, y), "nobody") if y % 2 == 0 else "nobody"
-            for q, y in zip(queries, years)]  # fmt: skip
+    return [
+      self.answers.get((q, y), "nobody") if y % 2 == 0 else "nobody" for q, y in zip(queries, years)
+    ]
 
   def log_likelihood(self, queries, years, targets):
     n = np.array([len(t.split()) for t in targets])
@@ -87,8 +88,10 @@ def test_accessors_read_what_the_evaluation_writes(fixture_templama):
 
   answers = {(templama_query_input(ex.query), ex.year): ex.answers[0][0] for ex in fixture_templama}
   model = _Model(answers)
-  news = {y: [TextExample(f"text {y} {i}", "a b" if i else "c", y) for i in range(3)]
-          for y in (2012, 2013, 2019)}  # fmt: skip
+  news = {
+    y: [TextExample(f"text {y} {i}", "a b" if i else "c", y) for i in range(3)]
+    for y in (2012, 2013, 2019)
+  }
   durations = fact_durations.durations_from_facts(
     fact_durations.read_fact_spans(FACTS), fixture_templama
   )

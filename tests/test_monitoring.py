@@ -231,8 +231,12 @@ def test_best_checkpoint_survives_rotation(best_run):
   with open(os.path.join(workdir, "best", "best.json")) as f:
     saved = json.load(f)
   history = records(workdir)
-  assert saved == {"metric": "learning_rate", "mode": "max", "value": history[0]["learning_rate"],
-                   "step": 2}  # fmt: skip
+  assert saved == {
+    "metric": "learning_rate",
+    "mode": "max",
+    "value": history[0]["learning_rate"],
+    "step": 2,
+  }
   assert [r.get("best_step") for r in history] == [2, None, None, None]
   assert sorted(os.listdir(os.path.join(workdir, "best", "checkpoints"))) == ["2"]
   assert trained_models.trained(os.path.join(workdir, "best"))

@@ -29,8 +29,14 @@ def command(workdir, steps, *flags):
     "model.num_layers=1",  # the mechanics, not the model, are under test: compile less
     f"train.steps={steps}",
   ]
-  return [sys.executable, "run.py", "--mode=train", "--config=tiny_temporal",
-          f"--workdir={workdir}", *flags] + [f"--set={s}" for s in sets]  # fmt: skip
+  return [
+    sys.executable,
+    "run.py",
+    "--mode=train",
+    "--config=tiny_temporal",
+    f"--workdir={workdir}",
+    *flags,
+  ] + [f"--set={s}" for s in sets]
 
 
 def two_processes(workdir, steps, env):
@@ -49,7 +55,7 @@ def two_processes(workdir, steps, env):
       stdout=subprocess.PIPE,
       stderr=subprocess.PIPE,
       text=True,
-    )  # fmt: skip
+    )
     for i in range(2)
   ]
   outs = [p.communicate(timeout=600) for p in procs]
@@ -78,9 +84,13 @@ def test_two_processes_train_like_one(tmp_path):
   out0, _ = two_processes(multi, 5, environment(1, cache))
   assert "resumed from step 2" in out0
   proc = subprocess.run(
-    command(single, 5), cwd=ROOT, env=environment(2, cache), capture_output=True, text=True,
+    command(single, 5),
+    cwd=ROOT,
+    env=environment(2, cache),
+    capture_output=True,
+    text=True,
     timeout=600,
-  )  # fmt: skip
+  )
   assert proc.returncode == 0, proc.stderr[-3000:]
   assert "mesh {'data': 2, 'model': 1}, 1 process(es)" in proc.stdout
   np.testing.assert_allclose(losses(multi), losses(single), rtol=1e-6)

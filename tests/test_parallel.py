@@ -10,8 +10,14 @@ from tlm.errors import UserError
 from tlm.miniature import parallel
 from tlm.models.checkpoints import load_checkpoint
 
-SMALL = ["data.world_scale=0.2", "data.train_years=2017,2018", "train.steps=3",
-         "train.log_every=1", "train.eval_every=0", "train.checkpoint_every=3"]  # fmt: skip
+SMALL = [
+  "data.world_scale=0.2",
+  "data.train_years=2017,2018",
+  "train.steps=3",
+  "train.log_every=1",
+  "train.eval_every=0",
+  "train.checkpoint_every=3",
+]
 
 
 def _jobs(root, cache):

@@ -135,10 +135,13 @@ def test_parameters_are_created_sharded_as_the_rules_say(parity):
     "['decoder']['layers_0']['mlp']['wi_0']['kernel']": ("(None, 'model')", 4, 1),
     "['decoder']['layers_0']['mlp']['wo']['kernel']": ("('model', None)", 4, 0),
     "['encoder']['relpos_bias']['rel_embedding']": ("('model', None)", 4, 0),
-    "['decoder']['layers_0']['encoder_decoder_attention']['key']['kernel']":
-      ("(None, 'model')", 4, 1),
+    "['decoder']['layers_0']['encoder_decoder_attention']['key']['kernel']": (
+      "(None, 'model')",
+      4,
+      1,
+    ),
     "['encoder']['encoder_norm']['scale']": ("(None,)", 1, 0),
-  }  # fmt: skip
+  }
   for name, (spec, split, dim) in want.items():
     got = created[name]
     assert got["spec"] == spec, name

@@ -53,16 +53,21 @@ def data(tmp_path_factory):
   templama.build_templama(FACTS, ENTITIES, str(out))
   examples = [ex for split in templama.load_templama_splits(str(out)).values() for ex in split]
   examples = sorted(examples, key=lambda ex: ex.id)
-  news = {y: [TextExample(f"text {y} {i} <extra_id_0>.", "a b" if i else "c", y) for i in range(3)]
-          for y in NEWS_YEARS}  # fmt: skip
+  news = {
+    y: [TextExample(f"text {y} {i} <extra_id_0>.", "a b" if i else "c", y) for i in range(3)]
+    for y in NEWS_YEARS
+  }
   durations = fact_durations.durations_from_facts(fact_durations.read_fact_spans(FACTS), examples)
   return experiments.EvalData(examples, news, RESOURCES, durations)
 
 
 @pytest.fixture(scope="module")
 def model(data):
-  answers = {(templama_query_input(ex.query), ex.year): ex.answers[0][0]
-             for ex in data.templama if ex.year % 2 == 0}  # fmt: skip
+  answers = {
+    (templama_query_input(ex.query), ex.year): ex.answers[0][0]
+    for ex in data.templama
+    if ex.year % 2 == 0
+  }
   answers.update({(r.inputs, y): r.targets for y, rows in data.news.items() for r in rows[:1]})
   return _Model(answers)
 
@@ -150,8 +155,11 @@ def test_accessors_read_what_eval_and_eval_future_return_and_write(written, data
     _templama_accessors(read, written["eval" + suffix], data)
     _news_accessors(read, written["eval" + suffix])
     _future_accessors(read, written["future" + suffix], data)
-  public = {n for n, f in inspect.getmembers(results, inspect.isfunction)
-            if not n.startswith("_") and f.__module__ == results.__name__}  # fmt: skip
+  public = {
+    n
+    for n, f in inspect.getmembers(results, inspect.isfunction)
+    if not n.startswith("_") and f.__module__ == results.__name__
+  }
   assert checked == public
   # eval_future drew its figures from the same numbers.
   assert written["figure3"]["tiny_temporal"] == results.future_loglik_change(written["future"])

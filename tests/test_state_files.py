@@ -40,8 +40,13 @@ def _check_in_subprocess(step_dir, items=ITEMS, timeout=60) -> str:
   """`checksums.check` in a fresh process: a FIFO or device opened by a regression times out
   (the test fails) instead of blocking the suite."""
   code = "import sys; from tlm import checksums; print(checksums.check(sys.argv[1], sys.argv[2:]))"
-  proc = subprocess.run([sys.executable, "-c", code, step_dir, *items], cwd=ROOT,
-                        capture_output=True, text=True, timeout=timeout)  # fmt: skip
+  proc = subprocess.run(
+    [sys.executable, "-c", code, step_dir, *items],
+    cwd=ROOT,
+    capture_output=True,
+    text=True,
+    timeout=timeout,
+  )
   assert proc.returncode == 0, proc.stderr[-2000:]
   return proc.stdout.strip()
 
@@ -53,9 +58,12 @@ def test_an_intact_fake_step_passes(tmp_path):
   step_dir = fake_step(tmp_path)
   assert checksums.check(step_dir, ITEMS) is None
   assert set(checksums.read_manifest(step_dir)) == {
-    "params/_METADATA", "params/d/abc", "opt_state/_METADATA", "opt_state/d/abc",
+    "params/_METADATA",
+    "params/d/abc",
+    "opt_state/_METADATA",
+    "opt_state/d/abc",
     "data_state/metadata",
-  }  # fmt: skip
+  }
 
 
 @pytest.mark.parametrize(
@@ -251,8 +259,13 @@ def test_a_lock_file_that_is_a_fifo_is_never_opened(tmp_path):
     "try: WorkdirLock(sys.argv[1], 'train').acquire()\n"
     "except LockedError as e: print(e)"
   )
-  proc = subprocess.run([sys.executable, "-c", code, str(tmp_path)], cwd=ROOT,
-                        capture_output=True, text=True, timeout=60)  # fmt: skip
+  proc = subprocess.run(
+    [sys.executable, "-c", code, str(tmp_path)],
+    cwd=ROOT,
+    capture_output=True,
+    text=True,
+    timeout=60,
+  )
   assert proc.stdout.strip() == (
     f"{tmp_path / LOCK_NAME}: unreadable lock file (not a regular file (a FIFO)); delete it if "
     f"no run is using {tmp_path}"
@@ -291,8 +304,9 @@ def test_a_hostile_best_json_is_a_one_line_error_saying_what_to_do(tmp_path, cas
     read_best(path)
   message = str(e.value)
   assert message.startswith(f"{path}: ") and "\n" not in message and len(message) < 400
-  assert message.endswith("delete it, and the best checkpoint is chosen again from this run's "
-                          "next records")  # fmt: skip
+  assert message.endswith(
+    "delete it, and the best checkpoint is chosen again from this run's next records"
+  )
 
 
 def test_a_good_best_json_reads_back(tmp_path):
@@ -311,8 +325,9 @@ def test_a_best_json_that_is_a_fifo_is_never_opened(tmp_path):
     "try: safe_read.read_json(sys.argv[1], 1000, error=CheckpointError, what='best.json')\n"
     "except CheckpointError as e: print(e)"
   )
-  proc = subprocess.run([sys.executable, "-c", code, path], cwd=ROOT, capture_output=True,
-                        text=True, timeout=60)  # fmt: skip
+  proc = subprocess.run(
+    [sys.executable, "-c", code, path], cwd=ROOT, capture_output=True, text=True, timeout=60
+  )
   assert proc.stdout.strip() == f"{path}: cannot read best.json (not a regular file (a FIFO))"
 
 
@@ -413,7 +428,7 @@ def test_a_saved_config_reads_back(tmp_path):
     (lambda c: c.update(data=[]), "section 'data'"),
     (lambda c: c.update(extra=1), "unknown keys ['extra']"),
   ],
-)  # fmt: skip
+)
 def test_a_hostile_saved_config_is_a_one_line_error_naming_the_file(tmp_path, edit, fragment):
   from tlm.infer.trained_models import saved_config
 
@@ -443,8 +458,13 @@ def test_a_saved_config_that_is_a_fifo_is_never_opened(tmp_path):
     "from tlm.infer.trained_models import saved_config\n"
     "try: saved_config(sys.argv[1])\nexcept ConfigError as e: print(e)"
   )
-  proc = subprocess.run([sys.executable, "-c", code, str(tmp_path)], cwd=ROOT,
-                        capture_output=True, text=True, timeout=120)  # fmt: skip
+  proc = subprocess.run(
+    [sys.executable, "-c", code, str(tmp_path)],
+    cwd=ROOT,
+    capture_output=True,
+    text=True,
+    timeout=120,
+  )
   assert proc.stdout.strip() == (
     f"{tmp_path / 'config.json'}: cannot read the saved config (not a regular file (a FIFO))"
   ), proc.stderr[-2000:]
@@ -474,12 +494,16 @@ def seed_dir(written, tmp_path_factory):
   directory = tmp_path_factory.mktemp("seed")
   result = written["eval"]
   files = {
-    "per_query.json": measurements.collect(0, {"temporal": result},
-                                           future={"temporal": written["future"]}),
-    "eval.json": {"tiny_temporal": {k: result[k] for k in ("templama", "news", "answer_baselines")
-                                    if k in result}},
+    "per_query.json": measurements.collect(
+      0, {"temporal": result}, future={"temporal": written["future"]}
+    ),
+    "eval.json": {
+      "tiny_temporal": {
+        k: result[k] for k in ("templama", "news", "answer_baselines") if k in result
+      }
+    },
     "seed_summary.json": {"configs": {"temporal": {"name": "tiny_temporal"}}},
-  }  # fmt: skip
+  }
   for name, content in files.items():
     write_file(str(directory / "results" / name), json.dumps(content))
   return directory
@@ -511,22 +535,37 @@ def _edited(path, edit):
   "name, edit, fragment",
   [
     ("per_query.json", lambda m: m.update(seed="0"), "'seed' is not an integer"),
-    ("per_query.json", lambda m: m["models"]["temporal"]["templama"]["f1"].__setitem__(0, "x"),
-     "models.temporal.templama.f1 holds 'x', not a number"),
-    ("per_query.json", lambda m: m["models"]["temporal"]["templama"]["year"].append(2010),
-     "columns differ in length"),
-    ("per_query.json", lambda m: m["entropy"]["temporal"].update(entropy={"soon": [1.0]}),
-     "not a year"),
+    (
+      "per_query.json",
+      lambda m: m["models"]["temporal"]["templama"]["f1"].__setitem__(0, "x"),
+      "models.temporal.templama.f1 holds 'x', not a number",
+    ),
+    (
+      "per_query.json",
+      lambda m: m["models"]["temporal"]["templama"]["year"].append(2010),
+      "columns differ in length",
+    ),
+    (
+      "per_query.json",
+      lambda m: m["entropy"]["temporal"].update(entropy={"soon": [1.0]}),
+      "not a year",
+    ),
     ("per_query.json", lambda m: m.update(adaptation=[]), "'adaptation' is not an object"),
-    ("per_query.json", lambda m: m["models"]["temporal"]["templama"].update(
-      answers=[["a"], [1]]), "templama.answers holds '[1]', not a list of strings"),
-    ("per_query.json", lambda m: m["models"]["temporal"]["templama"].update(extra=[]),
-     "does not have the columns"),
+    (
+      "per_query.json",
+      lambda m: m["models"]["temporal"]["templama"].update(answers=[["a"], [1]]),
+      "templama.answers holds '[1]', not a list of strings",
+    ),
+    (
+      "per_query.json",
+      lambda m: m["models"]["temporal"]["templama"].update(extra=[]),
+      "does not have the columns",
+    ),
     ("eval.json", lambda r: r["tiny_temporal"]["templama"].pop("metrics"), "tiny_temporal: "),
     ("eval.json", lambda r: r.update(tiny_temporal=[]), "not an object of evaluation results"),
     ("seed_summary.json", lambda s: s["configs"].update(temporal={"name": 3}), "no 'configs'"),
   ],
-)  # fmt: skip
+)
 def test_a_hostile_seed_result_is_a_one_line_error_naming_the_file(
   seed_dir, tmp_path, name, edit, fragment
 ):
@@ -566,8 +605,11 @@ def test_an_integer_beyond_the_digit_limit_in_a_jsonl_line_is_a_data_error(tmp_p
 
 def test_safe_read_refuses_special_files_and_nul_names(tmp_path):
   os.mkfifo(tmp_path / "fifo")
-  for path, kind in ((tmp_path / "fifo", "a FIFO"), ("/dev/null", "a character device"),
-                     (tmp_path, "a directory")):  # fmt: skip
+  for path, kind in (
+    (tmp_path / "fifo", "a FIFO"),
+    ("/dev/null", "a character device"),
+    (tmp_path, "a directory"),
+  ):
     with pytest.raises(safe_read.NotARegularFile, match=f"not a regular file \\({kind}\\)"):
       safe_read.read_bounded(str(path), 10)
   with pytest.raises(OSError, match="NUL"):

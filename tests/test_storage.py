@@ -311,8 +311,13 @@ def _train_args(workdir, data):
 
 
 def _predict_args(checkpoint, input_file, output_file):
-  return ["--mode=predict", f"--checkpoint={checkpoint}", f"--input_file={input_file}",
-          f"--output_file={output_file}", "--max_decode_length=8"]  # fmt: skip
+  return [
+    "--mode=predict",
+    f"--checkpoint={checkpoint}",
+    f"--input_file={input_file}",
+    f"--output_file={output_file}",
+    "--max_decode_length=8",
+  ]
 
 
 @pytest.mark.slow
@@ -326,8 +331,13 @@ def test_train_kill_resume_predict_eval_on_the_object_store_equals_local(tmp_pat
   shutil.copy(tmp_path / "queries.jsonl", store / "bucket" / "queries.jsonl")
 
   def on_store(*args):
-    return [sys.executable, os.path.join(ROOT, "tests", "objstore.py"), str(store),
-            os.path.join(ROOT, "run.py"), *args]  # fmt: skip
+    return [
+      sys.executable,
+      os.path.join(ROOT, "tests", "objstore.py"),
+      str(store),
+      os.path.join(ROOT, "run.py"),
+      *args,
+    ]
 
   def run(cmd):
     proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=900)

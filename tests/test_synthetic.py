@@ -331,9 +331,10 @@ def test_future_relations_sets(small):
       sets.setdefault(q["set"], []).append(q)
       # The object in 2018 (or the 2018 edition's host) is among the candidates.
       objs = [
-        names[f["o"]] for f in facts
+        names[f["o"]]
+        for f in facts
         if f["s"] == q["subject"] and f["rel"] == q["relation"] and valid_in_year(f, 2018)
-      ]  # fmt: skip
+      ]
       assert objs and all(o in candidates[q["candidates"]] for o in objs), q
   assert set(sets) == {"frequent", "rare", "never"}
   assert all(10 <= len(v) <= 30 for v in sets.values())
@@ -404,8 +405,11 @@ def test_refuses_to_replace_a_foreign_directory(tmp_path):
 def run_cli(*args):
   return subprocess.run(
     [sys.executable, os.path.join(ROOT, "run.py"), "--mode=build_world", *args],
-    capture_output=True, text=True, cwd=ROOT, timeout=120,
-  )  # fmt: skip
+    capture_output=True,
+    text=True,
+    cwd=ROOT,
+    timeout=120,
+  )
 
 
 def test_cli_builds_and_prints_counts(tmp_path):
@@ -481,8 +485,11 @@ def test_many_answers_change_inside_the_training_years(full):
       answers = set()
       for year in range(2010, 2019):
         mid = datetime.date(year, 7, 1)
-        held = [f for f in fs if (f["start"] or datetime.date.min) <= mid
-                and mid <= (f["end"] or datetime.date.max)]  # fmt: skip
+        held = [
+          f
+          for f in fs
+          if (f["start"] or datetime.date.min) <= mid and mid <= (f["end"] or datetime.date.max)
+        ]
         answers.add(tuple(sorted(f["o"] for f in held)))
       changing += len(answers) > 1
   assert changing >= 110, changing
@@ -524,9 +531,13 @@ def test_encyclopedia_states_the_snapshot_facts(full):
     text = " ".join(json.loads(line)["text"] for line in f)
   snapshot = datetime.date(2019, 12, 31)
   all_facts = read_facts(os.path.join(path, "facts.tsv"))
-  facts = [f for rel in TEMPLAMA for fs in group(all_facts, rel).values() for f in primaries(fs)
-           if (f["start"] or datetime.date.min) <= snapshot
-           and snapshot <= (f["end"] or datetime.date.max)]  # fmt: skip
+  facts = [
+    f
+    for rel in TEMPLAMA
+    for fs in group(all_facts, rel).values()
+    for f in primaries(fs)
+    if (f["start"] or datetime.date.min) <= snapshot and snapshot <= (f["end"] or datetime.date.max)
+  ]
   assert len(facts) > 50
   missing = [f for f in facts if names[f["o"]] not in text or names[f["s"]] not in text]
   assert not missing

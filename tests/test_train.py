@@ -80,8 +80,13 @@ def tiny():
     return TrainState(jnp.zeros((), jnp.int32), p, optimizer.init(p))
 
   step = jax.jit(train_step.make_train_step(model, optimizer), donate_argnums=(0,))
-  return {"model": model, "optimizer": optimizer, "batch": batch, "state": fresh_state,
-          "step": step}  # fmt: skip
+  return {
+    "model": model,
+    "optimizer": optimizer,
+    "batch": batch,
+    "state": fresh_state,
+    "step": step,
+  }
 
 
 def test_microbatches_accumulate_the_full_batch_gradient(tiny):

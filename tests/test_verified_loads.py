@@ -47,8 +47,9 @@ def saved(tmp_path_factory):
   trees = {}
   for step in STEPS:
     trees[step] = _params(cfg, step)
-    manager.save(step, jax.tree.map(jnp.asarray, trees[step]), {"c": jnp.int32(step)},
-                 {"step": step})  # fmt: skip
+    manager.save(
+      step, jax.tree.map(jnp.asarray, trees[step]), {"c": jnp.int32(step)}, {"step": step}
+    )
   manager.close()
   (work / "model_config.json").write_text(json.dumps(cfg.to_dict()))
   shutil.copy(VOCAB, work / "spiece.model")
@@ -141,8 +142,14 @@ def test_the_evaluations_predictor_loads_are_verified(saved, tmp_path):
 
 def _run(*args):
   env = dict(os.environ, JAX_PLATFORMS="cpu")
-  return subprocess.run([sys.executable, "run.py", *args], cwd=ROOT, env=env,
-                        capture_output=True, text=True, timeout=600)  # fmt: skip
+  return subprocess.run(
+    [sys.executable, "run.py", *args],
+    cwd=ROOT,
+    env=env,
+    capture_output=True,
+    text=True,
+    timeout=600,
+  )
 
 
 def _errors(proc):
@@ -198,8 +205,14 @@ def test_a_full_disk_while_training_prints_tlms_line_alone(tmpfs):
   workdir = os.path.join(tmpfs("600k"), "w")
   env = dict(os.environ, JAX_PLATFORMS="cpu")
   env["XLA_FLAGS"] = "--xla_force_host_platform_device_count=1 --xla_backend_optimization_level=0"
-  proc = subprocess.run(train_command(workdir, "train.steps=4"), cwd=ROOT, env=env,
-                        capture_output=True, text=True, timeout=600)  # fmt: skip
+  proc = subprocess.run(
+    train_command(workdir, "train.steps=4"),
+    cwd=ROOT,
+    env=env,
+    capture_output=True,
+    text=True,
+    timeout=600,
+  )
   assert proc.returncode == 1
   # No traceback of orbax's writer threads, before or after the line (there were hundreds of
   # lines of them, one run in four after tlm's).
@@ -214,11 +227,13 @@ def test_a_full_disk_while_training_prints_tlms_line_alone(tmpfs):
 def test_a_full_disk_while_converting_prints_tlms_line_alone(saved, tmpfs):
   disk = tmpfs("200k")
   out = os.path.join(disk, "out")
-  proc = _run("--mode=convert", f"--checkpoint={saved['model']}", f"--output_dir={out}",
-              "--format=tlm")  # fmt: skip
+  proc = _run(
+    "--mode=convert", f"--checkpoint={saved['model']}", f"--output_dir={out}", "--format=tlm"
+  )
   assert proc.returncode == 1
   lines = _errors(proc)
   reason = "(No space left on device|disk full or quota exceeded \\(RESOURCE_EXHAUSTED\\))"
-  assert len(lines) == 1 and re.fullmatch(f"error: {out}: cannot write \\({reason}\\); not written",
-                                          lines[0]), proc.stderr[-3000:]  # fmt: skip
+  assert len(lines) == 1 and re.fullmatch(
+    f"error: {out}: cannot write \\({reason}\\); not written", lines[0]
+  ), proc.stderr[-3000:]
   assert os.listdir(disk) == []

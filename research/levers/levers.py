@@ -76,8 +76,10 @@ class Setting:
 
   def __post_init__(self):
     if self.start_corpus and self.start_corpus not in START_CORPORA:
-      raise ConfigError(f"setting {self.name!r}: unknown start_corpus {self.start_corpus!r}; "
-                        f"expected one of {sorted(START_CORPORA)}")  # fmt: skip
+      raise ConfigError(
+        f"setting {self.name!r}: unknown start_corpus {self.start_corpus!r}; "
+        f"expected one of {sorted(START_CORPORA)}"
+      )
 
   def points(self) -> list[int]:
     """The steps at which the models are evaluated, the setting's own last."""
@@ -96,8 +98,9 @@ def gets_there(summaries: Mapping[str, Mapping]) -> bool | None:
   missing."""
   if any(s["holds"] is None for s in summaries.values()):
     return None
-  return all(s["holds"] and s["margin_ci95"] and s["margin_ci95"][0] > 0
-             for s in summaries.values())  # fmt: skip
+  return all(
+    s["holds"] and s["margin_ci95"] and s["margin_ci95"][0] > 0 for s in summaries.values()
+  )
 
 
 # ---- one seed ---------------------------------------------------------------------------------
@@ -160,8 +163,9 @@ def _copy_newest_checkpoint(source: str, workdir: str, max_step: int, log: Log) 
   if not steps:
     raise DataError(f"no checkpoint at or below step {max_step} to continue from", src)
   log(f"continuing {workdir} from {src}/{steps[-1]}")
-  shutil.copytree(os.path.join(src, str(steps[-1])),
-                  os.path.join(checkpoints_dir(workdir), str(steps[-1])))  # fmt: skip
+  shutil.copytree(
+    os.path.join(src, str(steps[-1])), os.path.join(checkpoints_dir(workdir), str(steps[-1]))
+  )
   metrics = os.path.join(source, "metrics.jsonl")
   if os.path.isfile(metrics):
     shutil.copy(metrics, os.path.join(workdir, "metrics.jsonl"))
@@ -194,8 +198,9 @@ def _pretrained_start(setting: Setting, base: list[str], work: str, log: Log) ->
     write_jsonl(corpus, ({"text": t} for t in texts))
     config = configs.replace(config, "data.pretrain_corpus", corpus)
   path = os.path.join(work, "t5")
-  log(f"pre-training the start (tiny_t5 recipe, corpus {setting.start_corpus or 'generic'}) "
-      f"in {path}")  # fmt: skip
+  log(
+    f"pre-training the start (tiny_t5 recipe, corpus {setting.start_corpus or 'generic'}) in {path}"
+  )
   run(config, path, make_evaluators=during_training.evaluators, log=log)
   return path
 
@@ -229,8 +234,11 @@ def seed_measurements(
   if not todo:
     return out
   base = list(overrides) + reproduce.seed_overrides(seed) + list(setting.overrides)
-  start = (setting.start.format(seed=seed) if setting.start
-           else _pretrained_start(setting, base, work, log))  # fmt: skip
+  start = (
+    setting.start.format(seed=seed)
+    if setting.start
+    else _pretrained_start(setting, base, work, log)
+  )
   cfgs = {
     v: starts.from_start(configs.override(configs.get(f"tiny_{v}"), base), start) for v in VARIANTS
   }
@@ -287,8 +295,9 @@ def persistence(meas: Mapping, model: str) -> dict[str, float]:
     if y in TRAIN_YEARS:
       seen.setdefault((s, r), {})[int(y)] = str(p)
   same, now, carried, varying_same, varying_none = [], [], [], [], []
-  for s, r, y, p, gold in zip(cols["subject"], cols["relation"], cols["year"],
-                              cols["prediction"], cols["first_answer"]):  # fmt: skip
+  for s, r, y, p, gold in zip(
+    cols["subject"], cols["relation"], cols["year"], cols["prediction"], cols["first_answer"]
+  ):
     answers = seen.get((s, r), {})
     if y not in FUTURE_YEARS or 2018 not in answers:
       continue
@@ -299,14 +308,26 @@ def persistence(meas: Mapping, model: str) -> dict[str, float]:
       varying_same.append(same[-1])
       varying_none.append(str(p) not in answers.values())
   pct = lambda xs: float(100.0 * np.mean(xs)) if xs else float("nan")  # noqa: E731
-  return {"same": pct(same), "f1_first": pct(now), "f1_2018_first": pct(carried),
-          "varying_same": pct(varying_same), "varying_none": pct(varying_none)}  # fmt: skip
+  return {
+    "same": pct(same),
+    "f1_first": pct(now),
+    "f1_2018_first": pct(carried),
+    "varying_same": pct(varying_same),
+    "varying_none": pct(varying_none),
+  }
 
 
-def _row(setting: Setting, step: int, seeds: Sequence[int], metas: Sequence[Mapping],
-         planned: Sequence[int], resamples: int | None) -> dict:  # fmt: skip
-  summaries = {c.id: claim_summary.summarize_claim(c, metas, resamples=resamples)
-               for c in lever_claims()}  # fmt: skip
+def _row(
+  setting: Setting,
+  step: int,
+  seeds: Sequence[int],
+  metas: Sequence[Mapping],
+  planned: Sequence[int],
+  resamples: int | None,
+) -> dict:
+  summaries = {
+    c.id: claim_summary.summarize_claim(c, metas, resamples=resamples) for c in lever_claims()
+  }
   f1 = {
     v: {name: [_f1(m, v, years) for m in metas] for name, years in SLICES.items()}
     | {"M1 subset": [_f1(m, v, TRAIN_YEARS, "not_most_frequent") for m in metas]}
@@ -361,8 +382,12 @@ def summarize(
     "C1, C5 and M1 each hold on every planned seed and the 95% interval of each margin "
     "(paired bootstrap over (subject, relation) pairs, two-level over seeds) lies above zero"
   )
-  return {"criterion": criterion, "planned_seeds": list(planned), "claims": list(CLAIM_IDS),
-          "rows": rows}  # fmt: skip
+  return {
+    "criterion": criterion,
+    "planned_seeds": list(planned),
+    "claims": list(CLAIM_IDS),
+    "rows": rows,
+  }
 
 
 # ---- the report -------------------------------------------------------------------------------
@@ -399,45 +424,65 @@ def markdown(summary: Mapping) -> str:
     size = f"{min(params):,}" if params else "-"
     verdict = {True: "yes", False: "no", None: "incomplete" if not r["complete"] else "n/a"}
     seeds = ",".join(map(str, r["seeds"]))
-    claims_rows.append([label, r["steps"], size, seeds]
-                       + [_claim_cell(r["claims"][i]) for i in summary["claims"]]
-                       + [verdict[r["gets_there"]]])  # fmt: skip
+    claims_rows.append(
+      [label, r["steps"], size, seeds]
+      + [_claim_cell(r["claims"][i]) for i in summary["claims"]]
+      + [verdict[r["gets_there"]]]
+    )
     f1, tr = r["f1"], r["training"]
     loss = lambda v, k, tr=tr: _mean([t.get(k) for t in tr[v]], 3)  # noqa: E731
-    f1_rows.append([label, r["steps"]]
-                   + [f"{_mean(f1['uniform'][s])} / {_mean(f1['temporal'][s])}"
-                      for s in ("2010-18", "2019-20", "M1 subset")]
-                   + [f"{loss('uniform', k)} / {loss('temporal', k)}"
-                      for k in ("loss", "eval_loss")])  # fmt: skip
+    f1_rows.append(
+      [label, r["steps"]]
+      + [
+        f"{_mean(f1['uniform'][s])} / {_mean(f1['temporal'][s])}"
+        for s in ("2010-18", "2019-20", "M1 subset")
+      ]
+      + [f"{loss('uniform', k)} / {loss('temporal', k)}" for k in ("loss", "eval_loss")]
+    )
     if "persistence" in r:
       ps = r["persistence"]
       cell = lambda v, k, ps=ps: _mean([p[k] for p in ps[v]])  # noqa: E731
-      persist_rows.append([label, r["steps"], cell("temporal", "same")]
-                          + [f"{cell('uniform', k)} / {cell('temporal', k)}"
-                             for k in ("f1_first", "f1_2018_first")]
-                          + [cell("temporal", "varying_same"),
-                             cell("temporal", "varying_none")])  # fmt: skip
+      persist_rows.append(
+        [label, r["steps"], cell("temporal", "same")]
+        + [f"{cell('uniform', k)} / {cell('temporal', k)}" for k in ("f1_first", "f1_2018_first")]
+        + [cell("temporal", "varying_same"), cell("temporal", "varying_none")]
+      )
   head = ["Setting", "Steps", "Parameters", "Seeds"]
   claims_md = markdown_table(
     head + [f"{i}: margin per seed; mean [95%]" for i in summary["claims"]] + ["Gets there"],
     claims_rows,
   )
   f1_md = markdown_table(
-    ["Setting", "Steps", "TempLAMA F1 2010-18 (U / T)", "TempLAMA F1 2019-20 (U / T)",
-     "M1 subset F1 (U / T)", "train loss (U / T)", "held-out loss (U / T)"],
+    [
+      "Setting",
+      "Steps",
+      "TempLAMA F1 2010-18 (U / T)",
+      "TempLAMA F1 2019-20 (U / T)",
+      "M1 subset F1 (U / T)",
+      "train loss (U / T)",
+      "held-out loss (U / T)",
+    ],
     f1_rows,
-  )  # fmt: skip
+  )
   persist_md = markdown_table(
-    ["Setting", "Steps", "Temporal 2019-20 answers = its 2018 answer (%)",
-     "F1 2019-20 vs first answer (U / T)", "the 2018 answer carried to 2019-20 (U / T)",
-     "Temporal, pairs varying over 2010-18: the 2018 answer (%)", "... none of 2010-18's (%)"],
+    [
+      "Setting",
+      "Steps",
+      "Temporal 2019-20 answers = its 2018 answer (%)",
+      "F1 2019-20 vs first answer (U / T)",
+      "the 2018 answer carried to 2019-20 (U / T)",
+      "Temporal, pairs varying over 2010-18: the 2018 answer (%)",
+      "... none of 2010-18's (%)",
+    ],
     persist_rows,
-  )  # fmt: skip
-  return (f"Criterion: {summary['criterion']} (seeds {summary['planned_seeds']}).\n\n"
-          f"{claims_md}\nF1 and losses, the mean over the seeds measured:\n\n{f1_md}\n"
-          "2019-20 against each model's own 2018 answers (a diagnostic of C5, added after the "
-          "first levers were measured; `levers.persistence`), the mean over the seeds:\n\n"
-          f"{persist_md}")  # fmt: skip
+  )
+  return (
+    f"Criterion: {summary['criterion']} (seeds {summary['planned_seeds']}).\n\n"
+    f"{claims_md}\nF1 and losses, the mean over the seeds measured:\n\n{f1_md}\n"
+    "2019-20 against each model's own 2018 answers (a diagnostic of C5, added after the "
+    "first levers were measured; `levers.persistence`), the mean over the seeds:\n\n"
+    f"{persist_md}"
+  )
 
 
 def report(root: str, settings, results, planned, log: Log = print, **kwargs) -> dict:

@@ -25,11 +25,19 @@ def _evaluation(f1) -> dict:
   records = []
   for s in range(SUBJECTS):
     for y in YEARS:
-      records.append({
-        "id": f"S{s}_P54_{y}", "year": y, "subject": f"S{s}", "relation": "P54",
-        "duration": 5, "f1": f1(s, y), "prediction": "A", "answers": ["A" if y < 2015 else "B"],
-        "most_frequent_is_correct": y < 2015,
-      })  # fmt: skip
+      records.append(
+        {
+          "id": f"S{s}_P54_{y}",
+          "year": y,
+          "subject": f"S{s}",
+          "relation": "P54",
+          "duration": 5,
+          "f1": f1(s, y),
+          "prediction": "A",
+          "answers": ["A" if y < 2015 else "B"],
+          "most_frequent_is_correct": y < 2015,
+        }
+      )
   return {"templama": {"records": records}}
 
 
@@ -37,8 +45,9 @@ def _seed(seed: int, temporal_gain: float) -> dict:
   """Uniform scores 0.4 or 0.6 (by subject); Temporal `temporal_gain` more everywhere."""
   uniform = lambda s, y: 0.4 + 0.2 * (s % 2)  # noqa: E731
   temporal = lambda s, y: uniform(s, y) + temporal_gain  # noqa: E731
-  return measurements.collect(seed, {"uniform": _evaluation(uniform),
-                                     "temporal": _evaluation(temporal)})  # fmt: skip
+  return measurements.collect(
+    seed, {"uniform": _evaluation(uniform), "temporal": _evaluation(temporal)}
+  )
 
 
 def _summary(gains, planned=(0, 1, 2)):
@@ -146,11 +155,11 @@ def test_continuing_a_shorter_setting_is_training_for_all_its_steps(tmp_path):
   root, lines = str(tmp_path / "levers"), []
   short = levers.Setting("short", "", 2)
   start = os.path.join(root, "short", "seed={seed}", "t5")
-  continued = levers.Setting("continued", "", 4, start=start,
-                             continue_from=os.path.join(root, "short", "seed={seed}"))  # fmt: skip
+  continued = levers.Setting(
+    "continued", "", 4, start=start, continue_from=os.path.join(root, "short", "seed={seed}")
+  )
   whole = levers.Setting("whole", "", 4, start=start, eval_steps=(2,))
-  summary = levers.run([short, continued, whole], [0], root, overrides, lines.append,
-                       resamples=20)  # fmt: skip
+  summary = levers.run([short, continued, whole], [0], root, overrides, lines.append, resamples=20)
   work = {s.name: os.path.join(root, s.name, "seed=0") for s in (short, continued, whole)}
   assert any("resumed from step 2" in line for line in lines)
   for v in levers.VARIANTS:
@@ -158,8 +167,11 @@ def test_continuing_a_shorter_setting_is_training_for_all_its_steps(tmp_path):
     assert set(got) == set(want) == {1, 2, 3, 4}
     assert got[4] == want[4] and got[3] == want[3]
   assert [(r["setting"], r["steps"]) for r in summary["rows"]] == [
-    ("short", 2), ("continued", 4), ("whole", 2), ("whole", 4)
-  ]  # fmt: skip
+    ("short", 2),
+    ("continued", 4),
+    ("whole", 2),
+    ("whole", 4),
+  ]
   rows = {(r["setting"], r["steps"]): r for r in summary["rows"]}
   assert rows[("short", 2)]["f1"] == rows[("whole", 2)]["f1"]  # same start, same steps
   assert rows[("continued", 4)]["f1"] == rows[("whole", 4)]["f1"]
@@ -172,22 +184,42 @@ def test_persistence_compares_2019_20_answers_with_the_2018_ones():
   answers "A" throughout. Gold: "B" from 2015 on."""
 
   def evaluation(prediction):
-    records = [{"id": f"S0_P54_{y}", "year": y, "subject": "S0", "relation": "P54",
-                "duration": 5, "f1": 0.0, "prediction": prediction(y),
-                "answers": ["A" if y < 2015 else "B"], "most_frequent_is_correct": y < 2015}
-               for y in YEARS]  # fmt: skip
+    records = [
+      {
+        "id": f"S0_P54_{y}",
+        "year": y,
+        "subject": "S0",
+        "relation": "P54",
+        "duration": 5,
+        "f1": 0.0,
+        "prediction": prediction(y),
+        "answers": ["A" if y < 2015 else "B"],
+        "most_frequent_is_correct": y < 2015,
+      }
+      for y in YEARS
+    ]
     return {"templama": {"records": records}}
 
-  meas = measurements.collect(0, {
-    "uniform": evaluation(lambda y: "A"),
-    "temporal": evaluation(lambda y: "C" if y == 2020 else ("B" if y >= 2015 else "A")),
-  })  # fmt: skip
+  meas = measurements.collect(
+    0,
+    {
+      "uniform": evaluation(lambda y: "A"),
+      "temporal": evaluation(lambda y: "C" if y == 2020 else ("B" if y >= 2015 else "A")),
+    },
+  )
   t, u = levers.persistence(meas, "temporal"), levers.persistence(meas, "uniform")
-  assert t == {"same": 50.0, "f1_first": 50.0, "f1_2018_first": 100.0,
-               "varying_same": 50.0, "varying_none": 50.0}  # fmt: skip
+  assert t == {
+    "same": 50.0,
+    "f1_first": 50.0,
+    "f1_2018_first": 100.0,
+    "varying_same": 50.0,
+    "varying_none": 50.0,
+  }
   assert {k: u[k] for k in ("same", "f1_first", "f1_2018_first")} == {
-    "same": 100.0, "f1_first": 0.0, "f1_2018_first": 0.0
-  }  # fmt: skip
+    "same": 100.0,
+    "f1_first": 0.0,
+    "f1_2018_first": 0.0,
+  }
   assert math.isnan(u["varying_same"]) and math.isnan(u["varying_none"])  # never varies
 
 
@@ -219,11 +251,21 @@ def test_the_schedule_orders_the_passes(tmp_path):
   reuse = str(tmp_path / "seed={seed}")
   a, b = levers.Setting("a", "", 800, reuse=reuse), levers.Setting("b", "", 800, reuse=reuse)
   lines = []
-  summary = levers.run([a, b], [0, 1], str(tmp_path / "out"), log=lines.append,
-                       schedule=[("b", 800), ("gone", 800), ("a", 800)], resamples=20)  # fmt: skip
+  summary = levers.run(
+    [a, b],
+    [0, 1],
+    str(tmp_path / "out"),
+    log=lines.append,
+    schedule=[("b", 800), ("gone", 800), ("a", 800)],
+    resamples=20,
+  )
   passes = [line.split(":")[0].strip("\n# ") for line in lines if line.startswith("\n#####")]
-  assert passes == ["b to step 800, seed 0", "b to step 800, seed 1",
-                    "a to step 800, seed 0", "a to step 800, seed 1"]  # fmt: skip
+  assert passes == [
+    "b to step 800, seed 0",
+    "b to step 800, seed 1",
+    "a to step 800, seed 0",
+    "a to step 800, seed 1",
+  ]
   assert [r["setting"] for r in summary["rows"]] == [
     "a",
     "b",

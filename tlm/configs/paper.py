@@ -41,15 +41,23 @@ class _Size(NamedTuple):
 
 
 _SIZES = {
-  "small": _Size("Small", "t5-v1_1-small", "google/t5-v1_1-small", "google/t5-small-ssm", 1,
-                 "none"),
-  "base": _Size("Base", "t5-v1_1-base", "google/t5-v1_1-base",
-                "google/t5-v1_1-base (no public Base SSM)", 1, "none"),
-  "large": _Size("Large", "t5-v1_1-large", "google/t5-v1_1-large", "google/t5-large-ssm", 1,
-                 "full"),
+  "small": _Size(
+    "Small", "t5-v1_1-small", "google/t5-v1_1-small", "google/t5-small-ssm", 1, "none"
+  ),
+  "base": _Size(
+    "Base",
+    "t5-v1_1-base",
+    "google/t5-v1_1-base",
+    "google/t5-v1_1-base (no public Base SSM)",
+    1,
+    "none",
+  ),
+  "large": _Size(
+    "Large", "t5-v1_1-large", "google/t5-v1_1-large", "google/t5-large-ssm", 1, "full"
+  ),
   "xl": _Size("XL", "t5-v1_1-xl", "google/t5-v1_1-xl", "google/t5-xl-ssm", 4, "full"),
   "xxl": _Size("XXL", "t5-v1_1-xxl", "google/t5-v1_1-xxl", "google/t5-xxl-ssm", 8, "full"),
-}  # fmt: skip
+}
 
 
 class Run(NamedTuple):

@@ -27,8 +27,13 @@ from tlm.configs.schema import (
 # TempLAMA-train alone (~330 queries), so a few hundred steps are many epochs.
 STEPS = 2800
 _STEPS = {
-  "t5": 400, "cbqa": 300, "temporal": STEPS, "uniform": STEPS, "yearly": STEPS, "cbqa_ft": 300,
-}  # fmt: skip
+  "t5": 400,
+  "cbqa": 300,
+  "temporal": STEPS,
+  "uniform": STEPS,
+  "yearly": STEPS,
+  "cbqa_ft": 300,
+}
 # Adaptation to 2019: about a sixth of the training steps, the paper's 50K after 300K.
 ADAPT_STEPS = 480
 

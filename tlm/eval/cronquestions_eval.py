@@ -124,8 +124,10 @@ def cronquestions(config: Config, workdir: str, log=print, data: str | None = No
   out = os.path.join(workdir, "results")
   write_json(os.path.join(out, "table4.json"), result)
   with atomic_output_file(os.path.join(out, "table4.md")) as f:
-    f.write(tables.markdown_table(
-      ["Model", "EM", "F1"], [[config.name, 100 * result["em"], 100 * result["f1"]]]
-    ))  # fmt: skip
+    f.write(
+      tables.markdown_table(
+        ["Model", "EM", "F1"], [[config.name, 100 * result["em"], 100 * result["f1"]]]
+      )
+    )
   log(f"CronQuestions test: EM {100 * result['em']:.1f}, F1 {100 * result['f1']:.1f}")
   return result

@@ -180,8 +180,9 @@ def _predictions_2018(config: Config, workdir: str, data: EvalData, log: Log) ->
     log(f"{eval_path} not found: decoding the 2018 TempLAMA queries first")
     model = load_model(config, workdir)
     queries_2018 = [ex for ex in data.templama if ex.year == REFERENCE_YEAR]
-    preds = model.predict([templama_query_input(ex.query) for ex in queries_2018],
-                          [ex.year for ex in queries_2018])  # fmt: skip
+    preds = model.predict(
+      [templama_query_input(ex.query) for ex in queries_2018], [ex.year for ex in queries_2018]
+    )
     return {ex.id: p for ex, p in zip(queries_2018, preds)}
   saved = safe_read.read_json(eval_path, MAX_EVAL_BYTES, error=DataError, what="an eval.json")
   try:

@@ -143,8 +143,9 @@ def figure5(
   import math
 
   plt = _pyplot()
-  panels = list(dict.fromkeys(p for curves in adapted.values() for row in curves.values()
-                              for p in row))  # fmt: skip
+  panels = list(
+    dict.fromkeys(p for curves in adapted.values() for row in curves.values() for p in row)
+  )
   cols = max(1, min(2, len(panels)))
   rows = math.ceil(len(panels) / cols)
   fig, axes = plt.subplots(rows, cols, figsize=(4.5 * cols, 3.8 * rows), squeeze=False)

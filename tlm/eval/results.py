@@ -133,14 +133,18 @@ def news_by_year(result: Mapping) -> dict[int, Mapping]:
 
 def news_f1_by_year(result: Mapping) -> dict[int, float]:
   """{year: news SSM F1} (empty without news)."""
-  return {year: float(_walk(v, "f1", what=f"news year {year}")) for year, v in
-          news_by_year(result).items()}  # fmt: skip
+  return {
+    year: float(_walk(v, "f1", what=f"news year {year}"))
+    for year, v in news_by_year(result).items()
+  }
 
 
 def news_perplexity_by_year(result: Mapping) -> dict[int, float]:
   """{year: perplexity of the masked spans} (Table 7; empty without news)."""
-  return {year: float(_walk(v, "perplexity", what=f"news year {year}")) for year, v in
-          news_by_year(result).items()}  # fmt: skip
+  return {
+    year: float(_walk(v, "perplexity", what=f"news year {year}"))
+    for year, v in news_by_year(result).items()
+  }
 
 
 def news_f1_overall(result: Mapping) -> float | None:

@@ -59,8 +59,10 @@ def _pool_sizes(components: Sequence[Component]) -> dict[str, stats.Pool]:
     for name, given in c.pools.items():
       pool = stats.as_pool(given)
       if not pools.setdefault(name, pool).same_as(pool):
-        raise ValueError(f"pool {name!r} has {len(pools[name])} items ({pools[name].unit}) in one "
-                         f"component, {len(pool)} ({pool.unit}) in another")  # fmt: skip
+        raise ValueError(
+          f"pool {name!r} has {len(pools[name])} items ({pools[name].unit}) in one "
+          f"component, {len(pool)} ({pool.unit}) in another"
+        )
   return pools
 
 
@@ -81,8 +83,11 @@ def seed_verdict(claim: Claim, meas: Mapping, *, resamples: int | None = None) -
   pools = _pool_sizes(components)
   everything = stats.identity_indices(pools)
   margins = {c.name: c.margin(everything) for c in components}
-  undefined = [f"{name}: undefined on this seed (an empty group)" for name, v in margins.items()
-               if not _finite(v)]  # fmt: skip
+  undefined = [
+    f"{name}: undefined on this seed (an empty group)"
+    for name, v in margins.items()
+    if not _finite(v)
+  ]
   missing = missing + undefined
   margin = min(margins.values()) if components and not undefined else None
   mixed = len({c.unit for c in components}) > 1
@@ -106,10 +111,10 @@ def seed_verdict(claim: Claim, meas: Mapping, *, resamples: int | None = None) -
       }
       for j, c in enumerate(components)
       if _finite(margins[c.name])
-    ],  # fmt: skip
+    ],
     "pools": {
       name: {"unit": p.unit, "items": len(p), "clusters": p.n_clusters} for name, p in pools.items()
-    },  # fmt: skip
+    },
     "missing": missing,
     "_stat": (_statistic(components), pools, [c.name for c in components], mixed)
     if margin is not None
@@ -137,8 +142,9 @@ def summarize_claim(
       # One set of replicates for the claim and its components; the components only where
       # every seed has the same ones (else each replicate keeps the claim's margin alone).
       keep = (lambda v: v) if same else (lambda v: v[:1])
-      reps = stats.replicates([lambda d, f=f: keep(f(d)) for f in stats_], list(pools),
-                              resamples=resamples).mean(axis=1)  # fmt: skip
+      reps = stats.replicates(
+        [lambda d, f=f: keep(f(d)) for f in stats_], list(pools), resamples=resamples
+      ).mean(axis=1)
       ci = None if mixed else _interval(reps[:, 0])
     if same:
       components = _components_over_seeds(per_seed, names[0], reps)
@@ -167,14 +173,18 @@ def _components_over_seeds(per_seed, names, reps) -> list[dict]:
     got = [next((c for c in p["components"] if c["name"] == name), None) for p in per_seed]
     if any(c is None for c in got):
       continue  # undefined on some seed: its reason is in "missing"
-    out.append({
-      "name": name,
-      "unit": got[0]["unit"],
-      "holds": all(c["holds"] for c in got),
-      "hold_rate": float(np.mean([c["holds"] for c in got])),
-      "margin_mean": float(np.mean([c["margin"] for c in got])),
-      "margin_ci95": None if reps is None or reps.shape[1] <= 1 + j else _interval(reps[:, 1 + j]),
-    })  # fmt: skip
+    out.append(
+      {
+        "name": name,
+        "unit": got[0]["unit"],
+        "holds": all(c["holds"] for c in got),
+        "hold_rate": float(np.mean([c["holds"] for c in got])),
+        "margin_mean": float(np.mean([c["margin"] for c in got])),
+        "margin_ci95": None
+        if reps is None or reps.shape[1] <= 1 + j
+        else _interval(reps[:, 1 + j]),
+      }
+    )
   return out
 
 
@@ -196,8 +206,9 @@ def _shares(meas: Mapping, models: Sequence[str]) -> dict[str, float | None]:
   if not present:
     return {m: None for m in models}
   changed = year_tracking.changing_pair_shares(meas, present)
-  return {m: float(np.mean(changed[m])) if m in changed and len(changed[m]) else None
-          for m in models}  # fmt: skip
+  return {
+    m: float(np.mean(changed[m])) if m in changed and len(changed[m]) else None for m in models
+  }
 
 
 def _right_year(meas: Mapping, models: Sequence[str]) -> dict[str, dict[str, float | None]]:
@@ -215,8 +226,11 @@ def _right_year(meas: Mapping, models: Sequence[str]) -> dict[str, dict[str, flo
     if c is None or not np.sum(c["hit"]):
       out[m] = none
       continue
-    out[m] = {"rate": year_tracking.rate(c), "chance": year_tracking.rate(c, key="chance"),
-              "answered": float(np.sum(c["hit"])) / queries}  # fmt: skip
+    out[m] = {
+      "rate": year_tracking.rate(c),
+      "chance": year_tracking.rate(c, key="chance"),
+      "answered": float(np.sum(c["hit"])) / queries,
+    }
   return out
 
 
@@ -226,8 +240,11 @@ def summarize(seeds: Sequence[Mapping], *, resamples: int | None = None) -> dict
   mechanism = {c.id: summarize_claim(c, seeds, resamples=resamples) for c in claims.MECHANISM}
   mechanism["M1"]["f1"] = {m: [_f1_not_most_frequent(s, m) for s in seeds] for m in models}
   right = [_right_year(s, models) for s in seeds]
-  for key, field in (("right_year_rate", "rate"), ("chance_rate", "chance"),
-                     ("answered_share", "answered")):  # fmt: skip
+  for key, field in (
+    ("right_year_rate", "rate"),
+    ("chance_rate", "chance"),
+    ("answered_share", "answered"),
+  ):
     mechanism["M2"][key] = {m: [r[m][field] for r in right] for m in models}
   shares = [_shares(s, models) for s in seeds]  # the earlier M2's share, as a description
   mechanism["M2"]["shares"] = {m: [sh[m] for sh in shares] for m in models}
@@ -270,6 +287,13 @@ def claims_table(summary: Mapping) -> str:
     note += f"; resampled by {', '.join(resampled)}" if resampled else ""
     cells = [c["id"], c["statement"], verdict, rate, fmt(c["margin_mean"]), interval, note]
     rows.append([x.replace("|", "\\|") for x in cells])  # C9's |gap| is not a column
-  headers = ["Claim", "Statement", "Holds", "Hold-rate", "Margin", "95% interval",
-             "Units / missing"]  # fmt: skip
+  headers = [
+    "Claim",
+    "Statement",
+    "Holds",
+    "Hold-rate",
+    "Margin",
+    "95% interval",
+    "Units / missing",
+  ]
   return markdown_table(headers, rows)

@@ -58,13 +58,19 @@ def c9_expert_f1_falls_with_year_gap(meas):
       return slope(*zip(*past)), slope(*zip(*future))
 
     return [
-      Component("falls into the past: -slope", "F1 points/year", {pool: n},
-                lambda d: -slopes(d)[0]),
-      Component("falls into the future: -slope", "F1 points/year", {pool: n},
-                lambda d: -slopes(d)[1]),
-      Component("faster into the future: past slope - future slope", "F1 points/year", {pool: n},
-                lambda d: slopes(d)[0] - slopes(d)[1]),
-    ]  # fmt: skip
+      Component(
+        "falls into the past: -slope", "F1 points/year", {pool: n}, lambda d: -slopes(d)[0]
+      ),
+      Component(
+        "falls into the future: -slope", "F1 points/year", {pool: n}, lambda d: -slopes(d)[1]
+      ),
+      Component(
+        "faster into the future: past slope - future slope",
+        "F1 points/year",
+        {pool: n},
+        lambda d: slopes(d)[0] - slopes(d)[1],
+      ),
+    ]
 
   return collect(build)
 
@@ -82,11 +88,19 @@ def c10_uniform_long_lived_yearly_short_lived(meas):
       return sign * mean(take(diff, d[pool])[keep])
 
     return [
-      Component("long-lived (5+ years): uniform - yearly", "F1 points", {pool: n},
-                lambda d: part(d, True, 1.0)),
-      Component("short-lived (under 5): yearly - uniform", "F1 points", {pool: n},
-                lambda d: part(d, False, -1.0)),
-    ]  # fmt: skip
+      Component(
+        "long-lived (5+ years): uniform - yearly",
+        "F1 points",
+        {pool: n},
+        lambda d: part(d, True, 1.0),
+      ),
+      Component(
+        "short-lived (under 5): yearly - uniform",
+        "F1 points",
+        {pool: n},
+        lambda d: part(d, False, -1.0),
+      ),
+    ]
 
   return collect(build)
 
@@ -118,10 +132,13 @@ def c11_loglik_falls_faster_for_multiple_answers(meas):
 
     return [
       Component("falls: -slope over all", "nats/year", pools, lambda d: -slope_all(d)),
-      Component("faster for multiple: slope single - slope multiple", "nats/year", pools,
-                lambda d: slope(PROBE_YEARS, curve("single", d))
-                - slope(PROBE_YEARS, curve("multiple", d))),
-    ]  # fmt: skip
+      Component(
+        "faster for multiple: slope single - slope multiple",
+        "nats/year",
+        pools,
+        lambda d: slope(PROBE_YEARS, curve("single", d)) - slope(PROBE_YEARS, curve("multiple", d)),
+      ),
+    ]
 
   return collect(build)
 
@@ -167,7 +184,7 @@ def c12_entropy_ordered_and_rising(meas):
             "nats/year",
             n,
             lambda d, s=s: slope(rising, mean_of(d, s, rising)),
-          )  # fmt: skip
+          )
         )
       return comps
 
@@ -186,12 +203,19 @@ def c12_entropy_ordered_and_rising(meas):
       return slope(parts[m][3], parts[m][4](d, None, parts[m][3]))
 
     return [
-      Component("cbqa_ft low: min(uniform, temporal) - cbqa_ft (mean 2019-29)", "nats", n,
-                lambda d: min(level("uniform", d), level("temporal", d)) - level("cbqa_ft", d)),
-      Component("cbqa_ft flat: min(slope uniform, temporal) - |slope cbqa_ft|", "nats/year", n,
-                lambda d: min(trend("uniform", d), trend("temporal", d))
-                - abs(trend("cbqa_ft", d))),
-    ]  # fmt: skip
+      Component(
+        "cbqa_ft low: min(uniform, temporal) - cbqa_ft (mean 2019-29)",
+        "nats",
+        n,
+        lambda d: min(level("uniform", d), level("temporal", d)) - level("cbqa_ft", d),
+      ),
+      Component(
+        "cbqa_ft flat: min(slope uniform, temporal) - |slope cbqa_ft|",
+        "nats/year",
+        n,
+        lambda d: min(trend("uniform", d), trend("temporal", d)) - abs(trend("cbqa_ft", d)),
+      ),
+    ]
 
   return collect(model_parts("uniform"), model_parts("temporal"), cbqa_ft)
 
@@ -214,8 +238,9 @@ def c13_adaptation_cheaper_than_retraining(meas):
   def build():
     a = {m: measurements.adaptation(meas, m) for m in ("uniform", "temporal")}
     new = "2019"
-    benchmarks = [("TempLAMA", False)] + ([("news", True)] if a["uniform"]["before"].get("news")
-                                          else [])  # fmt: skip
+    benchmarks = [("TempLAMA", False)] + (
+      [("news", True)] if a["uniform"]["before"].get("news") else []
+    )
     comps = []
     for bench, news in benchmarks:
       before = {m: a[m]["before"] for m in a}

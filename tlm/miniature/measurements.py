@@ -28,8 +28,17 @@ import numpy as np
 
 from tlm.eval import results
 
-TEMPLAMA_COLUMNS = ("id", "year", "subject", "relation", "duration", "f1", "prediction",
-                    "first_answer", "most_frequent_is_correct")  # fmt: skip
+TEMPLAMA_COLUMNS = (
+  "id",
+  "year",
+  "subject",
+  "relation",
+  "duration",
+  "f1",
+  "prediction",
+  "first_answer",
+  "most_frequent_is_correct",
+)
 # Every gold answer of a query (a list per query; M2 needs them all). Optional on reading: a
 # per_query.json written before it existed still serves every claim but M2.
 ANSWERS = "answers"
@@ -114,9 +123,17 @@ def collect(
 
 # The type of each column's values (bool is not an int here: JSON true is not a year).
 _NUMBER = (int, float)
-_TEMPLAMA_TYPES = {"id": str, "year": int, "subject": str, "relation": str, "duration": int,
-                   "f1": _NUMBER, "prediction": str, "first_answer": str,
-                   "most_frequent_is_correct": bool}  # fmt: skip
+_TEMPLAMA_TYPES = {
+  "id": str,
+  "year": int,
+  "subject": str,
+  "relation": str,
+  "duration": int,
+  "f1": _NUMBER,
+  "prediction": str,
+  "first_answer": str,
+  "most_frequent_is_correct": bool,
+}
 _NEWS_TYPES = {"year": int, "f1": _NUMBER, "loglik": _NUMBER, "tokens": int}
 # Columns a newer per_query.json may hold beside those: every gold answer of a query (claim
 # M2), a list of strings per query.

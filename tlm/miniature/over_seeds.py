@@ -48,19 +48,29 @@ def table2(per_seed: Sequence[Mapping]) -> str:
 
 def table7(per_seed: Sequence[Mapping]) -> str:
   """Table 7 (news perplexity per year), the mean over seeds."""
-  by_name = stack([
-    {seed["names"][v]: results_lib.news_by_year(r) for v, r in seed["evals"].items()}
-    for seed in per_seed
-  ])  # fmt: skip
-  mean = {name: {"news": {"by_year": {y: {"perplexity": float(np.mean(v["perplexity"]))}
-                                      for y, v in by_year.items()}}}
-          for name, by_year in by_name.items()}  # fmt: skip
+  by_name = stack(
+    [
+      {seed["names"][v]: results_lib.news_by_year(r) for v, r in seed["evals"].items()}
+      for seed in per_seed
+    ]
+  )
+  mean = {
+    name: {
+      "news": {
+        "by_year": {y: {"perplexity": float(np.mean(v["perplexity"]))} for y, v in by_year.items()}
+      }
+    }
+    for name, by_year in by_name.items()
+  }
   return tables.table7(mean)
 
 
 # The saved files of a seed's figures: file -> the keys of `load_saved_seed`'s result it fills.
-FIGURE_FILES = {"figure2.json": ("gap", "by_duration"), "future.json": ("future",),
-                "adapt.json": ("adapted",)}  # fmt: skip
+FIGURE_FILES = {
+  "figure2.json": ("gap", "by_duration"),
+  "future.json": ("future",),
+  "adapt.json": ("adapted",),
+}
 # A seed's eval.json holds one record per TempLAMA query and model: tens of megabytes at the
 # paper's scale (35K test queries); anything past this bound is not a file reproduce wrote.
 MAX_RESULT_BYTES = 1 << 30
@@ -152,9 +162,13 @@ def load_saved_seed(seed_dir: str) -> dict:
   evals = {variant[n]: r for n, r in loaded["eval.json"].items()}  # in Table 2's row order
   if "temporal" not in evals:
     raise DataError("no result of the temporal model", f"{results}/eval.json")
-  seed = {"seed": loaded["per_query.json"]["seed"], "names": names, "evals": evals,
-          "measurements": loaded["per_query.json"],
-          "baselines": results_lib.answer_baselines(evals["temporal"])}  # fmt: skip
+  seed = {
+    "seed": loaded["per_query.json"]["seed"],
+    "names": names,
+    "evals": evals,
+    "measurements": loaded["per_query.json"],
+    "baselines": results_lib.answer_baselines(evals["temporal"]),
+  }
   return seed | load_figure_numbers(results, variant)
 
 
@@ -200,13 +214,17 @@ def draw_figures(results: str, per_seed: Sequence[Mapping], log=print) -> None:
   }
   adapted = lambda: [{s["names"][v]: r for v, r in s["adapted"].items()} for s in per_seed]  # noqa: E731
   draws = {  # file: (the keys it needs, its function and inputs)
-    "figure2.png": (("gap", "by_duration"), lambda: (
-      figures.figure2, stack([s["gap"] for s in per_seed]), named("by_duration"))),
+    "figure2.png": (
+      ("gap", "by_duration"),
+      lambda: (figures.figure2, stack([s["gap"] for s in per_seed]), named("by_duration")),
+    ),
     "figure3.png": (("future",), lambda: (figures.figure3, named("future", groups))),
-    "figure4.png": (("future",), lambda: (
-      figures.figure4, named("future", results_lib.future_entropy_by_set))),
+    "figure4.png": (
+      ("future",),
+      lambda: (figures.figure4, named("future", results_lib.future_entropy_by_set)),
+    ),
     "figure5.png": (("adapted",), lambda: (figures.figure5, *adaptation.figure5_inputs(adapted()))),
-  }  # fmt: skip
+  }
   for name, (keys, inputs) in draws.items():
     lacking = [s["seed"] for s in per_seed if any(k not in s for k in keys)]
     if lacking:

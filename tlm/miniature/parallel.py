@@ -124,8 +124,10 @@ def run_jobs(jobs: Sequence[Job], workers: int, log: Log = print) -> list[list]:
           raise UserError(
             f"{jobs[i].name} failed ({type(e).__name__}: {e}); its log: {_log_path(jobs[i])}"
           ) from e
-        log(f"done {jobs[i].name} ({len(results)} of {len(jobs)}; "
-            f"{(time.time() - start) / 60:.1f} min)")  # fmt: skip
+        log(
+          f"done {jobs[i].name} ({len(results)} of {len(jobs)}; "
+          f"{(time.time() - start) / 60:.1f} min)"
+        )
     except BaseException:
       for future in futures:
         future.cancel()

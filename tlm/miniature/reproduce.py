@@ -153,16 +153,20 @@ def _reproduce_seed(seed: int, overrides: list[str], workdir: str, log) -> dict:
   stage("building the synthetic world (once; cached)")
   resolve_sources(cfgs["temporal"].data)
   data = experiments.eval_data(cfgs["temporal"])
-  log(f"{len(data.templama)} TempLAMA test queries, "
-      f"{sum(len(v) for v in data.news.values())} held-out news examples")  # fmt: skip
+  log(
+    f"{len(data.templama)} TempLAMA test queries, "
+    f"{sum(len(v) for v in data.news.values())} held-out news examples"
+  )
 
   stage("pre-training the public T5 analogue (once; kept)")
   starts.train_start(start_cfgs, workdir, "t5", log)
 
   jobs = training_jobs(cfgs, start_cfgs, workdir, cache_dir)
-  stage(f"training {len(jobs)} models from {start_dirs['t5']}, {workers} at a time: Uniform, "
-        f"Temporal, the Yearly experts and the 2010-19 retrained models "
-        f"({cfgs['temporal'].train.steps} steps each), T5-CBQA then T5-CBQA-ft")  # fmt: skip
+  stage(
+    f"training {len(jobs)} models from {start_dirs['t5']}, {workers} at a time: Uniform, "
+    f"Temporal, the Yearly experts and the 2010-19 retrained models "
+    f"({cfgs['temporal'].train.steps} steps each), T5-CBQA then T5-CBQA-ft"
+  )
   parallel.run_jobs(jobs, workers, log)
 
   stage("evaluating on TempLAMA and the held-out news (Table 2, Table 7, Figure 2)")
@@ -201,9 +205,17 @@ def _reproduce_seed(seed: int, overrides: list[str], workdir: str, log) -> dict:
   _write_outputs(results, cfgs, evals, gap, by_duration, future, adapted, summary, log)
   log(f"seed {seed}: results in {results} ({(time.time() - stage.start) / 60:.1f} min)")
   names = {v: cfgs[v].name for v in evals}
-  return {"seed": seed, "names": names, "evals": evals, "gap": gap, "by_duration": by_duration,
-          "future": future, "adapted": adapted, "measurements": meas,
-          "baselines": answer_baselines(evals["temporal"])}  # fmt: skip
+  return {
+    "seed": seed,
+    "names": names,
+    "evals": evals,
+    "gap": gap,
+    "by_duration": by_duration,
+    "future": future,
+    "adapted": adapted,
+    "measurements": meas,
+    "baselines": answer_baselines(evals["temporal"]),
+  }
 
 
 def compilation_cache_dir(config: Config) -> str:

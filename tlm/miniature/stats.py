@@ -197,9 +197,12 @@ def hierarchical_bootstrap(
 
 
 def standard_error(
-  statistic: Statistic, sizes: Mapping[str, "int | Pool"], *, resamples: int = RESAMPLES,
+  statistic: Statistic,
+  sizes: Mapping[str, "int | Pool"],
+  *,
+  resamples: int = RESAMPLES,
   seed: int = BOOTSTRAP_SEED,
-) -> float:  # fmt: skip
+) -> float:
   """The bootstrap standard error of one seed's statistic (finite replicates only)."""
   reps = replicates([statistic], [sizes], resamples=resamples, seed=seed)[:, 0]
   reps = reps[np.isfinite(reps)]

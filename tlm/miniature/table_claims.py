@@ -90,7 +90,7 @@ def c8_temporal_lowest_perplexity(meas):
             "nats/token",
             {pool: n},
             lambda d, o=other, lp=lp: lp(o, d) - lp("temporal", d),
-          )  # fmt: skip
+          )
         )
       comps.append(
         Component(
@@ -98,16 +98,18 @@ def c8_temporal_lowest_perplexity(meas):
           "nats/token",
           {pool: n},
           lambda d, lp=lp: lp("yearly", d) - lp("uniform", d),
-        )  # fmt: skip
+        )
       )
     seen, fut = log_ppl[TRAIN_SLICE], log_ppl[FUTURE_SLICE]
     pools = {p: c.pools[p] for c in comps for p in c.pools}
     comps.append(
       Component(
-        "log(ppl yearly / ppl uniform): 2019-20 - 2010-18", "nats/token", pools,
+        "log(ppl yearly / ppl uniform): 2019-20 - 2010-18",
+        "nats/token",
+        pools,
         lambda d: (fut("yearly", d) - fut("uniform", d)) - (seen("yearly", d) - seen("uniform", d)),
       )
-    )  # fmt: skip
+    )
     return comps
 
   return collect(build)

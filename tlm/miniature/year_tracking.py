@@ -76,8 +76,9 @@ def right_year_counts(meas: Mapping, models: Sequence[str]) -> dict[str, dict[st
       own.append(sum(preds[i] in gold[i] for i in ix))
       hit.append(sum(preds[i] in union for i in ix))
       chance.append(sum(preds[j] in gold[i] for i in ix for j in ix) / len(ix))
-    out[m] = {k: np.asarray(v, dtype=float) for k, v in
-              (("own", own), ("hit", hit), ("chance", chance))}  # fmt: skip
+    out[m] = {
+      k: np.asarray(v, dtype=float) for k, v in (("own", own), ("hit", hit), ("chance", chance))
+    }
   return out
 
 

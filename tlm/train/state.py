@@ -72,8 +72,9 @@ def state_layout(model: Transformer, optimizer: Adafactor, mesh: Mesh) -> StateL
   opt_logical = optimizer.state_partition_specs(logical_specs, params_shape)
   opt_specs = partitioning.logical_to_mesh(opt_logical)
   specs = TrainState(step=PartitionSpec(), params=param_specs, opt_state=opt_specs)
-  shapes = TrainState(step=jax.ShapeDtypeStruct((), jnp.int32), params=params_shape,
-                      opt_state=opt_shape)  # fmt: skip
+  shapes = TrainState(
+    step=jax.ShapeDtypeStruct((), jnp.int32), params=params_shape, opt_state=opt_shape
+  )
   is_spec = lambda x: isinstance(x, PartitionSpec)
   shardings = jax.tree.map(lambda s: NamedSharding(mesh, s), specs, is_leaf=is_spec)
   abstract = jax.tree.map(

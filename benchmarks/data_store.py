@@ -30,7 +30,6 @@ build; peak memory of the training process (its VmHWM, read while it runs), seco
 first progress line and in all.
 """
 
-import hashlib
 import json
 import os
 import shutil
@@ -91,21 +90,6 @@ def world(root: str) -> dict:
   }
 
 
-class _Hashed:
-  def __init__(self, path):
-    self.f, self.sha, self.size = open(path, "wb"), hashlib.sha256(), 0
-
-  def write(self, a: np.ndarray):
-    data = a.tobytes()
-    self.f.write(data)
-    self.sha.update(data)
-    self.size += len(data)
-
-  def close(self) -> dict:
-    self.f.close()
-    return {"bytes": self.size, "sha256": self.sha.hexdigest()}
-
-
 def synth_store(src: str, out: str, examples: int) -> dict:
   """A store of `examples` training examples tiled from `src`'s train tables (its val tables
   copied), in the format `build_ssm` writes."""
@@ -123,15 +107,15 @@ def synth_store(src: str, out: str, examples: int) -> dict:
     off = np.fromfile(base + ".idx", "<i8")
     n = (off.size - 1) // 2
     name = f"train/{year}.{field}"
-    binf = _Hashed(os.path.join(out, name + ".bin"))
-    idxf = _Hashed(os.path.join(out, name + ".idx"))
-    idxf.write(np.zeros(1, "<i8"))
+    binf = store_write.HashedFile(os.path.join(out, name + ".bin"))
+    idxf = store_write.HashedFile(os.path.join(out, name + ".idx"))
+    idxf.write(np.zeros(1, "<i8").tobytes())
     left, shift = per_year, 0
     while left:
       take = min(left, n)
       end = off[2 * take]
-      binf.write(data[:end])
-      idxf.write((off[1 : 2 * take + 1] + shift).astype("<i8"))
+      binf.write(data[:end].tobytes())
+      idxf.write((off[1 : 2 * take + 1] + shift).astype("<i8").tobytes())
       shift += int(end)
       left -= take
     files[name + ".bin"], files[name + ".idx"] = binf.close(), idxf.close()

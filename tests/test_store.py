@@ -14,6 +14,7 @@ import sys
 import numpy as np
 import pytest
 
+from tests.fixtures.data.store import make_golden
 from tests.helpers import DATA
 from tlm.data import datasets, ssm, store, store_build, store_convert
 from tlm.data.packing import Batcher
@@ -30,15 +31,7 @@ VOCAB = os.path.join(DATA, "spiece.model")
 
 # Written by tests/fixtures/data/store/make_golden.py with the code of commit a1c6c45 (before
 # the store): name -> (split, conditioning, seed, years, new_years, alpha, packed, steps).
-GOLDEN_CASES = {
-  "train_temporal": ("train", "temporal", 0, range(2010, 2019), (), 0.0, True, range(6)),
-  "train_none": ("train", "none", 1, range(2010, 2019), (), 0.0, True, range(3)),
-  "train_in_text": ("train", "in_text", 2, range(2010, 2019), (), 0.0, True, range(2)),
-  "train_unpacked": ("train", "temporal", 0, range(2010, 2019), (), 0.0, False, range(3)),
-  "train_adapt": ("train", "temporal", 3, range(2010, 2018), (2018,), 0.3, True, range(3)),
-  "train_far_step": ("train", "temporal", 0, range(2010, 2019), (), 0.0, True, [123456]),
-  "val_temporal": ("val", "temporal", 0, range(2010, 2019), (), 0.0, True, range(2)),
-}
+GOLDEN_CASES = make_golden.CASES
 
 
 def _batcher(ssm_dir, case, cache_size=1 << 17):

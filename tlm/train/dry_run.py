@@ -14,8 +14,8 @@ Before reserving hardware, simulate its device count on a CPU host:
     --config=large_temporal --dry_run --set=mesh.data=32
 The parameter count, parameter and optimizer bytes and FLOPs are exact; the activation figures
 come from XLA's CPU buffer assignment, which schedules differently from TPU/GPU compilers
-(treat them as approximate). XLA's CPU compiler takes about 10 minutes for the `large` train
-step on 2 cores (1 for `small`).
+(treat them as approximate). XLA's CPU compiler is slow for the larger models (docs/sizing.md
+has the measured times).
 """
 
 import time
@@ -49,8 +49,8 @@ def dry_run(config: Config, log: Callable[[str], None] = log_line, compile: bool
     log: where the summary lines go.
     compile: run XLA's compiler (memory and optimised FLOPs); False stops after lowering
       and reports XLA's cost analysis of the unoptimised program and no compiled memory
-      (XLA's CPU compiler needs ~10 minutes for `large` on 2 cores; accelerators are far
-      faster). Parameter and optimizer bytes are reported either way.
+      (XLA's CPU compiler is slow for `large`: docs/sizing.md; accelerators are far faster).
+      Parameter and optimizer bytes are reported either way.
 
   Returns:
     {"config", "parameters", "devices", "mesh", "fsdp", "batch_size", "microbatches",

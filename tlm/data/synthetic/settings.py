@@ -253,7 +253,7 @@ NEWS = NewsSettings(
 )
 
 # SentencePiece pieces at scale 1 (`world.vocab_pieces` scales them): frequent words are single
-# pieces, most names span several (about 5 per name, 19 per sentence), and tiny models stay fast.
+# pieces, most names span several, and tiny models stay fast.
 VOCAB_PIECES = 800
 # Years that are one whole piece each ("▁2019"), whatever the corpus: every year a time prefix,
 # a probe, a figure or a claim uses (TempLAMA 2010-20, the future probes to 2029), with a margin.

@@ -95,8 +95,8 @@ def vocab_pieces(scale: float) -> int:
   """SentencePiece pieces of the world's vocabulary: `VOCAB_PIECES` x sqrt(scale).
 
   The number of distinct words grows about as sqrt(scale) (most of them are names), and the
-  unigram trainer cannot make more pieces than the corpus holds (about 1070 at scale 1, 710 at
-  0.2, 1560 at 2); this keeps a margin of a quarter below that.
+  unigram trainer cannot make more pieces than the corpus holds; `VOCAB_PIECES` keeps a margin
+  below that at scale 1.
   """
   return max(256, min(4000, int(round(VOCAB_PIECES * math.sqrt(scale)))))
 

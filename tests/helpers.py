@@ -7,10 +7,10 @@
   `INPUT_LEN`, `MAX_DECODE` (the decoding, parity and mesh tests share these configs and shapes,
   so the compiled programs are shared);
 - processes: `subprocess_env` and `run_fixture` (a child python on simulated CPU devices),
-  `free_port`, `train_command`, and `run_tlm` / `one_error` / `tree`: `run.py` as a user runs
-  it, and the one-line error rule (`hide` makes packages look uninstalled in the child,
-  `sys.modules[name] = None`, so that "gcsfs is missing" is tested whether or not the machine
-  has it);
+  `free_port`, `train_command`, `run_child`, `full_disk_training`, and `run_tlm` / `one_error`
+  / `tree`: `run.py` as a user runs it, and the one-line error rule (`hide` makes packages look
+  uninstalled in the child, `sys.modules[name] = None`, so that "gcsfs is missing" is tested
+  whether or not the machine has it);
 - files: `write_file`, `fake_step` (a checkpoint step with its manifest), `varint`.
 
 tlm and jax are imported inside the functions: the subprocess fixture scripts import this
@@ -159,6 +159,20 @@ def train_command(workdir, *overrides):
     "--config=tiny_temporal",
     f"--workdir={workdir}",
   ] + [f"--set={s}" for s in sets]
+
+
+def run_child(command: list[str], env: dict, timeout: float = 600):
+  """`command` in a child process from the repository root; returns the CompletedProcess."""
+  return subprocess.run(command, cwd=ROOT, env=env, capture_output=True, text=True, timeout=timeout)
+
+
+def full_disk_training(tmpfs):
+  """`train_command` of 4 steps in a workdir on a 600 KB tmpfs (the `tmpfs` fixture), which
+  holds the run's files but not a checkpoint; returns (the workdir, the CompletedProcess)."""
+  workdir = os.path.join(tmpfs("600k"), "w")
+  env = dict(os.environ, JAX_PLATFORMS="cpu")
+  env["XLA_FLAGS"] = "--xla_force_host_platform_device_count=1 --xla_backend_optimization_level=0"
+  return workdir, run_child(train_command(workdir, "train.steps=4"), env)
 
 
 RUN_PY = os.path.join(ROOT, "run.py")

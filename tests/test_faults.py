@@ -471,19 +471,9 @@ def test_full_disk_convert(tiny_disk, save):
 
 @pytest.mark.slow
 def test_full_disk_during_training_is_one_line_error(tmpfs):
-  from tests.helpers import train_command
+  from tests.helpers import full_disk_training
 
-  workdir = os.path.join(tmpfs("600k"), "w")  # holds the run's files, not a checkpoint
-  env = dict(os.environ, JAX_PLATFORMS="cpu")
-  env["XLA_FLAGS"] = "--xla_force_host_platform_device_count=1 --xla_backend_optimization_level=0"
-  proc = subprocess.run(
-    train_command(workdir, "train.steps=4"),
-    cwd=ROOT,
-    env=env,
-    capture_output=True,
-    text=True,
-    timeout=600,
-  )
+  workdir, proc = full_disk_training(tmpfs)
   assert proc.returncode == 1
   # orbax's own writer threads may still print their traceback after tlm's one line (measured:
   # about one run in four), so the line is looked for in all of stderr, and must be alone.

@@ -17,6 +17,7 @@ from tests.helpers import (
   environment,
   free_port,
   random_params,
+  run_child,
   run_fixture,
   subprocess_env,
 )
@@ -104,13 +105,8 @@ def test_two_processes_write_what_one_writes(tmp_path, model_dir, mode, extra):
   _inputs(inputs)
   cache = str(tmp_path / "jax_cache")
   single = str(tmp_path / "single.jsonl")
-  proc = subprocess.run(
-    _cli(mode, model_dir, inputs, single, "--set=mesh.data=2", *extra),
-    cwd=ROOT,
-    env=environment(2, cache),
-    capture_output=True,
-    text=True,
-    timeout=600,
+  proc = run_child(
+    _cli(mode, model_dir, inputs, single, "--set=mesh.data=2", *extra), environment(2, cache)
   )
   assert proc.returncode == 0, proc.stderr[-3000:]
   port = free_port()

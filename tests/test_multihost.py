@@ -10,7 +10,7 @@ import numpy as np
 import orbax.checkpoint as ocp
 import pytest
 
-from tests.helpers import FIXTURE_DATA_SETS, environment, free_port
+from tests.helpers import FIXTURE_DATA_SETS, environment, free_port, run_child
 from tlm.models.formats import orbax_params
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -83,14 +83,7 @@ def test_two_processes_train_like_one(tmp_path):
   assert "step " not in out1 and "parameters" not in out1  # only process 0 logs
   out0, _ = two_processes(multi, 5, environment(1, cache))
   assert "resumed from step 2" in out0
-  proc = subprocess.run(
-    command(single, 5),
-    cwd=ROOT,
-    env=environment(2, cache),
-    capture_output=True,
-    text=True,
-    timeout=600,
-  )
+  proc = run_child(command(single, 5), environment(2, cache))
   assert proc.returncode == 0, proc.stderr[-3000:]
   assert "mesh {'data': 2, 'model': 1}, 1 process(es)" in proc.stdout
   np.testing.assert_allclose(losses(multi), losses(single), rtol=1e-6)

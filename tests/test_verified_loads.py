@@ -10,15 +10,13 @@ import json
 import os
 import re
 import shutil
-import subprocess
-import sys
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from tests.helpers import DATA
+from tests.helpers import DATA, run_tlm
 from tlm import checksums
 from tlm.data.vocab import Vocabulary
 from tlm.errors import CheckpointError
@@ -141,15 +139,7 @@ def test_the_evaluations_predictor_loads_are_verified(saved, tmp_path):
 
 
 def _run(*args):
-  env = dict(os.environ, JAX_PLATFORMS="cpu")
-  return subprocess.run(
-    [sys.executable, "run.py", *args],
-    cwd=ROOT,
-    env=env,
-    capture_output=True,
-    text=True,
-    timeout=600,
-  )
+  return run_tlm(*args, cwd=ROOT, timeout=600)
 
 
 def _errors(proc):
@@ -200,19 +190,9 @@ def _corrupt_name(directory):
 
 @pytest.mark.slow
 def test_a_full_disk_while_training_prints_tlms_line_alone(tmpfs):
-  from tests.helpers import train_command
+  from tests.helpers import full_disk_training
 
-  workdir = os.path.join(tmpfs("600k"), "w")
-  env = dict(os.environ, JAX_PLATFORMS="cpu")
-  env["XLA_FLAGS"] = "--xla_force_host_platform_device_count=1 --xla_backend_optimization_level=0"
-  proc = subprocess.run(
-    train_command(workdir, "train.steps=4"),
-    cwd=ROOT,
-    env=env,
-    capture_output=True,
-    text=True,
-    timeout=600,
-  )
+  workdir, proc = full_disk_training(tmpfs)
   assert proc.returncode == 1
   # No traceback of orbax's writer threads, before or after the line (there were hundreds of
   # lines of them, one run in four after tlm's).

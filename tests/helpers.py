@@ -7,10 +7,10 @@
   `INPUT_LEN`, `MAX_DECODE` (the decoding, parity and mesh tests share these configs and shapes,
   so the compiled programs are shared);
 - processes: `subprocess_env` and `run_fixture` (a child python on simulated CPU devices),
-  `free_port`, `train_command`, `run_child`, `full_disk_training`, and `run_tlm` / `one_error`
-  / `tree`: `run.py` as a user runs it, and the one-line error rule (`hide` makes packages look
-  uninstalled in the child, `sys.modules[name] = None`, so that "gcsfs is missing" is tested
-  whether or not the machine has it);
+  `free_port`, `train_command` / `tiny_train_argv`, `run_child`, `full_disk_training`, and
+  `run_tlm` / `one_error` / `tree`: `run.py` as a user runs it, and the one-line error rule
+  (`hide` makes packages look uninstalled in the child, `sys.modules[name] = None`, so that
+  "gcsfs is missing" is tested whether or not the machine has it);
 - files: `write_file`, `fake_step` (a checkpoint step with its manifest), `varint`.
 
 tlm and jax are imported inside the functions: the subprocess fixture scripts import this
@@ -152,13 +152,14 @@ def train_command(workdir, *overrides):
     "model.num_layers=1",  # the mechanics, not the model, are under test: compile less
     *overrides,
   ]
-  return [
-    sys.executable,
-    "run.py",
-    "--mode=train",
-    "--config=tiny_temporal",
-    f"--workdir={workdir}",
-  ] + [f"--set={s}" for s in sets]
+  return tiny_train_argv(workdir, sets)
+
+
+def tiny_train_argv(workdir, sets, *flags) -> list[str]:
+  """`python run.py --mode=train --config=tiny_temporal --workdir=W FLAGS --set=...` (from the
+  repository root)."""
+  head = [sys.executable, "run.py", "--mode=train", "--config=tiny_temporal"]
+  return head + [f"--workdir={workdir}", *flags] + [f"--set={s}" for s in sets]
 
 
 def run_child(command: list[str], env: dict, timeout: float = 600):

@@ -4,13 +4,12 @@ with the same devices, and save/restore checkpoints across processes. Each run i
 import json
 import os
 import subprocess
-import sys
 
 import numpy as np
 import orbax.checkpoint as ocp
 import pytest
 
-from tests.helpers import FIXTURE_DATA_SETS, environment, free_port, run_child
+from tests.helpers import FIXTURE_DATA_SETS, environment, free_port, run_child, tiny_train_argv
 from tlm.models.formats import orbax_params
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -29,14 +28,7 @@ def command(workdir, steps, *flags):
     "model.num_layers=1",  # the mechanics, not the model, are under test: compile less
     f"train.steps={steps}",
   ]
-  return [
-    sys.executable,
-    "run.py",
-    "--mode=train",
-    "--config=tiny_temporal",
-    f"--workdir={workdir}",
-    *flags,
-  ] + [f"--set={s}" for s in sets]
+  return tiny_train_argv(workdir, sets, *flags)
 
 
 def two_processes(workdir, steps, env):

@@ -8,74 +8,9 @@
 Trains only Uniform and Temporal per setting and seed (`research.levers.levers`), one training at a
 time, and writes ROOT/levers.json and ROOT/levers.md after every (setting, seed).
 
-PRE-REGISTRATION (written and committed before any of these runs was looked at)
---------------------------------------------------------------------------------
-Question. Under the faithful protocol (tiny T5: d_model 64, 4 heads of 16, MLP 128, 2+2
-layers, ~230K parameters; 800 steps of batch 64) C1 (TempLAMA 2010-18: Temporal > Uniform),
-C5 (TempLAMA 2019-20: Temporal > Uniform) and M1 (seen-year queries whose answer is not the
-subject's most frequent one: Temporal > Uniform) do not hold on every seed (margins per seed
-0/1/2: C1 -0.67/+1.71/-0.40, C5 +1.56/-1.78/-2.67, M1 -2.90/+0.53/-1.76), while each Yearly
-expert, with the same 800 steps on one year, reaches F1 52-59 on the M1 queries against
-Temporal's 29-37. Temporal sees each year for ~89 steps' worth of batches: is it under-trained
-(more steps) or under-sized (a wider model)?
-
-Settings, in the order they run (seeds 0, 1, 2 each; everything else as the tiny configs):
-  tiny-800    the baseline: the reproduction's 800-step Uniform and Temporal, reused as they
-              are (not rerun).
-  tiny-3200   the tiny model, 3200 steps (4x), from the reproduction's `t5` start; continued
-              from the reproduction's step-800 checkpoints (the same model as 3200 steps from
-              the start: constant learning rate, batches a function of (seed, step), optimizer
-              state in the checkpoint); also evaluated at steps 1600 and 2400.
-  wide-800    twice as wide: d_model 128, 8 heads of 16, MLP 256, 2+2 layers (~3.4x the
-              parameters, the same depth), 800 steps, from its own start pretrained per seed
-              with the miniature's recipe (`tiny_t5`, 400 steps) at that size.
-  wide-3200   (if time remains) wide-800 continued to 3200 steps; also evaluated at 1600, 2400.
-
-Schedule (amended at 16:36 UTC, after the run had started: the machine's load made a step
-take ~0.4-0.55 s instead of ~0.2, so the settings cannot all finish by the session's deadline
-in the order above; the settings and the criterion are unchanged). Breadth-first, each pass
-over seeds 0, 1, 2: tiny-3200 to step 1600, wide-800, tiny-3200 to 2400, then to 3200,
-wide-3200 (`SCHEDULE`). Seed 0's step-1600 line of tiny-3200 had been printed when this was
-decided; the order is chosen to measure both levers on every seed at their first point before
-deepening either.
-
-Criterion (the goal of issue 13, unchanged): a setting gets there iff C1, C5 and M1 each hold
-on every one of the seeds 0, 1, 2 (margin > 0) and the 95% interval of each claim's mean
-margin (`tlm.miniature.claim_summary`: paired bootstrap over queries, two-level over seeds, 1000
-replicates) lies above zero. The intermediate steps (1600, 2400) are a learning curve
-reported beside the verdict, not settings of their own. Every result is reported, whether it
-gets there or not; a run that diverges or does not finish is reported as such.
-
-SECOND PRE-REGISTRATION (2026-11-30, written and committed before any of these runs started)
------------------------------------------------------------------------------------------
-Measured by the first levers: more steps (tiny-3200, wide-3200) fix C1 and M1, not C5 (wide-3200:
-C5 -2.49/+1.08/+0.94, mean -0.16 [-3.42, +3.12]; TempLAMA 2019-20 F1 36.3 / 36.1 while 2010-18
-rose to 58.0 / 76.2). A diagnostic computed afterwards on those runs (`levers.persistence`, the
-third table of levers.md): Temporal answers a 2019-20 query with its own 2018 answer for only
-~48-60% of the pairs at 3200 steps (Uniform: 100%, it never reads the year), and its 2018
-answers carried to 2019-20 would score 35.6/57.1/48.7 F1 against the first gold answer
-(wide-3200, seeds 0/1/2) where its real 2019-20 answers score 24.2/35.4/34.7 and Uniform's
-29.7/34.3/33.0. Temporal knows 2018; it does not read "year: 2019" as "after 2018".
-
-Hypothesis. The paper's start (T5 on C4, crawled in April 2019) has read years in ordinary text,
-so its year tokens carry an order; the miniature's start (`tiny_t5` on the world's generic
-text) has never read a year, and "2019"/"2020" never appear as a time prefix in training.
-Removing that deviation, a start whose generic text names years as C4 does, should make
-Temporal carry its 2018 answers into 2019-20.
-
-Settings (seeds 0, 1, 2; everything else as the tiny configs; after the first four):
-  years-800   the tiny model, 800 steps (the protocol's), from its own start pretrained per
-              seed with the miniature's recipe (`tiny_t5`, 400 steps) on `generic_years`
-              (`tlm.data.synthetic.pretrain.dated_generic_texts`): the generic corpus, each
-              entity's document with its year of origin (1950-2009) and one sentence naming two
-              consecutive years in 2001-2035, plus one calendar document per year 2000-2035.
-  years-3200  years-800 continued to 3200 steps; also evaluated at 1600 and 2400.
-
-Schedule: years-800 on seeds 0, 1, 2, then years-3200 on seeds 0, 1, 2.
-Criterion: unchanged (above). Predictions, if the hypothesis holds: at years-3200 Temporal's
-share of 2019-20 answers equal to its 2018 answer is above tiny-3200's (mean of seeds, ~52%), and
-C5's mean margin is above tiny-3200's (-1.21). If C5 still does not hold on every seed with its
-interval above zero, the hypothesis is not sufficient, and that is reported.
+The two pre-registrations (committed before any of these runs was looked at: `becdad8` the
+settings and criterion, `0ee0eef` the breadth-first order, `3244931` the second) are in
+research/levers/README.md, verbatim.
 """
 
 import argparse

@@ -125,8 +125,10 @@ def test_the_pre_registered_settings():
   assert s["years-800"].start == "" and s["years-800"].start_corpus == "generic_years"
   assert s["years-3200"].continue_from == "/L/years-800/seed={seed}"
   assert s["years-3200"].start == "/L/years-800/seed={seed}/t5"
-  assert "PRE-REGISTRATION" in script.__doc__ and "Criterion" in script.__doc__
-  assert "SECOND PRE-REGISTRATION" in script.__doc__
+  with open(os.path.join(ROOT, "research", "levers", "README.md"), encoding="utf-8") as f:
+    record = f.read()  # the pre-registrations, verbatim, beside the study
+  assert "PRE-REGISTRATION" in record and "Criterion" in record
+  assert "SECOND PRE-REGISTRATION" in record and "README.md" in script.__doc__
   assert {name for name, _ in script.SCHEDULE} == set(s)  # every setting is scheduled
   for name, up_to in script.SCHEDULE:
     assert up_to in s[name].points()

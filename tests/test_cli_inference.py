@@ -197,6 +197,25 @@ _WITHOUT_JAX = (
 )
 
 
+def _predict_without_jax(setup, out: str, *flags):
+  """`--mode=predict` of the tiny T5 in a child where importing jax fails."""
+  return subprocess.run(
+    [
+      sys.executable,
+      "-c",
+      _WITHOUT_JAX,
+      "--mode=predict",
+      f"--checkpoint={setup['root'] / 't5'}",
+      f"--input_file={setup['inputs']}",
+      f"--output_file={out}",
+      *flags,
+    ],
+    cwd=REPO,
+    capture_output=True,
+    text=True,
+  )
+
+
 @pytest.mark.parametrize(
   "flags,fragment",
   [
@@ -216,44 +235,14 @@ _WITHOUT_JAX = (
 )
 def test_bad_sampling_flags_fail_before_jax(setup, tmp_path, flags, fragment):
   out = str(tmp_path / "out.jsonl")
-  proc = subprocess.run(
-    [
-      sys.executable,
-      "-c",
-      _WITHOUT_JAX,
-      "--mode=predict",
-      f"--checkpoint={setup['root'] / 't5'}",
-      f"--input_file={setup['inputs']}",
-      f"--output_file={out}",
-      *flags,
-    ],
-    cwd=REPO,
-    capture_output=True,
-    text=True,
-  )
+  proc = _predict_without_jax(setup, out, *flags)
   _assert_fails(proc, out, fragment)
 
 
 def test_good_sampling_flags_reach_jax(setup, tmp_path):
   # The control of the test above: valid flags get as far as importing jax, which fails here.
-  proc = subprocess.run(
-    [
-      sys.executable,
-      "-c",
-      _WITHOUT_JAX,
-      "--mode=predict",
-      f"--checkpoint={setup['root'] / 't5'}",
-      f"--input_file={setup['inputs']}",
-      f"--output_file={tmp_path / 'out.jsonl'}",
-      "--temperature=0.7",
-      "--top_k=40",
-      "--top_p=0.9",
-      "--seed=4294967295",
-    ],
-    cwd=REPO,
-    capture_output=True,
-    text=True,
-  )
+  flags = ("--temperature=0.7", "--top_k=40", "--top_p=0.9", "--seed=4294967295")
+  proc = _predict_without_jax(setup, str(tmp_path / "out.jsonl"), *flags)
   assert proc.returncode != 0 and "ModuleNotFoundError: import of jax halted" in proc.stderr
 
 

@@ -365,15 +365,14 @@ def test_every_probe_year_is_one_whole_piece(full):
   # world's vocabulary, in both ways the models read a year; otherwise the years the news
   # seldom names split into digits and Figures 3 and 4 show a step where the split starts.
   from tlm import configs
+  from tlm.configs import years as paper_years
   from tlm.data.formatting import format_input
-  from tlm.eval import future
-  from tlm.miniature import claims
 
   path, _ = full
   vocab = Vocabulary(os.path.join(path, "spiece.model"))
   c = configs.get("tiny_temporal")
   years = set(c.data.train_years) | set(c.eval.years) | {c.adapt.new_year}
-  years |= set(future.FUTURE_YEARS) | {future.REFERENCE_YEAR} | set(claims.PROBE_YEARS)
+  years |= set(paper_years.PROBE_YEARS) | {paper_years.REFERENCE_YEAR}
   years |= set(range(2000, 2036))
   assert years <= set(synthetic.settings.YEAR_PIECES)
   query = "Zed Quux plays for _X_."

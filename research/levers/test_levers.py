@@ -231,7 +231,7 @@ def test_a_start_pretrained_on_another_corpus(tmp_path, monkeypatch):
   monkeypatch.setitem(levers.START_CORPORA, "mine", lambda config: ["A b c d e f g h."] * 4)
   from tlm.train import loop
 
-  def fake_run(config, workdir, log=print):
+  def fake_run(config, workdir, *, make_evaluators=None, log=print):
     seen["corpus"], seen["workdir"] = config.data.pretrain_corpus, workdir
 
   monkeypatch.setattr(loop, "run", fake_run)

@@ -56,6 +56,7 @@ import hashlib
 import json
 import os
 import re
+import resource
 import shutil
 import signal
 import stat
@@ -319,13 +320,24 @@ def lost_checkpoints(case_dir: str, before: dict) -> list[str]:
 # ---- running and classifying -------------------------------------------------------------------
 
 
+# The address space a case may take (RLIMIT_AS, `--memory_gib`): a case that reads a device or
+# a huge file whole then fails inside itself (a MemoryError, classified like any traceback)
+# instead of driving the shared machine into the kernel's OOM killer, which may pick any
+# process. A two-step tiny training needs under 3 GiB.
+MEMORY_LIMIT = [4 << 30]
+
+
+def _limit_memory() -> None:
+  resource.setrlimit(resource.RLIMIT_AS, (MEMORY_LIMIT[0], MEMORY_LIMIT[0]))
+
+
 def launch(args: list[str], cwd: str, env: dict, timeout: float, hide=()) -> dict:
   """Runs run.py with `args` in `cwd`; returns rc (None on timeout), stdout, stderr, seconds."""
   command = [sys.executable, "-c", _LAUNCH, ",".join(hide), RUN_PY, *args]
   t0 = time.perf_counter()
   proc = subprocess.Popen(command, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
                           stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                          start_new_session=True)  # fmt: skip
+                          start_new_session=True, preexec_fn=_limit_memory)  # fmt: skip
   try:
     out, err = proc.communicate(timeout=timeout)
     rc = proc.returncode
@@ -468,6 +480,8 @@ def build_base(root: str, timeout: float) -> dict:
     with open(os.path.join(seed, name), "w") as f:
       json.dump(content, f)
   b["build_seconds"] = round(time.perf_counter() - t0, 1)
+  with open(os.path.join(base_dir, "base.json"), "w") as f:
+    json.dump(b, f)
   return b
 
 
@@ -494,7 +508,10 @@ def main():
   parser.add_argument("--keep", action="store_true", help="keep the temporary directory")
   parser.add_argument("--list", action="store_true", help="list the cases and exit")
   parser.add_argument("--jobs", type=int, default=1, help="cases run at once")
+  parser.add_argument("--base", default="", help="reuse BASE (a --keep run's ROOT/base)")
+  parser.add_argument("--memory_gib", type=float, default=4.0, help="address space per case")
   args = parser.parse_args()
+  MEMORY_LIMIT[0] = int(args.memory_gib * (1 << 30))
   sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
   from hostile_probe_cases import CASES
 
@@ -509,8 +526,13 @@ def main():
   root = tempfile.mkdtemp(prefix="tlm_hostile_probe_")
   t0 = time.perf_counter()
   try:
-    base = build_base(root, args.timeout)
-    print(f"base built in {base['build_seconds']}s under {root}", flush=True)
+    if args.base:
+      with open(os.path.join(args.base, "base.json")) as f:
+        base = json.load(f)
+      print(f"base reused from {args.base}; cases under {root}", flush=True)
+    else:
+      base = build_base(root, args.timeout)
+      print(f"base built in {base['build_seconds']}s under {root}", flush=True)
     cases_root = os.path.join(root, "cases")
     pool = concurrent.futures.ThreadPoolExecutor(args.jobs)
     futures = [pool.submit(run_case, c, base, cases_root, i, args.timeout)

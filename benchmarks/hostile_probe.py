@@ -382,7 +382,9 @@ def classify(case: Case, ctx: Ctx, run: dict) -> tuple[str, str]:
 
 
 def run_case(case: Case, base: dict, root: str, index: int, default_timeout: float) -> dict:
-  directory = os.path.join(root, f"{index:03d}_{case.name}")
+  # Plain characters only: a case's own directory must not be hostile (a backslash in it made
+  # tensorstore write elsewhere, which the case named `train_workdir_backslash` probes).
+  directory = os.path.join(root, f"{index:03d}_" + re.sub(r"[^A-Za-z0-9._-]", "_", case.name))
   for sub in ("cwd", "tmp", "home"):
     os.makedirs(os.path.join(directory, sub))
   ctx = Ctx(directory, base)

@@ -194,6 +194,7 @@ for name, uri, hide, mentions in [
   ("escape_char", "w\x1b[2Jx", (), ("--workdir",)),
   ("name_too_long", "a" * 300, (), ("--workdir",)),
   ("dev_null", "/dev/null", (), ("/dev/null",)),
+  ("backslash", "a\\b", (), ("--workdir", "backslash")),
 ]:
   case(f"train_workdir_{name}", "paths", lambda ctx, uri=uri: train_args(uri), hide=hide,
        mentions=mentions)  # fmt: skip

@@ -91,7 +91,8 @@ def parse(text: str, name: str) -> str:
     UserError: one line naming `name` for a control character (NUL, newline, ...), bytes that
       are not UTF-8, a name longer than the filesystem takes, an unsupported scheme, a URI
       missing a slash ("gs:/b"), an empty bucket ("gs://"), an empty, "." or ".." component
-      in an object key, or a scheme whose filesystem package is not installed (naming it).
+      in an object key, or a scheme whose filesystem package is not installed (naming it),
+      or a backslash in a local path's absolute form (tensorstore's separator).
   """
   where = f"{name}={_shown(text)}"
   if not text:
@@ -129,6 +130,16 @@ def parse(text: str, name: str) -> str:
 
 
 def _parse_local(path: str, where: str) -> str:
+  # tensorstore (orbax's checkpoint writer and reader) takes a backslash for a directory
+  # separator: a checkpoint saved under "a\b" landed partly in "a/b" (outside the given
+  # location) and could not be restored. The absolute form counts: a relative path inherits
+  # the working directory's name.
+  if "\\" in os.path.abspath(path):
+    shown = "" if "\\" in path else f" (its absolute form {_shown(os.path.abspath(path))})"
+    raise UserError(
+      f"{where}{shown}: a path cannot hold a backslash (tensorstore, which writes and reads "
+      "checkpoints, takes it for a directory separator)"
+    )
   if len(os.fsencode(path)) > _PATH_MAX or any(
     len(os.fsencode(part)) > _NAME_MAX for part in path.split("/")
   ):

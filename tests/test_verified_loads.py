@@ -95,6 +95,18 @@ def test_a_model_directory_has_a_manifest_and_every_load_checks_it(saved, tmp_pa
   assert f"checkpoint {intact} has no {checksums.MANIFEST}" in capsys.readouterr().err
 
 
+def test_a_checkpoint_named_through_dotdot_loads(saved, tmp_path, monkeypatch):
+  # tensorstore refuses a path with a ".." component ("Invalid file path"): --checkpoint=../W
+  # from a sibling directory failed to restore.
+  work, model = _copy(saved, "work", tmp_path), _copy(saved, "model", tmp_path)
+  (tmp_path / "cwd").mkdir()
+  monkeypatch.chdir(tmp_path / "cwd")
+  _same(checkpoints.load_checkpoint("../work")[1], saved["trees"][200])
+  _same(checkpoints.load_checkpoint("../work/checkpoints/100")[1], saved["trees"][100])
+  _same(checkpoints.load_checkpoint("../model")[1], saved["trees"][100])
+  assert work.is_dir() and model.is_dir()
+
+
 def _abstract(cfg):
   from jax.sharding import NamedSharding, PartitionSpec
 

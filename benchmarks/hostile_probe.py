@@ -32,7 +32,8 @@ Outcome of a case (its class, one of):
 - `multi_line_error`: exit status > 0, no traceback, more or fewer than one line left;
 - `traceback`: a Python traceback (or a fatal interpreter / XLA abort message) in the output;
 - `hang`: still running at the timeout (the process group is killed);
-- `signal`: killed by a signal (e.g. SIGABRT from XLA).
+- `signal`: killed by a signal (e.g. SIGABRT from XLA);
+- `skipped`: the case could not be set up here (a tmpfs needs root); neither passed nor failed.
 And two checks on every case whatever its class:
 - `outside`: files written, changed or removed in the case's directory outside the locations
   the case gives on its command line (the workdir, output file or directory, and the lock
@@ -110,8 +111,12 @@ TRAIN_SETS = FIXTURE_SETS + (
 
 def train_args(workdir: str, *sets: str, config: str = "tiny_temporal") -> list[str]:
   """`--mode=train` of a tiny config on the fixture data (later `--set`s win)."""
-  return ["--mode=train", f"--config={config}", f"--workdir={workdir}",
-          *(f"--set={s}" for s in TRAIN_SETS + sets)]  # fmt: skip
+  return [
+    "--mode=train",
+    f"--config={config}",
+    f"--workdir={workdir}",
+    *(f"--set={s}" for s in TRAIN_SETS + sets),
+  ]
 
 
 @dataclasses.dataclass
@@ -146,6 +151,10 @@ class Case:
   timeout: float | None = None
 
 
+class Skip(Exception):
+  """A case this machine cannot set up (a tmpfs without root)."""
+
+
 class Ctx:
   """A case's directory and the base it copies from."""
 
@@ -155,6 +164,7 @@ class Ctx:
     self.base = base
     self.damaged: set[str] = set()  # step dirs (relative) damaged on purpose
     self.immutable: list[str] = []  # chattr +i'd paths, undone after the case
+    self.mounts: list[str] = []  # tmpfs mount points, unmounted after the case
     self.data: dict = {}  # anything setup hands to check
 
   def path(self, rel: str) -> str:
@@ -205,6 +215,29 @@ class Ctx:
         os.remove(path)
     os.symlink(target, path)
     return path
+
+  def tmpfs(self, rel: str, size: str) -> str:
+    """A tmpfs of `size` (e.g. "1m") mounted at `rel`: a disk that fills up. Needs root; a
+    case whose mount fails is classified `skipped` (nothing is claimed about it)."""
+    path = self.path(rel)
+    os.makedirs(path)
+    proc = subprocess.run(
+      ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", path], capture_output=True, text=True
+    )
+    if proc.returncode != 0:
+      raise Skip(f"cannot mount a tmpfs: {proc.stderr.strip()[:200]}")
+    self.mounts.append(path)
+    return path
+
+  def fill(self, rel: str) -> None:
+    """Fills the file system holding `rel` (a file of zeros until ENOSPC)."""
+    with open(self.path(rel), "wb") as f:
+      try:
+        while True:
+          f.write(b"\0" * (1 << 16))
+          f.flush()
+      except OSError:
+        pass
 
   def make_immutable(self, rel: str) -> str:
     """`chattr +i`: not even root may write into it (the probe runs as root here)."""
@@ -335,9 +368,16 @@ def launch(args: list[str], cwd: str, env: dict, timeout: float, hide=()) -> dic
   """Runs run.py with `args` in `cwd`; returns rc (None on timeout), stdout, stderr, seconds."""
   command = [sys.executable, "-c", _LAUNCH, ",".join(hide), RUN_PY, *args]
   t0 = time.perf_counter()
-  proc = subprocess.Popen(command, cwd=cwd, env=env, stdin=subprocess.DEVNULL,
-                          stdout=subprocess.PIPE, stderr=subprocess.PIPE,
-                          start_new_session=True, preexec_fn=_limit_memory)  # fmt: skip
+  proc = subprocess.Popen(
+    command,
+    cwd=cwd,
+    env=env,
+    stdin=subprocess.DEVNULL,
+    stdout=subprocess.PIPE,
+    stderr=subprocess.PIPE,
+    start_new_session=True,
+    preexec_fn=_limit_memory,
+  )
   try:
     out, err = proc.communicate(timeout=timeout)
     rc = proc.returncode
@@ -345,8 +385,12 @@ def launch(args: list[str], cwd: str, env: dict, timeout: float, hide=()) -> dic
     os.killpg(proc.pid, signal.SIGKILL)  # the case's own process group only
     out, err = proc.communicate()
     rc = None
-  return {"rc": rc, "stdout": out.decode(errors="replace"), "stderr": err.decode(errors="replace"),
-          "seconds": round(time.perf_counter() - t0, 1)}  # fmt: skip
+  return {
+    "rc": rc,
+    "stdout": out.decode(errors="replace"),
+    "stderr": err.decode(errors="replace"),
+    "seconds": round(time.perf_counter() - t0, 1),
+  }
 
 
 def error_lines(stderr: str) -> list[str]:
@@ -401,9 +445,15 @@ def run_case(case: Case, base: dict, root: str, index: int, default_timeout: flo
         allowed.append(os.path.join(parent, f".{base_name}.tlm.lock"))
     before = snapshot(directory)
     hashes = checkpoint_hashes(directory, case.workdirs, ctx.damaged)
-    env = dict(os.environ, JAX_PLATFORMS="cpu", PYTHONPATH=ROOT, HOME=ctx.path("home"),
-               TMPDIR=ctx.path("tmp"), PYTHONDONTWRITEBYTECODE="1",
-               MPLCONFIGDIR=os.path.join(root, "mplconfig"))  # fmt: skip
+    env = dict(
+      os.environ,
+      JAX_PLATFORMS="cpu",
+      PYTHONPATH=ROOT,
+      HOME=ctx.path("home"),
+      TMPDIR=ctx.path("tmp"),
+      PYTHONDONTWRITEBYTECODE="1",
+      MPLCONFIGDIR=os.path.join(root, "mplconfig"),
+    )
     run = launch(args, ctx.cwd, env, case.timeout or default_timeout, case.hide)
     for path in ctx.immutable:
       subprocess.run(["chattr", "-i", path], check=False)
@@ -412,12 +462,17 @@ def run_case(case: Case, base: dict, root: str, index: int, default_timeout: flo
     record["class"], record["detail"] = classify(case, ctx, run)
     record["outside"] = outside_changes(before, snapshot(directory), allowed)
     record["lost"] = lost_checkpoints(directory, hashes)
+  except Skip as e:
+    record.update(**{"class": "skipped", "detail": str(e), "outside": [], "lost": []})
   except Exception as e:  # the probe's own failure in setting up a case: reported, not hidden
-    record.update(**{"class": "probe_error", "detail": f"{type(e).__name__}: {e}",
-                     "outside": [], "lost": []})  # fmt: skip
+    record.update(
+      **{"class": "probe_error", "detail": f"{type(e).__name__}: {e}", "outside": [], "lost": []}
+    )
   finally:
     for path in ctx.immutable:
       subprocess.run(["chattr", "-i", path], check=False)
+    for path in ctx.mounts:
+      subprocess.run(["umount", "-l", path], check=False)
   record["passed"] = (
     record["class"] in ("one_line_error", "ok") and not record["outside"] and not record["lost"]
   )
@@ -433,8 +488,9 @@ def build_base(root: str, timeout: float) -> dict:
   base_dir = os.path.join(root, "base")
   os.makedirs(base_dir)
   b = {"root": base_dir}
-  env = dict(os.environ, JAX_PLATFORMS="cpu", PYTHONPATH=ROOT,
-             MPLCONFIGDIR=os.path.join(root, "mplconfig"))  # fmt: skip
+  env = dict(
+    os.environ, JAX_PLATFORMS="cpu", PYTHONPATH=ROOT, MPLCONFIGDIR=os.path.join(root, "mplconfig")
+  )
 
   def cli(*args):
     run = launch(list(args), base_dir, env, timeout)
@@ -450,12 +506,20 @@ def build_base(root: str, timeout: float) -> dict:
   cli(*train_args(at("W0")))  # checkpoints/1, checkpoints/2
   cli("--mode=eval", f"--workdir={b['W0']}")  # W0/results/eval.json
   cli(*train_args(at("Wbest"), "train.keep_best=eval_loss", "train.eval_every=1"))
-  cli("--mode=convert", f"--checkpoint={b['W0']}/checkpoints/1", f"--output_dir={at('tlm')}",
-      "--format=tlm")  # fmt: skip
+  cli(
+    "--mode=convert",
+    f"--checkpoint={b['W0']}/checkpoints/1",
+    f"--output_dir={at('tlm')}",
+    "--format=tlm",
+  )
   cli("--mode=convert", f"--checkpoint={b['W0']}", f"--output_dir={at('hf')}", "--format=hf")
   cli("--mode=convert", f"--checkpoint={b['W0']}", f"--output_dir={at('t5x')}", "--format=t5x")
-  cli("--mode=build_ssm", f"--news={FIXTURE_DATA}/store/news_sample.jsonl",
-      f"--entities={FIXTURE_DATA}/store/entities_sample.tsv", f"--output_dir={at('store')}")  # fmt: skip
+  cli(
+    "--mode=build_ssm",
+    f"--news={FIXTURE_DATA}/store/news_sample.jsonl",
+    f"--entities={FIXTURE_DATA}/store/entities_sample.tsv",
+    f"--output_dir={at('store')}",
+  )
   rows = [
     {"input": "year: 2014 Ana Berg plays for <extra_id_0>.", "target": "<extra_id_0> Gold Hawks"},
     {"input": "year: 2011 Ana Berg plays for <extra_id_0>.", "target": "<extra_id_0> Red Lions"},
@@ -464,8 +528,12 @@ def build_base(root: str, timeout: float) -> dict:
   with open(at("in.jsonl"), "w") as f:
     f.writelines(json.dumps(r) + "\n" for r in rows)
   for step in (1, 2):
-    cli("--mode=score", f"--checkpoint={b['W0']}/checkpoints/{step}", f"--input_file={b['in.jsonl']}",
-        f"--output_file={at(f'ref{step}.jsonl')}")  # fmt: skip
+    cli(
+      "--mode=score",
+      f"--checkpoint={b['W0']}/checkpoints/{step}",
+      f"--input_file={b['in.jsonl']}",
+      f"--output_file={at(f'ref{step}.jsonl')}",
+    )
   # A seed's results as reproduce writes them (tests/test_state_files.py `seed_dir`).
   from tlm.eval import measurements
 
@@ -493,8 +561,10 @@ def build_base(root: str, timeout: float) -> dict:
 
 
 def table(records: list[dict]) -> str:
-  rows = ["| # | case | surface | expect | class | s | outside | lost | passed |",
-          "|---|---|---|---|---|---|---|---|---|"]  # fmt: skip
+  rows = [
+    "| # | case | surface | expect | class | s | outside | lost | passed |",
+    "|---|---|---|---|---|---|---|---|---|",
+  ]
   for i, r in enumerate(records):
     rows.append(
       f"| {i} | {r['name']} | {r['surface']} | {r['expect']} | {r['class']} | "
@@ -504,9 +574,28 @@ def table(records: list[dict]) -> str:
   return "\n".join(rows)
 
 
+def surface_table(summary: dict) -> str:
+  """Counts per surface and class (the goal's figures)."""
+  classes = sorted({c for s in summary["by_surface"].values() for c in s["classes"]})
+  rows = [
+    "| surface | cases | passed | " + " | ".join(classes) + " | outside | lost |",
+    "|---" * (len(classes) + 5) + "|",
+  ]
+  for surface, s in [
+    *summary["by_surface"].items(),
+    ("all", {**summary, "classes": summary["classes"]}),
+  ]:
+    counts = " | ".join(str(s["classes"].get(c, 0)) for c in classes)
+    rows.append(
+      f"| {surface} | {s['cases']} | {s['passed']} | {counts} | "
+      f"{s['cases_with_files_outside']} | {s['cases_with_checkpoints_lost']} |"
+    )
+  return "\n".join(rows)
+
+
 def main():
   parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-  parser.add_argument("--json", default="hostile_probe.json")
+  parser.add_argument("--json", default="", help="also write every case's record to this file")
   parser.add_argument("--only", default="", help="run the cases whose name holds this")
   parser.add_argument("--timeout", type=float, default=240.0, help="seconds per case")
   parser.add_argument("--keep", action="store_true", help="keep the temporary directory")
@@ -553,17 +642,22 @@ def main():
       print(f"base built in {base['build_seconds']}s under {root}", flush=True)
     cases_root = os.path.join(root, "cases")
     pool = concurrent.futures.ThreadPoolExecutor(args.jobs)
-    futures = [pool.submit(run_case, c, base, cases_root, i, args.timeout)
-               for i, c in enumerate(cases)]  # fmt: skip
+    futures = [
+      pool.submit(run_case, c, base, cases_root, i, args.timeout) for i, c in enumerate(cases)
+    ]
     records = []
     for i, (case, future) in enumerate(zip(cases, futures)):
       r = future.result()
       records.append(r)
       mark = "PASS" if r["passed"] else "FAIL"
       extra = (f" outside={r['outside'][:3]}" if r["outside"] else "") + (
-        f" lost={r['lost'][:3]}" if r["lost"] else "")  # fmt: skip
-      print(f"[{i:3d}] {mark} {r['class']:16} {r.get('seconds', '-'):>6}s {case.name}: "
-            f"{(r['detail'] or '')[:160]}{extra}", flush=True)  # fmt: skip
+        f" lost={r['lost'][:3]}" if r["lost"] else ""
+      )
+      print(
+        f"[{i:3d}] {mark} {r['class']:16} {r.get('seconds', '-'):>6}s {case.name}: "
+        f"{(r['detail'] or '')[:160]}{extra}",
+        flush=True,
+      )
   finally:
     if not args.keep:
       shutil.rmtree(root, ignore_errors=True)
@@ -571,26 +665,44 @@ def main():
   summary = {
     "cases": len(records),
     "passed": sum(r["passed"] for r in records),
+    "failed": sum(not r["passed"] and r["class"] != "skipped" for r in records),
+    "skipped": sum(r["class"] == "skipped" for r in records),
     "classes": dict(counts),
     "tracebacks": counts["traceback"],
     "hangs": counts["hang"],
     "signals": counts["signal"],
     "cases_with_files_outside": sum(bool(r["outside"]) for r in records),
     "cases_with_checkpoints_lost": sum(bool(r["lost"]) for r in records),
+    "by_surface": {
+      surface: {
+        "cases": len(rs),
+        "passed": sum(r["passed"] for r in rs),
+        "classes": dict(collections.Counter(r["class"] for r in rs)),
+        "cases_with_files_outside": sum(bool(r["outside"]) for r in rs),
+        "cases_with_checkpoints_lost": sum(bool(r["lost"]) for r in rs),
+      }
+      for surface in dict.fromkeys(r["surface"] for r in records)
+      for rs in [[r for r in records if r["surface"] == surface]]
+    },
     "seconds": round(time.perf_counter() - t0, 1),
     "benign_stderr_patterns": [p.pattern for p in BENIGN],
   }
   print()
   print(table(records))
   print()
-  failed = [r for r in records if not r["passed"]]
+  print(surface_table(summary))
+  print()
+  failed = [r for r in records if not r["passed"] and r["class"] != "skipped"]
   for r in failed:
-    print(f"- {r['name']} ({r['class']}): {r['detail']}"
-          + (f"; outside: {r['outside']}" if r["outside"] else "")
-          + (f"; lost: {r['lost']}" if r["lost"] else ""))  # fmt: skip
+    print(
+      f"- {r['name']} ({r['class']}): {r['detail']}"
+      + (f"; outside: {r['outside']}" if r["outside"] else "")
+      + (f"; lost: {r['lost']}" if r["lost"] else "")
+    )
   print(json.dumps(summary))
-  with open(args.json, "w") as f:
-    json.dump({"summary": summary, "cases": records}, f, indent=1)
+  if args.json:
+    with open(args.json, "w") as f:
+      json.dump({"summary": summary, "cases": records}, f, indent=1)
   if not args.keep:
     return
   print(f"kept {root}")

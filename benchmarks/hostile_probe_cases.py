@@ -113,8 +113,13 @@ def score_args(ctx, checkpoint, out="out.jsonl", mode="score", *extra):
   """predict / score of the base's input; `out` relative to the case directory unless it is a
   URI or absolute (then as given)."""
   out = out if out.startswith("/") or ":" in out else ctx.path(out)
-  return [f"--mode={mode}", f"--checkpoint={checkpoint}", f"--input_file={ctx.copy('in.jsonl')}",
-          f"--output_file={out}", *extra]  # fmt: skip
+  return [
+    f"--mode={mode}",
+    f"--checkpoint={checkpoint}",
+    f"--input_file={ctx.copy('in.jsonl')}",
+    f"--output_file={out}",
+    *extra,
+  ]
 
 
 def edit_json(path, edit):
@@ -196,17 +201,39 @@ for name, uri, hide, mentions in [
   ("dev_null", "/dev/null", (), ("/dev/null",)),
   ("backslash", "a\\b", (), ("--workdir", "backslash")),
 ]:
-  case(f"train_workdir_{name}", "paths", lambda ctx, uri=uri: train_args(uri), hide=hide,
-       mentions=mentions)  # fmt: skip
+  case(
+    f"train_workdir_{name}",
+    "paths",
+    lambda ctx, uri=uri: train_args(uri),
+    hide=hide,
+    mentions=mentions,
+  )
 
-case("train_workdir_hf_offline", "paths", lambda ctx: train_args("hf://someone/run"),
-     timeout=180)  # fmt: skip
-case("train_workdir_file_uri", "paths", lambda ctx: train_args(f"file://{ctx.path('w')}"),
-     expect="ok", check=trained("w", 2), writes=("w",))  # fmt: skip
-case("train_workdir_dotted_relative", "paths", lambda ctx: train_args("./a/../w"), expect="ok",
-     check=trained("cwd/w", 2), writes=("cwd/w",))  # fmt: skip
-case("train_workdir_parent_relative", "paths", lambda ctx: train_args("../w"), expect="ok",
-     check=trained("w", 2), writes=("w",))  # fmt: skip
+case("train_workdir_hf_offline", "paths", lambda ctx: train_args("hf://someone/run"), timeout=180)
+case(
+  "train_workdir_file_uri",
+  "paths",
+  lambda ctx: train_args(f"file://{ctx.path('w')}"),
+  expect="ok",
+  check=trained("w", 2),
+  writes=("w",),
+)
+case(
+  "train_workdir_dotted_relative",
+  "paths",
+  lambda ctx: train_args("./a/../w"),
+  expect="ok",
+  check=trained("cwd/w", 2),
+  writes=("cwd/w",),
+)
+case(
+  "train_workdir_parent_relative",
+  "paths",
+  lambda ctx: train_args("../w"),
+  expect="ok",
+  check=trained("w", 2),
+  writes=("w",),
+)
 
 
 def _symlinked_workdir(ctx):
@@ -215,8 +242,14 @@ def _symlinked_workdir(ctx):
   return train_args(ctx.path("link"))
 
 
-case("train_workdir_through_symlink", "paths", _symlinked_workdir, expect="ok",
-     check=trained("real", 2), writes=("link",))  # fmt: skip
+case(
+  "train_workdir_through_symlink",
+  "paths",
+  _symlinked_workdir,
+  expect="ok",
+  check=trained("real", 2),
+  writes=("link",),
+)
 
 
 def _symlink_loop(ctx):
@@ -232,14 +265,29 @@ def _dangling(ctx):
   return train_args(ctx.path("dangling"))
 
 
-case("train_workdir_dangling_symlink", "paths", _dangling, expect="either",
-     check=trained("nowhere/deeper", 2), writes=("dangling", "nowhere"))  # fmt: skip
-case("train_workdir_is_a_file", "paths",
-     lambda ctx: train_args(ctx.write("wfile", "not a dir")), mentions=("wfile",))  # fmt: skip
-case("train_workdir_under_a_file", "paths",
-     lambda ctx: train_args(ctx.write("f", "x") + "/w"), mentions=("f",))  # fmt: skip
-case("train_workdir_is_a_fifo", "paths", lambda ctx: train_args(ctx.fifo("wfifo")),
-     mentions=("wfifo",))  # fmt: skip
+case(
+  "train_workdir_dangling_symlink",
+  "paths",
+  _dangling,
+  expect="either",
+  check=trained("nowhere/deeper", 2),
+  writes=("dangling", "nowhere"),
+)
+case(
+  "train_workdir_is_a_file",
+  "paths",
+  lambda ctx: train_args(ctx.write("wfile", "not a dir")),
+  mentions=("wfile",),
+)
+case(
+  "train_workdir_under_a_file",
+  "paths",
+  lambda ctx: train_args(ctx.write("f", "x") + "/w"),
+  mentions=("f",),
+)
+case(
+  "train_workdir_is_a_fifo", "paths", lambda ctx: train_args(ctx.fifo("wfifo")), mentions=("wfifo",)
+)
 
 # The config's path keys, through --set.
 for key, value, hide, mentions in [
@@ -254,23 +302,51 @@ for key, value, hide, mentions in [
   ("data.templama_dir", "file://", (), ()),
   ("data.vocab", "x" * 5000, (), ()),
 ]:
-  case(f"set_{key}_{value[:12]!r}", "paths",
-       lambda ctx, key=key, value=value: fresh(ctx, f"{key}={value}"), hide=hide,
-       mentions=(key, *mentions))  # fmt: skip
+  case(
+    f"set_{key}_{value[:12]!r}",
+    "paths",
+    lambda ctx, key=key, value=value: fresh(ctx, f"{key}={value}"),
+    hide=hide,
+    mentions=(key, *mentions),
+  )
 
-case("set_vocab_file_uri", "paths", lambda ctx: fresh(ctx, f"data.vocab=file://{TINY}/spiece.model"),
-     expect="ok", check=trained("w", 2), writes=("w",))  # fmt: skip
-case("set_ssm_dir_dotted", "paths",
-     lambda ctx: fresh(ctx, f"data.ssm_dir={TINY}/templama/../ssm/."), expect="ok",
-     check=trained("w", 2), writes=("w",))  # fmt: skip
-case("set_vocab_is_dev_zero", "paths", lambda ctx: fresh(ctx, "data.vocab=/dev/zero"),
-     mentions=("/dev/zero",), writes=("w",))  # fmt: skip
-case("set_ssm_dir_is_a_fifo", "paths",
-     lambda ctx: fresh(ctx, f"data.ssm_dir={ctx.fifo('ssm')}"), mentions=("ssm",),
-     writes=("w",))  # fmt: skip
-case("set_templama_dir_missing", "paths",
-     lambda ctx: fresh(ctx, f"data.templama_dir={ctx.path('nothing')}"), mentions=("nothing",),
-     writes=("w",))  # fmt: skip
+case(
+  "set_vocab_file_uri",
+  "paths",
+  lambda ctx: fresh(ctx, f"data.vocab=file://{TINY}/spiece.model"),
+  expect="ok",
+  check=trained("w", 2),
+  writes=("w",),
+)
+case(
+  "set_ssm_dir_dotted",
+  "paths",
+  lambda ctx: fresh(ctx, f"data.ssm_dir={TINY}/templama/../ssm/."),
+  expect="ok",
+  check=trained("w", 2),
+  writes=("w",),
+)
+case(
+  "set_vocab_is_dev_zero",
+  "paths",
+  lambda ctx: fresh(ctx, "data.vocab=/dev/zero"),
+  mentions=("/dev/zero",),
+  writes=("w",),
+)
+case(
+  "set_ssm_dir_is_a_fifo",
+  "paths",
+  lambda ctx: fresh(ctx, f"data.ssm_dir={ctx.fifo('ssm')}"),
+  mentions=("ssm",),
+  writes=("w",),
+)
+case(
+  "set_templama_dir_missing",
+  "paths",
+  lambda ctx: fresh(ctx, f"data.templama_dir={ctx.path('nothing')}"),
+  mentions=("nothing",),
+  writes=("w",),
+)
 
 
 # The same keys from a saved config.json (argv cannot hold a NUL; a file can).
@@ -298,29 +374,63 @@ for key, value, mode in [
   ("model.init_checkpoint", "\0", "score"),
   ("data.ssm_dir", "gs://bucket/ssm", "eval"),
 ]:
-  case(f"saved_config_{key}_{value[:10]!r}_{mode}", "paths", _saved_config(key, value, mode),
-       expect="either" if mode == "score" else "error", mentions=("config.json",),
-       check=scores_equal("ref2"), writes=(W, "out.jsonl"), workdirs=(W,),
-       hide=("gcsfs",))  # fmt: skip
+  case(
+    f"saved_config_{key}_{value[:10]!r}_{mode}",
+    "paths",
+    _saved_config(key, value, mode),
+    expect="either" if mode == "score" else "error",
+    mentions=("config.json",),
+    check=scores_equal("ref2"),
+    writes=(W, "out.jsonl"),
+    workdirs=(W,),
+    hide=("gcsfs",),
+  )
 
-case("saved_config_vocab_file_uri_eval", "paths",
-     _saved_config("data.vocab", f"file://{TINY}/spiece.model"), expect="ok",
-     check=files_exist("W/results/eval.json"), writes=(W,), workdirs=(W,))  # fmt: skip
+case(
+  "saved_config_vocab_file_uri_eval",
+  "paths",
+  _saved_config("data.vocab", f"file://{TINY}/spiece.model"),
+  expect="ok",
+  check=files_exist("W/results/eval.json"),
+  writes=(W,),
+  workdirs=(W,),
+)
 
 # Output and input paths of predict / score / convert / builders.
-case("score_output_file_uri", "paths",
-     lambda ctx: score_args(ctx, ctx.base["W0"], f"file://{ctx.path('out.jsonl')}"),
-     expect="ok", check=scores_equal("ref2"), writes=("out.jsonl",))  # fmt: skip
-case("score_output_file_missing_slash", "paths",
-     lambda ctx: score_args(ctx, ctx.base["W0"], "file:out.jsonl"), mentions=("--output_file",))
-case("score_output_file_gs_no_bucket", "paths",
-     lambda ctx: score_args(ctx, ctx.base["W0"], "gs://"), mentions=("--output_file",))
-case("score_output_file_is_a_dir", "paths",
-     lambda ctx: score_args(ctx, ctx.base["W0"], os.path.dirname(ctx.write("od/x", "")) ),
-     mentions=("od",))  # fmt: skip
-case("score_output_file_in_missing_dir", "paths",
-     lambda ctx: score_args(ctx, ctx.base["W0"], "missing/deeper/out.jsonl"), expect="either",
-     check=scores_equal("ref2", "missing/deeper/out.jsonl"), writes=("missing",))  # fmt: skip
+case(
+  "score_output_file_uri",
+  "paths",
+  lambda ctx: score_args(ctx, ctx.base["W0"], f"file://{ctx.path('out.jsonl')}"),
+  expect="ok",
+  check=scores_equal("ref2"),
+  writes=("out.jsonl",),
+)
+case(
+  "score_output_file_missing_slash",
+  "paths",
+  lambda ctx: score_args(ctx, ctx.base["W0"], "file:out.jsonl"),
+  mentions=("--output_file",),
+)
+case(
+  "score_output_file_gs_no_bucket",
+  "paths",
+  lambda ctx: score_args(ctx, ctx.base["W0"], "gs://"),
+  mentions=("--output_file",),
+)
+case(
+  "score_output_file_is_a_dir",
+  "paths",
+  lambda ctx: score_args(ctx, ctx.base["W0"], os.path.dirname(ctx.write("od/x", ""))),
+  mentions=("od",),
+)
+case(
+  "score_output_file_in_missing_dir",
+  "paths",
+  lambda ctx: score_args(ctx, ctx.base["W0"], "missing/deeper/out.jsonl"),
+  expect="either",
+  check=scores_equal("ref2", "missing/deeper/out.jsonl"),
+  writes=("missing",),
+)
 
 
 def _output_symlink(ctx):
@@ -329,13 +439,26 @@ def _output_symlink(ctx):
   return score_args(ctx, ctx.base["W0"])
 
 
-case("score_output_file_is_a_symlink", "paths", _output_symlink, expect="either",
-     check=lambda ctx, run: None if any(os.path.isfile(ctx.path(p)) for p in
-                                        ("out.jsonl", "elsewhere/target.jsonl")) else "no output",
-     writes=("out.jsonl", "elsewhere/target.jsonl"))  # fmt: skip
-case("score_checkpoint_file_uri", "paths",
-     lambda ctx: score_args(ctx, f"file://{ctx.base['W0']}"), expect="ok",
-     check=scores_equal("ref2"), writes=("out.jsonl",))  # fmt: skip
+case(
+  "score_output_file_is_a_symlink",
+  "paths",
+  _output_symlink,
+  expect="either",
+  check=lambda ctx, run: (
+    None
+    if any(os.path.isfile(ctx.path(p)) for p in ("out.jsonl", "elsewhere/target.jsonl"))
+    else "no output"
+  ),
+  writes=("out.jsonl", "elsewhere/target.jsonl"),
+)
+case(
+  "score_checkpoint_file_uri",
+  "paths",
+  lambda ctx: score_args(ctx, f"file://{ctx.base['W0']}"),
+  expect="ok",
+  check=scores_equal("ref2"),
+  writes=("out.jsonl",),
+)
 
 
 def _relative_checkpoint(ctx):
@@ -343,8 +466,15 @@ def _relative_checkpoint(ctx):
   return score_args(ctx, "../W")
 
 
-case("score_checkpoint_relative", "paths", _relative_checkpoint, expect="ok",
-     check=scores_equal("ref2"), writes=("out.jsonl",), workdirs=(W,))  # fmt: skip
+case(
+  "score_checkpoint_relative",
+  "paths",
+  _relative_checkpoint,
+  expect="ok",
+  check=scores_equal("ref2"),
+  writes=("out.jsonl",),
+  workdirs=(W,),
+)
 
 
 def _relative_step(ctx):
@@ -352,8 +482,15 @@ def _relative_step(ctx):
   return score_args(ctx, "../W/checkpoints/1")
 
 
-case("score_step_relative", "paths", _relative_step, expect="ok",
-     check=scores_equal("ref1"), writes=("out.jsonl",), workdirs=(W,))  # fmt: skip
+case(
+  "score_step_relative",
+  "paths",
+  _relative_step,
+  expect="ok",
+  check=scores_equal("ref1"),
+  writes=("out.jsonl",),
+  workdirs=(W,),
+)
 
 
 def _checkpoint_symlink(ctx):
@@ -362,42 +499,93 @@ def _checkpoint_symlink(ctx):
   return score_args(ctx, ctx.path("Wlink"))
 
 
-case("score_checkpoint_through_symlink", "paths", _checkpoint_symlink, expect="ok",
-     check=scores_equal("ref2"), writes=("out.jsonl",), workdirs=(W,))  # fmt: skip
-case("score_checkpoint_gs_missing_package", "paths",
-     lambda ctx: score_args(ctx, "gs://bucket/ckpt"), hide=("gcsfs",),
-     mentions=("--checkpoint", "gcsfs"))  # fmt: skip
-case("score_checkpoint_dev_zero", "paths", lambda ctx: score_args(ctx, "/dev/zero"),
-     mentions=("/dev/zero",))  # fmt: skip
-case("score_checkpoint_fifo", "paths", lambda ctx: score_args(ctx, ctx.fifo("ck")),
-     mentions=("ck",))  # fmt: skip
-case("score_input_file_s3_missing_package", "paths",
-     lambda ctx: ["--mode=score", f"--checkpoint={ctx.base['W0']}", "--input_file=s3://b/in.jsonl",
-                  f"--output_file={ctx.path('out.jsonl')}"], hide=("s3fs",),
-     mentions=("--input_file", "s3fs"))  # fmt: skip
+case(
+  "score_checkpoint_through_symlink",
+  "paths",
+  _checkpoint_symlink,
+  expect="ok",
+  check=scores_equal("ref2"),
+  writes=("out.jsonl",),
+  workdirs=(W,),
+)
+case(
+  "score_checkpoint_gs_missing_package",
+  "paths",
+  lambda ctx: score_args(ctx, "gs://bucket/ckpt"),
+  hide=("gcsfs",),
+  mentions=("--checkpoint", "gcsfs"),
+)
+case(
+  "score_checkpoint_dev_zero",
+  "paths",
+  lambda ctx: score_args(ctx, "/dev/zero"),
+  mentions=("/dev/zero",),
+)
+case(
+  "score_checkpoint_fifo", "paths", lambda ctx: score_args(ctx, ctx.fifo("ck")), mentions=("ck",)
+)
+case(
+  "score_input_file_s3_missing_package",
+  "paths",
+  lambda ctx: [
+    "--mode=score",
+    f"--checkpoint={ctx.base['W0']}",
+    "--input_file=s3://b/in.jsonl",
+    f"--output_file={ctx.path('out.jsonl')}",
+  ],
+  hide=("s3fs",),
+  mentions=("--input_file", "s3fs"),
+)
 for name, make in [
   ("fifo", lambda ctx: ctx.fifo("in.jsonl")),
   ("dev_zero", lambda ctx: "/dev/zero"),
   ("dir", lambda ctx: os.path.dirname(ctx.write("indir/x", ""))),
   ("sparse_2g", lambda ctx: ctx.sparse("big.jsonl", 2 << 30)),
 ]:
-  case(f"score_input_file_{name}", "paths",
-       lambda ctx, make=make: ["--mode=score", f"--checkpoint={ctx.base['W0']}",
-                               f"--input_file={make(ctx)}", f"--output_file={ctx.path('o.jsonl')}"],
-       timeout=120)  # fmt: skip
-case("score_vocab_unknown_scheme", "paths",
-     lambda ctx: score_args(ctx, ctx.base["W0"], "out.jsonl", "score", "--vocab=ftp://h/s.model"),
-     mentions=("--vocab",))  # fmt: skip
-case("score_vocab_dev_zero", "paths",
-     lambda ctx: score_args(ctx, ctx.base["W0"], "out.jsonl", "score", "--vocab=/dev/zero"),
-     mentions=("/dev/zero",))  # fmt: skip
-case("score_vocab_fifo", "paths",
-     lambda ctx: score_args(ctx, ctx.base["W0"], "out.jsonl", "score",
-                            f"--vocab={ctx.fifo('v.model')}"), mentions=("v.model",))  # fmt: skip
-case("convert_output_dir_file_uri", "paths",
-     lambda ctx: ["--mode=convert", f"--checkpoint={ctx.base['W0']}",
-                  f"--output_dir=file://{ctx.path('out')}", "--format=hf"], expect="ok",
-     check=files_exist("out/config.json", "out/model.safetensors"), writes=("out",))  # fmt: skip
+  case(
+    f"score_input_file_{name}",
+    "paths",
+    lambda ctx, make=make: [
+      "--mode=score",
+      f"--checkpoint={ctx.base['W0']}",
+      f"--input_file={make(ctx)}",
+      f"--output_file={ctx.path('o.jsonl')}",
+    ],
+    timeout=120,
+  )
+case(
+  "score_vocab_unknown_scheme",
+  "paths",
+  lambda ctx: score_args(ctx, ctx.base["W0"], "out.jsonl", "score", "--vocab=ftp://h/s.model"),
+  mentions=("--vocab",),
+)
+case(
+  "score_vocab_dev_zero",
+  "paths",
+  lambda ctx: score_args(ctx, ctx.base["W0"], "out.jsonl", "score", "--vocab=/dev/zero"),
+  mentions=("/dev/zero",),
+)
+case(
+  "score_vocab_fifo",
+  "paths",
+  lambda ctx: score_args(
+    ctx, ctx.base["W0"], "out.jsonl", "score", f"--vocab={ctx.fifo('v.model')}"
+  ),
+  mentions=("v.model",),
+)
+case(
+  "convert_output_dir_file_uri",
+  "paths",
+  lambda ctx: [
+    "--mode=convert",
+    f"--checkpoint={ctx.base['W0']}",
+    f"--output_dir=file://{ctx.path('out')}",
+    "--format=hf",
+  ],
+  expect="ok",
+  check=files_exist("out/config.json", "out/model.safetensors"),
+  writes=("out",),
+)
 
 
 def _convert_relative(ctx):
@@ -405,79 +593,194 @@ def _convert_relative(ctx):
   return ["--mode=convert", "--checkpoint=../W", "--output_dir=../out", "--format=tlm"]
 
 
-case("convert_relative_paths", "paths", _convert_relative, expect="ok",
-     check=files_exist("out/model_config.json", "out/params"), writes=("out",),
-     workdirs=(W,))  # fmt: skip
-case("convert_output_dir_is_a_file", "paths",
-     lambda ctx: ["--mode=convert", f"--checkpoint={ctx.base['W0']}",
-                  f"--output_dir={ctx.write('out', 'mine')}", "--format=hf"],
-     mentions=("out",))  # fmt: skip
+case(
+  "convert_relative_paths",
+  "paths",
+  _convert_relative,
+  expect="ok",
+  check=files_exist("out/model_config.json", "out/params"),
+  writes=("out",),
+  workdirs=(W,),
+)
+case(
+  "convert_output_dir_is_a_file",
+  "paths",
+  lambda ctx: [
+    "--mode=convert",
+    f"--checkpoint={ctx.base['W0']}",
+    f"--output_dir={ctx.write('out', 'mine')}",
+    "--format=hf",
+  ],
+  mentions=("out",),
+)
 
 
 def _convert_into_itself(ctx):
   ctx.copy("W0", "W")
-  return ["--mode=convert", f"--checkpoint={ctx.path(W)}", f"--output_dir={ctx.path('W/sub')}",
-          "--format=hf"]  # fmt: skip
+  return [
+    "--mode=convert",
+    f"--checkpoint={ctx.path(W)}",
+    f"--output_dir={ctx.path('W/sub')}",
+    "--format=hf",
+  ]
 
 
-case("convert_output_inside_checkpoint", "paths", _convert_into_itself, expect="either",
-     check=files_exist("W/sub/config.json"), writes=("W/sub",), workdirs=(W,))  # fmt: skip
+case(
+  "convert_output_inside_checkpoint",
+  "paths",
+  _convert_into_itself,
+  expect="either",
+  check=files_exist("W/sub/config.json"),
+  writes=("W/sub",),
+  workdirs=(W,),
+)
 
 
 def _convert_onto_itself_via_link(ctx):
   ctx.copy("W0", "W")
   ctx.symlink("alias", ctx.path("W"))
-  return ["--mode=convert", f"--checkpoint={ctx.path(W)}", f"--output_dir={ctx.path('alias')}",
-          "--format=tlm"]  # fmt: skip
+  return [
+    "--mode=convert",
+    f"--checkpoint={ctx.path(W)}",
+    f"--output_dir={ctx.path('alias')}",
+    "--format=tlm",
+  ]
 
 
-case("convert_output_is_the_checkpoint_via_symlink", "paths", _convert_onto_itself_via_link,
-     mentions=("alias",), workdirs=(W,))  # fmt: skip
-case("build_ssm_news_list_bad_uri", "paths",
-     lambda ctx: ["--mode=build_ssm", f"--news={STORE_FIX}/news_sample.jsonl,gs://",
-                  f"--output_dir={ctx.path('out')}"], mentions=("--news",))  # fmt: skip
-case("build_ssm_news_file_uri", "paths",
-     lambda ctx: ["--mode=build_ssm", f"--news=file://{STORE_FIX}/news_sample.jsonl",
-                  f"--output_dir=file://{ctx.path('out')}"], expect="ok",
-     check=files_exist("out/manifest.json"), writes=("out",))  # fmt: skip
-case("build_ssm_news_glob_matches_nothing", "paths",
-     lambda ctx: ["--mode=build_ssm", f"--news={ctx.path('none-*.jsonl')}",
-                  f"--output_dir={ctx.path('out')}"], mentions=("none-",))  # fmt: skip
-case("build_templama_facts_newline", "paths",
-     lambda ctx: ["--mode=build_templama", "--facts=a\nb", f"--entities={FIXTURE_DATA}/x",
-                  f"--output_dir={ctx.path('out')}"], mentions=("--facts",))  # fmt: skip
-case("build_templama_file_uris", "paths",
-     lambda ctx: ["--mode=build_templama", f"--facts=file://{FIXTURE_DATA}/templama_facts.tsv",
-                  f"--entities=file://{FIXTURE_DATA}/templama_entities.tsv",
-                  f"--output_dir=file://{ctx.path('out')}"], expect="ok",
-     check=files_exist("out/train.json", "out/test.json"), writes=("out",))  # fmt: skip
-case("build_templama_facts_fifo", "paths",
-     lambda ctx: ["--mode=build_templama", f"--facts={ctx.fifo('facts.tsv')}",
-                  f"--entities={FIXTURE_DATA}/templama_entities.tsv",
-                  f"--output_dir={ctx.path('out')}"], mentions=("facts.tsv",))  # fmt: skip
-case("build_ssm_news_dev_zero", "paths",
-     lambda ctx: ["--mode=build_ssm", "--news=/dev/zero", f"--output_dir={ctx.path('out')}"],
-     mentions=("/dev/zero",), timeout=120)  # fmt: skip
-case("tables_workdirs_bad_uri", "paths",
-     lambda ctx: ["--mode=tables", f"--workdirs={ctx.base['W0']},zz://x",
-                  f"--output_dir={ctx.path('out')}"], mentions=("--workdirs",))  # fmt: skip
-case("check_store_file_uri", "paths",
-     lambda ctx: ["--mode=check_store", f"--data=file://{ctx.base['store']}"], expect="ok")
-case("check_store_data_empty_file_uri", "paths", lambda ctx: ["--mode=check_store", "--data=file://"],
-     mentions=("--data",))  # fmt: skip
-case("build_world_output_dir_gs", "paths",
-     lambda ctx: ["--mode=build_world", "--output_dir=gs://b/world"], hide=("gcsfs",),
-     mentions=("--output_dir",))  # fmt: skip
-case("build_world_output_dir_newline", "paths",
-     lambda ctx: ["--mode=build_world", "--output_dir=a\nb"], mentions=("--output_dir",))
-case("eval_workdir_unknown_scheme", "paths", lambda ctx: ["--mode=eval", "--workdir=zz://b/w"],
-     mentions=("--workdir",))  # fmt: skip
-case("combine_seeds_workdirs_nul_free_bad_uri", "paths",
-     lambda ctx: ["--mode=combine_seeds", "--workdirs=gs://", f"--output_dir={ctx.path('out')}"],
-     mentions=("--workdirs",))  # fmt: skip
-case("cronquestions_data_unknown_scheme", "paths",
-     lambda ctx: ["--mode=cronquestions", f"--workdir={ctx.base['W0']}", "--data=zz://x/y"],
-     mentions=("--data",))  # fmt: skip
+case(
+  "convert_output_is_the_checkpoint_via_symlink",
+  "paths",
+  _convert_onto_itself_via_link,
+  mentions=("alias",),
+  workdirs=(W,),
+)
+case(
+  "build_ssm_news_list_bad_uri",
+  "paths",
+  lambda ctx: [
+    "--mode=build_ssm",
+    f"--news={STORE_FIX}/news_sample.jsonl,gs://",
+    f"--output_dir={ctx.path('out')}",
+  ],
+  mentions=("--news",),
+)
+case(
+  "build_ssm_news_file_uri",
+  "paths",
+  lambda ctx: [
+    "--mode=build_ssm",
+    f"--news=file://{STORE_FIX}/news_sample.jsonl",
+    f"--output_dir=file://{ctx.path('out')}",
+  ],
+  expect="ok",
+  check=files_exist("out/manifest.json"),
+  writes=("out",),
+)
+case(
+  "build_ssm_news_glob_matches_nothing",
+  "paths",
+  lambda ctx: [
+    "--mode=build_ssm",
+    f"--news={ctx.path('none-*.jsonl')}",
+    f"--output_dir={ctx.path('out')}",
+  ],
+  mentions=("none-",),
+)
+case(
+  "build_templama_facts_newline",
+  "paths",
+  lambda ctx: [
+    "--mode=build_templama",
+    "--facts=a\nb",
+    f"--entities={FIXTURE_DATA}/x",
+    f"--output_dir={ctx.path('out')}",
+  ],
+  mentions=("--facts",),
+)
+case(
+  "build_templama_file_uris",
+  "paths",
+  lambda ctx: [
+    "--mode=build_templama",
+    f"--facts=file://{FIXTURE_DATA}/templama_facts.tsv",
+    f"--entities=file://{FIXTURE_DATA}/templama_entities.tsv",
+    f"--output_dir=file://{ctx.path('out')}",
+  ],
+  expect="ok",
+  check=files_exist("out/train.json", "out/test.json"),
+  writes=("out",),
+)
+case(
+  "build_templama_facts_fifo",
+  "paths",
+  lambda ctx: [
+    "--mode=build_templama",
+    f"--facts={ctx.fifo('facts.tsv')}",
+    f"--entities={FIXTURE_DATA}/templama_entities.tsv",
+    f"--output_dir={ctx.path('out')}",
+  ],
+  mentions=("facts.tsv",),
+)
+case(
+  "build_ssm_news_dev_zero",
+  "paths",
+  lambda ctx: ["--mode=build_ssm", "--news=/dev/zero", f"--output_dir={ctx.path('out')}"],
+  mentions=("/dev/zero",),
+  timeout=120,
+)
+case(
+  "tables_workdirs_bad_uri",
+  "paths",
+  lambda ctx: [
+    "--mode=tables",
+    f"--workdirs={ctx.base['W0']},zz://x",
+    f"--output_dir={ctx.path('out')}",
+  ],
+  mentions=("--workdirs",),
+)
+case(
+  "check_store_file_uri",
+  "paths",
+  lambda ctx: ["--mode=check_store", f"--data=file://{ctx.base['store']}"],
+  expect="ok",
+)
+case(
+  "check_store_data_empty_file_uri",
+  "paths",
+  lambda ctx: ["--mode=check_store", "--data=file://"],
+  mentions=("--data",),
+)
+case(
+  "build_world_output_dir_gs",
+  "paths",
+  lambda ctx: ["--mode=build_world", "--output_dir=gs://b/world"],
+  hide=("gcsfs",),
+  mentions=("--output_dir",),
+)
+case(
+  "build_world_output_dir_newline",
+  "paths",
+  lambda ctx: ["--mode=build_world", "--output_dir=a\nb"],
+  mentions=("--output_dir",),
+)
+case(
+  "eval_workdir_unknown_scheme",
+  "paths",
+  lambda ctx: ["--mode=eval", "--workdir=zz://b/w"],
+  mentions=("--workdir",),
+)
+case(
+  "combine_seeds_workdirs_nul_free_bad_uri",
+  "paths",
+  lambda ctx: ["--mode=combine_seeds", "--workdirs=gs://", f"--output_dir={ctx.path('out')}"],
+  mentions=("--workdirs",),
+)
+case(
+  "cronquestions_data_unknown_scheme",
+  "paths",
+  lambda ctx: ["--mode=cronquestions", f"--workdir={ctx.base['W0']}", "--data=zz://x/y"],
+  mentions=("--data",),
+)
 
 
 # ---- the project's own state files -------------------------------------------------------------
@@ -543,8 +846,9 @@ MANIFESTS = {
   "device_in_place_of_a_param_file": _device_link,
   "huge_sparse_manifest": _raw(lambda ctx, p: ctx.sparse(os.path.relpath(p, ctx.dir), 100 << 20)),
   "manifest_is_a_fifo": _raw(lambda ctx, p: ctx.fifo(os.path.relpath(p, ctx.dir))),
-  "manifest_links_to_dev_zero": _raw(lambda ctx, p: ctx.symlink(os.path.relpath(p, ctx.dir),
-                                                                "/dev/zero")),
+  "manifest_links_to_dev_zero": _raw(
+    lambda ctx, p: ctx.symlink(os.path.relpath(p, ctx.dir), "/dev/zero")
+  ),
   "files_is_a_list": lambda ctx, m: dict(m, files=[]),
   "size_is_a_string": _set(lambda ctx, m: _first_entry(m).__setitem__("size", "10")),
   "sha_is_an_int": _set(lambda ctx, m: _first_entry(m).__setitem__("sha256", 123)),
@@ -556,8 +860,9 @@ MANIFESTS = {
   "deeply_nested": _raw(lambda ctx, p: ctx.write(os.path.relpath(p, ctx.dir), "[" * 100_000)),
   "wrong_format": lambda ctx, m: dict(m, format="something-else/9"),
   "not_utf8": _raw(lambda ctx, p: ctx.write(os.path.relpath(p, ctx.dir), b"\xff\xfe{}")),
-  "big_int": _raw(lambda ctx, p: ctx.write(os.path.relpath(p, ctx.dir),
-                                           '{"format": 1' + "0" * 6000 + "}")),
+  "big_int": _raw(
+    lambda ctx, p: ctx.write(os.path.relpath(p, ctx.dir), '{"format": 1' + "0" * 6000 + "}")
+  ),
   "entry_names_a_directory": _add_entry("params"),
 }
 # Each manifest in each mode: a workdir falls back to step 1 (with a warning), a named step
@@ -567,8 +872,12 @@ MANIFEST_MODES = {
   "score_workdir": lambda ctx: score_args(ctx, ctx.path(W)),
   "score_step": lambda ctx: score_args(ctx, ctx.path(S2)),
   "eval": lambda ctx: ["--mode=eval", f"--workdir={ctx.path(W)}"],
-  "convert_step": lambda ctx: ["--mode=convert", f"--checkpoint={ctx.path(S2)}",
-                               f"--output_dir={ctx.path('out')}", "--format=tlm"],
+  "convert_step": lambda ctx: [
+    "--mode=convert",
+    f"--checkpoint={ctx.path(S2)}",
+    f"--output_dir={ctx.path('out')}",
+    "--format=tlm",
+  ],
   "init_checkpoint_workdir": lambda ctx: fresh(ctx, f"model.init_checkpoint={ctx.path(W)}"),
   "predict_workdir": lambda ctx: score_args(ctx, ctx.path(W), "out.jsonl", "predict"),
 }
@@ -582,8 +891,15 @@ MODE_EXPECT = {
   "predict_workdir": ("ok", both(predictions(), warned("checkpoints/2"))),
 }
 _MODES_OF = {
-  "dotdot_fifo_outside": ("resume", "score_workdir", "score_step", "eval", "convert_step",
-                          "init_checkpoint_workdir", "predict_workdir"),
+  "dotdot_fifo_outside": (
+    "resume",
+    "score_workdir",
+    "score_step",
+    "eval",
+    "convert_step",
+    "init_checkpoint_workdir",
+    "predict_workdir",
+  ),
   "absolute_dev_zero": ("resume", "score_step", "eval", "init_checkpoint_workdir"),
   "device_in_place_of_a_param_file": ("resume", "score_workdir", "score_step", "convert_step"),
   "huge_sparse_manifest": ("resume", "score_step"),
@@ -598,9 +914,17 @@ for what, edit in MANIFESTS.items():
       _with_manifest(edit)(ctx)
       return MANIFEST_MODES[mode](ctx)
 
-    case(f"manifest_{what}_{mode}", "state", setup, expect=expect, check=check,
-         mentions=("checkpoints/2",) if expect == "error" else (),
-         writes=(W, "out", "out.jsonl", "w"), workdirs=(W,), timeout=240)  # fmt: skip
+    case(
+      f"manifest_{what}_{mode}",
+      "state",
+      setup,
+      expect=expect,
+      check=check,
+      mentions=("checkpoints/2",) if expect == "error" else (),
+      writes=(W, "out", "out.jsonl", "w"),
+      workdirs=(W,),
+      timeout=240,
+    )
 
 
 def _all_bad(ctx):
@@ -610,8 +934,7 @@ def _all_bad(ctx):
   return score_args(ctx, ctx.path(W))
 
 
-case("manifest_every_step_corrupt_score_workdir", "state", _all_bad, mentions=("W",),
-     workdirs=(W,))  # fmt: skip
+case("manifest_every_step_corrupt_score_workdir", "state", _all_bad, mentions=("W",), workdirs=(W,))
 
 
 # best.json of a workdir trained with train.keep_best.
@@ -629,8 +952,9 @@ def _best(content, mode="resume"):
     else:
       ctx.write("W/best/best.json", content)
     if mode == "resume":
-      return train_args(ctx.path(W), "train.steps=3", "train.keep_best=eval_loss",
-                        "train.eval_every=1")  # fmt: skip
+      return train_args(
+        ctx.path(W), "train.steps=3", "train.keep_best=eval_loss", "train.eval_every=1"
+      )
     if mode == "eval_best":
       return ["--mode=eval", f"--workdir={ctx.path('W/best')}"]
     return score_args(ctx, ctx.path("W/best"))
@@ -653,15 +977,37 @@ for name, content in [
   ("sparse", "sparse"),
   ("dir", "dir"),
 ]:
-  case(f"best_json_{name}_resume", "state", _best(content), expect="either",
-       check=trained(W, 3), mentions=("best.json",), writes=(W,), workdirs=(W,))  # fmt: skip
+  case(
+    f"best_json_{name}_resume",
+    "state",
+    _best(content),
+    expect="either",
+    check=trained(W, 3),
+    mentions=("best.json",),
+    writes=(W,),
+    workdirs=(W,),
+  )
 for name, content in [("truncated", '{"metric'), ("fifo", "fifo")]:
-  case(f"best_json_{name}_eval_best", "state", _best(content, "eval_best"), expect="either",
-       check=files_exist("W/best/results/eval.json"), mentions=("best.json",), writes=(W,),
-       workdirs=(W,))  # fmt: skip
-  case(f"best_json_{name}_score_best", "state", _best(content, "score"), expect="either",
-       check=scores_equal("ref2"), mentions=("best.json",), writes=("out.jsonl",),
-       workdirs=(W,))  # fmt: skip
+  case(
+    f"best_json_{name}_eval_best",
+    "state",
+    _best(content, "eval_best"),
+    expect="either",
+    check=files_exist("W/best/results/eval.json"),
+    mentions=("best.json",),
+    writes=(W,),
+    workdirs=(W,),
+  )
+  case(
+    f"best_json_{name}_score_best",
+    "state",
+    _best(content, "score"),
+    expect="either",
+    check=scores_equal("ref2"),
+    mentions=("best.json",),
+    writes=("out.jsonl",),
+    workdirs=(W,),
+  )
 
 
 # Lock files.
@@ -676,13 +1022,23 @@ def _lock(content, mode="resume"):
     elif content == "dir":
       os.makedirs(ctx.path(rel))
     elif content == "live":
-      from tlm.workdir_lock import _process_start_time
-
       import socket
 
-      ctx.write(rel, json.dumps({"pid": os.getpid(), "host": socket.gethostname(),
-                                 "process_start": _process_start_time(os.getpid()),
-                                 "mode": "train", "since": "now", "token": "t"}))  # fmt: skip
+      from tlm.workdir_lock import _process_start_time
+
+      ctx.write(
+        rel,
+        json.dumps(
+          {
+            "pid": os.getpid(),
+            "host": socket.gethostname(),
+            "process_start": _process_start_time(os.getpid()),
+            "mode": "train",
+            "since": "now",
+            "token": "t",
+          }
+        ),
+      )
     else:
       ctx.write(rel, content)
     if mode == "resume":
@@ -695,8 +1051,14 @@ def _lock(content, mode="resume"):
 def _lock_json(pid, **extra):
   import socket
 
-  value = {"pid": pid, "host": socket.gethostname(), "process_start": "1", "mode": "train",
-           "since": "x", "token": "t"}  # fmt: skip
+  value = {
+    "pid": pid,
+    "host": socket.gethostname(),
+    "process_start": "1",
+    "mode": "train",
+    "since": "x",
+    "token": "t",
+  }
   value.update(extra)
   return json.dumps(value)
 
@@ -717,12 +1079,26 @@ for name, content, expect in [
   ("dir", "dir", "either"),
   ("live", "live", "error"),
 ]:
-  case(f"lock_{name}_resume", "state", _lock(content), expect=expect, check=trained(W, 3),
-       mentions=(".tlm.lock",) if expect != "error" else (str(os.getpid()),), writes=(W,),
-       workdirs=(W,))  # fmt: skip
-case("lock_fifo_eval", "state", _lock("fifo", "eval"), expect="either",
-     check=files_exist("W/results/eval.json"), mentions=(".tlm.lock",), writes=(W,),
-     workdirs=(W,))  # fmt: skip
+  case(
+    f"lock_{name}_resume",
+    "state",
+    _lock(content),
+    expect=expect,
+    check=trained(W, 3),
+    mentions=(".tlm.lock",) if expect != "error" else (str(os.getpid()),),
+    writes=(W,),
+    workdirs=(W,),
+  )
+case(
+  "lock_fifo_eval",
+  "state",
+  _lock("fifo", "eval"),
+  expect="either",
+  check=files_exist("W/results/eval.json"),
+  mentions=(".tlm.lock",),
+  writes=(W,),
+  workdirs=(W,),
+)
 
 
 def _lock_beside(content):
@@ -731,17 +1107,34 @@ def _lock_beside(content):
       ctx.fifo(".out.tlm.lock")
     else:
       ctx.write(".out.tlm.lock", content)
-    return ["--mode=convert", f"--checkpoint={ctx.base['W0']}", f"--output_dir={ctx.path('out')}",
-            "--format=hf"]  # fmt: skip
+    return [
+      "--mode=convert",
+      f"--checkpoint={ctx.base['W0']}",
+      f"--output_dir={ctx.path('out')}",
+      "--format=hf",
+    ]
 
   return setup
 
 
-case("lock_beside_output_fifo_convert", "state", _lock_beside("fifo"), expect="either",
-     check=files_exist("out/config.json"), mentions=(".out.tlm.lock",), writes=("out",))
-case("lock_beside_output_pid_huge_convert", "state", _lock_beside(_lock_json(2**63)),
-     expect="either", check=files_exist("out/config.json"), mentions=(".out.tlm.lock",),
-     writes=("out",))  # fmt: skip
+case(
+  "lock_beside_output_fifo_convert",
+  "state",
+  _lock_beside("fifo"),
+  expect="either",
+  check=files_exist("out/config.json"),
+  mentions=(".out.tlm.lock",),
+  writes=("out",),
+)
+case(
+  "lock_beside_output_pid_huge_convert",
+  "state",
+  _lock_beside(_lock_json(2**63)),
+  expect="either",
+  check=files_exist("out/config.json"),
+  mentions=(".out.tlm.lock",),
+  writes=("out",),
+)
 
 
 # The saved config.json and model_config.json.
@@ -766,8 +1159,12 @@ def _tamper(rel, content, mode):
     if mode == "resume":
       return train_args(ctx.path(W), "train.steps=3")
     if mode == "convert":
-      return ["--mode=convert", f"--checkpoint={ctx.path(W)}", f"--output_dir={ctx.path('out')}",
-              "--format=tlm"]  # fmt: skip
+      return [
+        "--mode=convert",
+        f"--checkpoint={ctx.path(W)}",
+        f"--output_dir={ctx.path('out')}",
+        "--format=tlm",
+      ]
     if mode == "predict":
       return score_args(ctx, ctx.path(W), "out.jsonl", "predict")
     return score_args(ctx, ctx.path(W))
@@ -803,11 +1200,23 @@ for name, content, mode, expect in [
   ("sparse_2g", "sparse", "score", "either"),
   ("dev_zero", "dev_zero", "predict", "either"),
 ]:
-  check = {"eval": files_exist("W/results/eval.json"), "resume": trained(W, 3),
-           "score": scores_equal("ref2"), "predict": predictions()}[mode]  # fmt: skip
-  case(f"config_json_{name}_{mode}", "state", _tamper("W/config.json", content, mode),
-       expect=expect, check=check, mentions=("config.json",), writes=(W, "out.jsonl"),
-       workdirs=(W,), timeout=240)  # fmt: skip
+  check = {
+    "eval": files_exist("W/results/eval.json"),
+    "resume": trained(W, 3),
+    "score": scores_equal("ref2"),
+    "predict": predictions(),
+  }[mode]
+  case(
+    f"config_json_{name}_{mode}",
+    "state",
+    _tamper("W/config.json", content, mode),
+    expect=expect,
+    check=check,
+    mentions=("config.json",),
+    writes=(W, "out.jsonl"),
+    workdirs=(W,),
+    timeout=240,
+  )
 
 for name, content, mode in [
   ("vocab_negative", lambda c: c.__setitem__("vocab_size", -1), "score"),
@@ -824,12 +1233,24 @@ for name, content, mode in [
   ("dev_zero", "dev_zero", "resume"),
   ("vocab_smaller", lambda c: c.__setitem__("vocab_size", 10), "score"),
 ]:
-  check = {"eval": files_exist("W/results/eval.json"), "resume": trained(W, 3),
-           "score": scores_equal("ref2"), "predict": predictions(),
-           "convert": files_exist("out/params")}[mode]  # fmt: skip
-  case(f"model_config_{name}_{mode}", "state", _tamper("W/model_config.json", content, mode),
-       expect="error", check=check, mentions=("model_config.json",),
-       writes=(W, "out.jsonl", "out"), workdirs=(W,), timeout=240)  # fmt: skip
+  check = {
+    "eval": files_exist("W/results/eval.json"),
+    "resume": trained(W, 3),
+    "score": scores_equal("ref2"),
+    "predict": predictions(),
+    "convert": files_exist("out/params"),
+  }[mode]
+  case(
+    f"model_config_{name}_{mode}",
+    "state",
+    _tamper("W/model_config.json", content, mode),
+    expect="error",
+    check=check,
+    mentions=("model_config.json",),
+    writes=(W, "out.jsonl", "out"),
+    workdirs=(W,),
+    timeout=240,
+  )
 
 for name, content, mode in [
   ("garbage", b"\x00garbage", "score"),
@@ -837,11 +1258,22 @@ for name, content, mode in [
   ("dev_zero", "dev_zero", "eval"),
   ("missing", "missing", "resume"),
 ]:
-  check = {"eval": files_exist("W/results/eval.json"), "resume": trained(W, 3),
-           "score": scores_equal("ref2")}[mode]  # fmt: skip
-  case(f"spiece_model_{name}_{mode}", "state", _tamper("W/spiece.model", content, mode),
-       expect="either", check=check, mentions=("spiece.model",), writes=(W, "out.jsonl"),
-       workdirs=(W,), timeout=240)  # fmt: skip
+  check = {
+    "eval": files_exist("W/results/eval.json"),
+    "resume": trained(W, 3),
+    "score": scores_equal("ref2"),
+  }[mode]
+  case(
+    f"spiece_model_{name}_{mode}",
+    "state",
+    _tamper("W/spiece.model", content, mode),
+    expect="either",
+    check=check,
+    mentions=("spiece.model",),
+    writes=(W, "out.jsonl"),
+    workdirs=(W,),
+    timeout=240,
+  )
 
 
 # The data state saved with a checkpoint (its manifest made to agree: a deliberate edit).
@@ -869,8 +1301,16 @@ for name, edit in [
   ("not_an_object", lambda d: [1, 2]),
   ("fifo", "fifo"),
 ]:
-  case(f"data_state_{name}_resume", "state", _data_state(edit), expect="either",
-       check=trained(W, 3), mentions=("checkpoints/2",), writes=(W,), workdirs=(W,))  # fmt: skip
+  case(
+    f"data_state_{name}_resume",
+    "state",
+    _data_state(edit),
+    expect="either",
+    check=trained(W, 3),
+    mentions=("checkpoints/2",),
+    writes=(W,),
+    workdirs=(W,),
+  )
 
 
 # metrics.jsonl read back on resume.
@@ -901,9 +1341,17 @@ for name, content, expect in [
   ("fifo", "fifo", "either"),
   ("sparse_1g", "sparse", "either"),
 ]:
-  case(f"metrics_jsonl_{name}_resume", "state", _metrics(content), expect=expect,
-       check=trained(W, 3), mentions=("metrics.jsonl",), writes=(W,), workdirs=(W,),
-       timeout=300)  # fmt: skip
+  case(
+    f"metrics_jsonl_{name}_resume",
+    "state",
+    _metrics(content),
+    expect=expect,
+    check=trained(W, 3),
+    mentions=("metrics.jsonl",),
+    writes=(W,),
+    workdirs=(W,),
+    timeout=300,
+  )
 
 
 # Results read back: tables (WORKDIR/results/eval.json), combine_seeds (a seed's results/).
@@ -924,8 +1372,15 @@ def _eval_json(content):
   return setup
 
 
-case("tables_intact", "state", _eval_json(lambda r: r), expect="ok",
-     check=files_exist("out/table3.md"), writes=("out",), workdirs=(W,))  # fmt: skip
+case(
+  "tables_intact",
+  "state",
+  _eval_json(lambda r: r),
+  expect="ok",
+  check=files_exist("out/table3.md"),
+  writes=("out",),
+  workdirs=(W,),
+)
 for name, content in [
   ("truncated", '{"templama": {"metr'),
   ("templama_is_a_number", lambda r: r.__setitem__("templama", 3)),
@@ -937,12 +1392,25 @@ for name, content in [
   ("sparse_2g", "sparse"),
   ("deep", "[" * 100000),
 ]:
-  case(f"tables_eval_json_{name}", "state", _eval_json(content), mentions=("eval.json",),
-       writes=("out",), workdirs=(W,), timeout=180)  # fmt: skip
-case("tables_results_missing", "state",
-     lambda ctx: ["--mode=tables", f"--workdirs={ctx.path('empty')}",
-                  f"--output_dir={ctx.path('out')}"] if os.makedirs(ctx.path("empty")) is None
-     else [], mentions=("empty",))  # fmt: skip
+  case(
+    f"tables_eval_json_{name}",
+    "state",
+    _eval_json(content),
+    mentions=("eval.json",),
+    writes=("out",),
+    workdirs=(W,),
+    timeout=180,
+  )
+case(
+  "tables_results_missing",
+  "state",
+  lambda ctx: (
+    ["--mode=tables", f"--workdirs={ctx.path('empty')}", f"--output_dir={ctx.path('out')}"]
+    if os.makedirs(ctx.path("empty")) is None
+    else []
+  ),
+  mentions=("empty",),
+)
 
 
 def _seed(name, content):
@@ -959,15 +1427,24 @@ def _seed(name, content):
       edit_json(ctx.path(rel), content)
     else:
       ctx.write(rel, content)
-    return ["--mode=combine_seeds", f"--workdirs={ctx.path('seed')}",
-            f"--output_dir={ctx.path('out')}"]  # fmt: skip
+    return [
+      "--mode=combine_seeds",
+      f"--workdirs={ctx.path('seed')}",
+      f"--output_dir={ctx.path('out')}",
+    ]
 
   return setup
 
 
-case("combine_seeds_intact", "state", _seed("eval.json", lambda r: r), expect="ok",
-     check=files_exist("out/summary.json", "out/claims.md"), writes=("out",),
-     timeout=300)  # fmt: skip
+case(
+  "combine_seeds_intact",
+  "state",
+  _seed("eval.json", lambda r: r),
+  expect="ok",
+  check=files_exist("out/summary.json", "out/claims.md"),
+  writes=("out",),
+  timeout=300,
+)
 for name, content in [
   ("per_query.json", lambda m: m.__setitem__("seed", "0")),
   ("per_query.json", lambda m: m.__setitem__("seed", 2**70)),
@@ -976,17 +1453,30 @@ for name, content in [
   ("per_query.json", "sparse"),
   ("per_query.json", "missing"),
   ("per_query.json", '{"seed": 0, "models": {"temporal": {"templama": {"f1": [NaN, Infinity]'),
-  ("per_query.json", lambda m: m["models"]["temporal"]["templama"].__setitem__(
-    "f1", [float("nan")] * len(m["models"]["temporal"]["templama"]["f1"]))),
+  (
+    "per_query.json",
+    lambda m: m["models"]["temporal"]["templama"].__setitem__(
+      "f1", [float("nan")] * len(m["models"]["temporal"]["templama"]["f1"])
+    ),
+  ),
   ("eval.json", lambda r: r.__setitem__("tiny_temporal", [])),
   ("eval.json", "[" * 100000),
   ("seed_summary.json", lambda s: s["configs"].__setitem__("temporal", {"name": "\0"})),
   ("seed_summary.json", "fifo"),
 ]:
-  label = name.split(".")[0] + "_" + (content if isinstance(content, str) and
-                                      len(content) < 10 else "edited")  # fmt: skip
-  case(f"combine_seeds_{label}_{len(CASES)}", "state", _seed(name, content),
-       mentions=(name,), writes=("out",), timeout=180)  # fmt: skip
+  label = (
+    name.split(".")[0]
+    + "_"
+    + (content if isinstance(content, str) and len(content) < 10 else "edited")
+  )
+  case(
+    f"combine_seeds_{label}_{len(CASES)}",
+    "state",
+    _seed(name, content),
+    mentions=(name,),
+    writes=("out",),
+    timeout=180,
+  )
 
 
 # ---- the workdir's layout ----------------------------------------------------------------------
@@ -1037,11 +1527,23 @@ for entry, kind, sets in [
   ("tensorboard", "immutable", ()),
   ("", "immutable", ()),
 ]:
-  case(f"layout_{entry or 'workdir'}_{kind}_resume", "layout", _layout(entry, kind, *sets),
-       mentions=(entry or W,), writes=(W,), workdirs=(W,))  # fmt: skip
+  case(
+    f"layout_{entry or 'workdir'}_{kind}_resume",
+    "layout",
+    _layout(entry, kind, *sets),
+    mentions=(entry or W,),
+    writes=(W,),
+    workdirs=(W,),
+  )
 for entry, kind in [("results", "file"), ("results", "immutable"), ("results", "fifo")]:
-  case(f"layout_{entry}_{kind}_eval", "layout", _layout(entry, kind, mode="eval"),
-       mentions=(entry,), writes=(W,), workdirs=(W,))  # fmt: skip
+  case(
+    f"layout_{entry}_{kind}_eval",
+    "layout",
+    _layout(entry, kind, mode="eval"),
+    mentions=(entry,),
+    writes=(W,),
+    workdirs=(W,),
+  )
 
 
 def _step_entry(kind):
@@ -1066,10 +1568,23 @@ def _step_entry(kind):
   return setup
 
 
-for kind in ("step_is_a_file", "empty_newer_step", "non_numeric_entry", "fifo_step",
-             "huge_step_number"):  # fmt: skip
-  case(f"layout_checkpoints_{kind}_resume", "layout", _step_entry(kind), expect="either",
-       check=trained(W, 3), mentions=("checkpoints",), writes=(W,), workdirs=(W,))  # fmt: skip
+for kind in (
+  "step_is_a_file",
+  "empty_newer_step",
+  "non_numeric_entry",
+  "fifo_step",
+  "huge_step_number",
+):
+  case(
+    f"layout_checkpoints_{kind}_resume",
+    "layout",
+    _step_entry(kind),
+    expect="either",
+    check=trained(W, 3),
+    mentions=("checkpoints",),
+    writes=(W,),
+    workdirs=(W,),
+  )
 
 
 def _immutable_parent(ctx):
@@ -1140,17 +1655,38 @@ for name, sets in [
   ("warmup_beyond", ("train.warmup_steps=4294967296",)),
 ]:
   key = sets[0].partition("=")[0]
-  case(f"extreme_train_{name}", "extremes", lambda ctx, sets=sets: fresh(ctx, *sets),
-       mentions=(key,) if key and "." in key else (), timeout=180)  # fmt: skip
+  case(
+    f"extreme_train_{name}",
+    "extremes",
+    lambda ctx, sets=sets: fresh(ctx, *sets),
+    mentions=(key,) if key and "." in key else (),
+    timeout=180,
+  )
 
-case("extreme_train_seed_2_64_minus_1", "extremes",
-     lambda ctx: fresh(ctx, "train.seed=18446744073709551615", "data.seed=18446744073709551615"),
-     expect="ok", check=trained("w", 2), writes=("w",))  # fmt: skip
-case("extreme_train_batch_1", "extremes", lambda ctx: fresh(ctx, "train.batch_size=1"),
-     expect="ok", check=trained("w", 2), writes=("w",))  # fmt: skip
-case("extreme_train_profile_window", "extremes",
-     lambda ctx: fresh(ctx, "train.profile_steps=1,2"), expect="ok",
-     check=files_exist("w/profile", "w/checkpoints/2"), writes=("w",))  # fmt: skip
+case(
+  "extreme_train_seed_2_64_minus_1",
+  "extremes",
+  lambda ctx: fresh(ctx, "train.seed=18446744073709551615", "data.seed=18446744073709551615"),
+  expect="ok",
+  check=trained("w", 2),
+  writes=("w",),
+)
+case(
+  "extreme_train_batch_1",
+  "extremes",
+  lambda ctx: fresh(ctx, "train.batch_size=1"),
+  expect="ok",
+  check=trained("w", 2),
+  writes=("w",),
+)
+case(
+  "extreme_train_profile_window",
+  "extremes",
+  lambda ctx: fresh(ctx, "train.profile_steps=1,2"),
+  expect="ok",
+  check=files_exist("w/profile", "w/checkpoints/2"),
+  writes=("w",),
+)
 
 for name, sets in [
   ("seeds_minus_1", ("reproduce.seeds=-1",)),
@@ -1165,10 +1701,18 @@ for name, sets in [
   ("batch_1e12", ("train.batch_size=1000000000000",)),
   ("cache_dir_remote", ("data.cache_dir=gs://b/c",)),
 ]:
-  case(f"extreme_reproduce_{name}", "extremes",
-       lambda ctx, sets=sets: ["--mode=reproduce", f"--workdir={ctx.path('r')}",
-                               *(f"--set={s}" for s in sets)],
-       mentions=(sets[0].partition("=")[0],), hide=("gcsfs",), timeout=120)  # fmt: skip
+  case(
+    f"extreme_reproduce_{name}",
+    "extremes",
+    lambda ctx, sets=sets: [
+      "--mode=reproduce",
+      f"--workdir={ctx.path('r')}",
+      *(f"--set={s}" for s in sets),
+    ],
+    mentions=(sets[0].partition("=")[0],),
+    hide=("gcsfs",),
+    timeout=120,
+  )
 
 for name, sets in [
   ("alphas_empty", ("adapt.alphas=",)),
@@ -1182,8 +1726,13 @@ for name, sets in [
     ctx.copy("W0", W)
     return ["--mode=adapt", f"--workdir={ctx.path(W)}", *(f"--set={s}" for s in sets)]
 
-  case(f"extreme_adapt_{name}", "extremes", _adapt, mentions=(sets[0].partition("=")[0],),
-       workdirs=(W,))  # fmt: skip
+  case(
+    f"extreme_adapt_{name}",
+    "extremes",
+    _adapt,
+    mentions=(sets[0].partition("=")[0],),
+    workdirs=(W,),
+  )
 
 for name, flags in [
   ("seed_minus_1", ("--seed=-1",)),
@@ -1193,9 +1742,13 @@ for name, flags in [
   ("scale_1e308", ("--scale=1e308",)),
   ("scale_not_a_number", ("--scale=big",)),
 ]:
-  case(f"extreme_build_world_{name}", "extremes",
-       lambda ctx, flags=flags: ["--mode=build_world", f"--output_dir={ctx.path('out')}", *flags],
-       mentions=(flags[0].partition("=")[0],), timeout=120)  # fmt: skip
+  case(
+    f"extreme_build_world_{name}",
+    "extremes",
+    lambda ctx, flags=flags: ["--mode=build_world", f"--output_dir={ctx.path('out')}", *flags],
+    mentions=(flags[0].partition("=")[0],),
+    timeout=120,
+  )
 
 for name, flags, expect in [
   ("batch_zero", ("--batch_size=0",), "error"),
@@ -1207,16 +1760,25 @@ for name, flags, expect in [
   ("max_decode_zero", ("--max_decode_length=0",), "error"),
   ("beam_1e6", ("--beam_size=1000000",), "error"),
   ("beam_zero", ("--beam_size=0",), "error"),
-  ("process_id_beyond", ("--coordinator_address=localhost:1", "--num_processes=2",
-                         "--process_id=5"), "error"),
+  (
+    "process_id_beyond",
+    ("--coordinator_address=localhost:1", "--num_processes=2", "--process_id=5"),
+    "error",
+  ),
   ("num_processes_alone", ("--num_processes=2",), "error"),
   ("unknown_set_key", ("--set=train.steps=3",), "error"),
   ("set_mesh_nan", ("--set=mesh.data=nan",), "error"),
 ]:
-  case(f"extreme_predict_{name}", "extremes",
-       lambda ctx, flags=flags: score_args(ctx, ctx.base["W0"], "out.jsonl", "predict", *flags),
-       expect=expect, check=predictions(), mentions=(flags[0].partition("=")[0],),
-       writes=("out.jsonl",), timeout=180)  # fmt: skip
+  case(
+    f"extreme_predict_{name}",
+    "extremes",
+    lambda ctx, flags=flags: score_args(ctx, ctx.base["W0"], "out.jsonl", "predict", *flags),
+    expect=expect,
+    check=predictions(),
+    mentions=(flags[0].partition("=")[0],),
+    writes=("out.jsonl",),
+    timeout=180,
+  )
 
 
 # ---- builders ----------------------------------------------------------------------------------
@@ -1226,8 +1788,13 @@ def templama(*flags, facts=None, entities=None):
   def setup(ctx):
     f = facts(ctx) if facts else f"{FIXTURE_DATA}/templama_facts.tsv"
     e = entities(ctx) if entities else f"{FIXTURE_DATA}/templama_entities.tsv"
-    return ["--mode=build_templama", f"--facts={f}", f"--entities={e}",
-            f"--output_dir={ctx.path('out')}", *flags]  # fmt: skip
+    return [
+      "--mode=build_templama",
+      f"--facts={f}",
+      f"--entities={e}",
+      f"--output_dir={ctx.path('out')}",
+      *flags,
+    ]
 
   return setup
 
@@ -1241,8 +1808,14 @@ def _facts_with(line):
   return make
 
 
-case("build_templama_intact", "builders", templama(), expect="ok",
-     check=files_exist("out/train.json", "out/val.json", "out/test.json"), writes=("out",))
+case(
+  "build_templama_intact",
+  "builders",
+  templama(),
+  expect="ok",
+  check=files_exist("out/train.json", "out/val.json", "out/test.json"),
+  writes=("out",),
+)
 for name, flags in [
   ("max_year_99999", ("--max_year=99999",)),
   ("min_year_minus_5", ("--min_year=-5",)),
@@ -1253,8 +1826,9 @@ for name, flags in [
   ("seed_2_64", ("--seed=18446744073709551616",)),
   ("min_year_0", ("--min_year=0", "--max_year=5")),
 ]:
-  case(f"build_templama_{name}", "builders", templama(*flags),
-       mentions=(flags[0].partition("=")[0],))  # fmt: skip
+  case(
+    f"build_templama_{name}", "builders", templama(*flags), mentions=(flags[0].partition("=")[0],)
+  )
 for name, line in [
   ("year_99999", "P54\tQ1\tQ12\tP580=99999\tP582=100000\n"),
   ("year_not_a_number", "P54\tQ1\tQ12\tP580=20x1\n"),
@@ -1264,9 +1838,15 @@ for name, line in [
   ("too_few_fields", "P54\n"),
   ("huge_line", "P54\tQ1\tQ" + "9" * 5_000_000 + "\tP580=2011\n"),
 ]:
-  case(f"build_templama_facts_{name}", "builders", templama(facts=_facts_with(line)),
-       expect="either", check=files_exist("out/train.json"), mentions=("facts.tsv",),
-       writes=("out",))  # fmt: skip
+  case(
+    f"build_templama_facts_{name}",
+    "builders",
+    templama(facts=_facts_with(line)),
+    expect="either",
+    check=files_exist("out/train.json"),
+    mentions=("facts.tsv",),
+    writes=("out",),
+  )
 
 
 def ssm(*flags, news=None, entities=None, out="out"):
@@ -1289,8 +1869,14 @@ def _news_with(line):
   return make
 
 
-case("build_ssm_intact", "builders", ssm(), expect="ok", check=files_exist("out/manifest.json"),
-     writes=("out",))  # fmt: skip
+case(
+  "build_ssm_intact",
+  "builders",
+  ssm(),
+  expect="ok",
+  check=files_exist("out/manifest.json"),
+  writes=("out",),
+)
 for name, flags, expect in [
   ("workers_zero", ("--num_workers=0",), "error"),
   ("workers_negative", ("--num_workers=-1",), "error"),
@@ -1301,17 +1887,26 @@ for name, flags, expect in [
   ("vocab_fifo", None, "error"),
 ]:
   if flags is None:
-    maker = {"vocab_garbage": lambda ctx: ctx.write("v.model", b"\x00garbage"),
-             "vocab_fifo": lambda ctx: ctx.fifo("v.model")}[name]  # fmt: skip
+    maker = {
+      "vocab_garbage": lambda ctx: ctx.write("v.model", b"\x00garbage"),
+      "vocab_fifo": lambda ctx: ctx.fifo("v.model"),
+    }[name]
 
     def setup(ctx, maker=maker):
       return ssm(f"--vocab={maker(ctx)}")(ctx)
 
     case(f"build_ssm_{name}", "builders", setup, mentions=("v.model",))
   else:
-    case(f"build_ssm_{name}", "builders", ssm(*flags), expect=expect,
-         check=files_exist("out/manifest.json"), mentions=(flags[0].partition("=")[0],),
-         writes=("out",), timeout=300)  # fmt: skip
+    case(
+      f"build_ssm_{name}",
+      "builders",
+      ssm(*flags),
+      expect=expect,
+      check=files_exist("out/manifest.json"),
+      mentions=(flags[0].partition("=")[0],),
+      writes=("out",),
+      timeout=300,
+    )
 for name, line in [
   ("date_99999", '{"date": "99999-01-01", "text": "Ana Berg plays for Gold Hawks."}\n'),
   ("date_invalid", '{"date": "2010-13-45", "text": "Ana Berg plays for Gold Hawks."}\n'),
@@ -1326,9 +1921,16 @@ for name, line in [
   ("huge_text", '{"date": "2010-01-01", "text": "' + "Ana Berg plays. " * 200000 + '"}\n'),
   ("sentinel_in_text", '{"date": "2010-01-01", "text": "Ana <extra_id_0> Berg in 2010."}\n'),
 ]:
-  case(f"build_ssm_news_{name}", "builders", ssm(news=_news_with(line)), expect="either",
-       check=files_exist("out/manifest.json"), mentions=("news.jsonl",), writes=("out",),
-       timeout=300)  # fmt: skip
+  case(
+    f"build_ssm_news_{name}",
+    "builders",
+    ssm(news=_news_with(line)),
+    expect="either",
+    check=files_exist("out/manifest.json"),
+    mentions=("news.jsonl",),
+    writes=("out",),
+    timeout=300,
+  )
 
 
 def _gz(content):
@@ -1346,19 +1948,42 @@ def _truncated_gzip(ctx):
   return ctx.write("news.jsonl.gz", data[: len(data) // 2])
 
 
-case("build_ssm_gz_not_gzip", "builders", ssm(news=_gz(b"plain text, not gzip\n")),
-     mentions=("news.jsonl.gz",))  # fmt: skip
+case(
+  "build_ssm_gz_not_gzip",
+  "builders",
+  ssm(news=_gz(b"plain text, not gzip\n")),
+  mentions=("news.jsonl.gz",),
+)
 case("build_ssm_gz_truncated", "builders", ssm(news=_truncated_gzip), mentions=("news.jsonl.gz",))
-case("build_ssm_gz_bomb_ratio", "builders",
-     ssm(news=lambda ctx: ctx.write("news.jsonl.gz", __import__("gzip").compress(
-       b'{"date": "2010-01-01", "text": "' + b"a" * (64 << 20) + b'"}\n'))),
-     expect="either", check=files_exist("out/manifest.json"), mentions=("news.jsonl.gz",),
-     writes=("out",), timeout=300)  # fmt: skip
-case("build_ssm_news_is_a_dir", "builders",
-     ssm(news=lambda ctx: os.path.dirname(ctx.write("nd/x", ""))), mentions=("nd",))
-case("build_ssm_entities_garbage", "builders",
-     ssm(entities=lambda ctx: ctx.write("e.tsv", b"\xff\x00\tnot\tan entities file\n")),
-     mentions=("e.tsv",))  # fmt: skip
+case(
+  "build_ssm_gz_bomb_ratio",
+  "builders",
+  ssm(
+    news=lambda ctx: ctx.write(
+      "news.jsonl.gz",
+      __import__("gzip").compress(
+        b'{"date": "2010-01-01", "text": "' + b"a" * (64 << 20) + b'"}\n'
+      ),
+    )
+  ),
+  expect="either",
+  check=files_exist("out/manifest.json"),
+  mentions=("news.jsonl.gz",),
+  writes=("out",),
+  timeout=300,
+)
+case(
+  "build_ssm_news_is_a_dir",
+  "builders",
+  ssm(news=lambda ctx: os.path.dirname(ctx.write("nd/x", ""))),
+  mentions=("nd",),
+)
+case(
+  "build_ssm_entities_garbage",
+  "builders",
+  ssm(entities=lambda ctx: ctx.write("e.tsv", b"\xff\x00\tnot\tan entities file\n")),
+  mentions=("e.tsv",),
+)
 
 
 def _output_is_user_dir(ctx):
@@ -1367,8 +1992,12 @@ def _output_is_user_dir(ctx):
 
 
 case("build_ssm_output_dir_holds_user_files", "builders", _output_is_user_dir, mentions=("out",))
-case("build_ssm_output_dir_is_a_file", "builders",
-     lambda ctx: ssm()(ctx) if ctx.write("out", "mine") else [], mentions=("out",))
+case(
+  "build_ssm_output_dir_is_a_file",
+  "builders",
+  lambda ctx: ssm()(ctx) if ctx.write("out", "mine") else [],
+  mentions=("out",),
+)
 
 
 def _templama_user_dir(ctx):
@@ -1376,14 +2005,19 @@ def _templama_user_dir(ctx):
   return templama()(ctx)
 
 
-case("build_templama_output_dir_holds_user_files", "builders", _templama_user_dir,
-     mentions=("out",))  # fmt: skip
+case(
+  "build_templama_output_dir_holds_user_files", "builders", _templama_user_dir, mentions=("out",)
+)
 
 
 def _convert_user_dir(ctx):
   ctx.write("out/notes.txt", "precious")
-  return ["--mode=convert", f"--checkpoint={ctx.base['W0']}", f"--output_dir={ctx.path('out')}",
-          "--format=hf"]  # fmt: skip
+  return [
+    "--mode=convert",
+    f"--checkpoint={ctx.base['W0']}",
+    f"--output_dir={ctx.path('out')}",
+    "--format=hf",
+  ]
 
 
 case("convert_output_dir_holds_user_files", "builders", _convert_user_dir, mentions=("out",))
@@ -1405,34 +2039,89 @@ def _damaged(damage, mode, steps=(S2,)):
 for damage_name, damage in (("random_bytes", random_bytes), ("truncated_param", truncate_param)):
   for mode in MANIFEST_MODES:
     expect, check = MODE_EXPECT[mode]
-    case(f"ckpt_{damage_name}_{mode}", "checkpoints", _damaged(damage, mode), expect=expect,
-         check=check, mentions=("checkpoints/2",) if expect == "error" else (),
-         writes=(W, "out", "out.jsonl", "w"), workdirs=(W,), timeout=240)  # fmt: skip
-case("ckpt_random_bytes_convert_workdir", "checkpoints",
-     _damaged(random_bytes, lambda ctx: ["--mode=convert", f"--checkpoint={ctx.path(W)}",
-                                         f"--output_dir={ctx.path('out')}", "--format=hf"]),
-     expect="ok", check=files_exist("out/config.json", warning="checkpoints/2"), writes=("out",),
-     workdirs=(W,))  # fmt: skip
-case("ckpt_random_bytes_init_checkpoint_step", "checkpoints",
-     _damaged(random_bytes, lambda ctx: fresh(ctx, f"model.init_checkpoint={ctx.path(S2)}")),
-     mentions=("checkpoints/2",), workdirs=(W,))  # fmt: skip
-case("ckpt_random_bytes_eval_future", "checkpoints",
-     _damaged(random_bytes, lambda ctx: ["--mode=eval_future", f"--workdir={ctx.path(W)}"]),
-     expect="either", check=warned("checkpoints/2"), writes=(W,), workdirs=(W,))  # fmt: skip
-case("ckpt_random_bytes_adapt", "checkpoints",
-     _damaged(random_bytes, lambda ctx: ["--mode=adapt", f"--workdir={ctx.path(W)}",
-                                         "--set=adapt.alphas=0.5", "--set=adapt.steps=1",
-                                         "--set=adapt.eval_points=1"]),
-     expect="either", check=warned("checkpoints/2"), writes=(W,), workdirs=(W,),
-     timeout=400)  # fmt: skip
-case("ckpt_every_step_random_bytes_resume", "checkpoints",
-     _damaged(random_bytes, "resume", steps=(S1, S2)), mentions=("W",), writes=(W,),
-     workdirs=(W,))  # fmt: skip
-case("ckpt_missing_step_named", "checkpoints",
-     lambda ctx: score_args(ctx, ctx.base["W0"] + "/checkpoints/7"), mentions=("checkpoints/7",))
-case("ckpt_step_dir_empty", "checkpoints",
-     lambda ctx: score_args(ctx, os.path.dirname(ctx.write("W/checkpoints/3/x", ""))),
-     mentions=("checkpoints/3",))  # fmt: skip
+    case(
+      f"ckpt_{damage_name}_{mode}",
+      "checkpoints",
+      _damaged(damage, mode),
+      expect=expect,
+      check=check,
+      mentions=("checkpoints/2",) if expect == "error" else (),
+      writes=(W, "out", "out.jsonl", "w"),
+      workdirs=(W,),
+      timeout=240,
+    )
+case(
+  "ckpt_random_bytes_convert_workdir",
+  "checkpoints",
+  _damaged(
+    random_bytes,
+    lambda ctx: [
+      "--mode=convert",
+      f"--checkpoint={ctx.path(W)}",
+      f"--output_dir={ctx.path('out')}",
+      "--format=hf",
+    ],
+  ),
+  expect="ok",
+  check=files_exist("out/config.json", warning="checkpoints/2"),
+  writes=("out",),
+  workdirs=(W,),
+)
+case(
+  "ckpt_random_bytes_init_checkpoint_step",
+  "checkpoints",
+  _damaged(random_bytes, lambda ctx: fresh(ctx, f"model.init_checkpoint={ctx.path(S2)}")),
+  mentions=("checkpoints/2",),
+  workdirs=(W,),
+)
+case(
+  "ckpt_random_bytes_eval_future",
+  "checkpoints",
+  _damaged(random_bytes, lambda ctx: ["--mode=eval_future", f"--workdir={ctx.path(W)}"]),
+  expect="either",
+  check=warned("checkpoints/2"),
+  writes=(W,),
+  workdirs=(W,),
+)
+case(
+  "ckpt_random_bytes_adapt",
+  "checkpoints",
+  _damaged(
+    random_bytes,
+    lambda ctx: [
+      "--mode=adapt",
+      f"--workdir={ctx.path(W)}",
+      "--set=adapt.alphas=0.5",
+      "--set=adapt.steps=1",
+      "--set=adapt.eval_points=1",
+    ],
+  ),
+  expect="either",
+  check=warned("checkpoints/2"),
+  writes=(W,),
+  workdirs=(W,),
+  timeout=400,
+)
+case(
+  "ckpt_every_step_random_bytes_resume",
+  "checkpoints",
+  _damaged(random_bytes, "resume", steps=(S1, S2)),
+  mentions=("W",),
+  writes=(W,),
+  workdirs=(W,),
+)
+case(
+  "ckpt_missing_step_named",
+  "checkpoints",
+  lambda ctx: score_args(ctx, ctx.base["W0"] + "/checkpoints/7"),
+  mentions=("checkpoints/7",),
+)
+case(
+  "ckpt_step_dir_empty",
+  "checkpoints",
+  lambda ctx: score_args(ctx, os.path.dirname(ctx.write("W/checkpoints/3/x", ""))),
+  mentions=("checkpoints/3",),
+)
 
 
 def _tlm_model(damage):
@@ -1452,11 +2141,23 @@ def _tlm_model(damage):
   return setup
 
 
-case("ckpt_tlm_model_intact", "checkpoints", _tlm_model(None), expect="ok",
-     check=scores_equal("ref1"), writes=("out.jsonl",))  # fmt: skip
+case(
+  "ckpt_tlm_model_intact",
+  "checkpoints",
+  _tlm_model(None),
+  expect="ok",
+  check=scores_equal("ref1"),
+  writes=("out.jsonl",),
+)
 case("ckpt_tlm_model_random_bytes", "checkpoints", _tlm_model("random_bytes"), mentions=("M",))
-case("ckpt_tlm_model_no_manifest", "checkpoints", _tlm_model("no_manifest"), expect="ok",
-     check=scores_equal("ref1", warning="tlm_checksums.json"), writes=("out.jsonl",))  # fmt: skip
+case(
+  "ckpt_tlm_model_no_manifest",
+  "checkpoints",
+  _tlm_model("no_manifest"),
+  expect="ok",
+  check=scores_equal("ref1", warning="tlm_checksums.json"),
+  writes=("out.jsonl",),
+)
 case("ckpt_tlm_model_manifest_fifo", "checkpoints", _tlm_model("manifest_fifo"), mentions=("M",))
 
 
@@ -1476,8 +2177,14 @@ def _hf(damage):
   return setup
 
 
-case("ckpt_hf_intact", "checkpoints", _hf(None), expect="ok", check=scores_equal("ref2"),
-     writes=("out.jsonl",))  # fmt: skip
+case(
+  "ckpt_hf_intact",
+  "checkpoints",
+  _hf(None),
+  expect="ok",
+  check=scores_equal("ref2"),
+  writes=("out.jsonl",),
+)
 for damage in ("header_huge", "truncated", "fifo"):
   case(f"ckpt_hf_{damage}", "checkpoints", _hf(damage), mentions=("model.safetensors",))
 
@@ -1485,8 +2192,8 @@ for damage in ("header_huge", "truncated", "fifo"):
 # ---- the example store -------------------------------------------------------------------------
 
 
-def _store(damage, mode="check"):
-  def setup(ctx):
+def _store(damage, mode="check"):  # noqa: C901 (one branch per damage)
+  def setup(ctx):  # noqa: C901
     ctx.copy("store", "S")
     path = ctx.path("S/manifest.json")
     with open(path) as f:
@@ -1548,8 +2255,13 @@ def _store(damage, mode="check"):
       m["files"][idx_name] = {"bytes": len(data), "sha256": hashlib.sha256(data).hexdigest()}
     elif damage == "unlisted_extra_file":
       ctx.write("S/train/extra.bin", "x")
-    if m is not None and damage not in ("truncated_bin", "random_bytes_bin", "listed_file_fifo",
-                                        "listed_file_dev_zero", "unlisted_extra_file"):  # fmt: skip
+    if m is not None and damage not in (
+      "truncated_bin",
+      "random_bytes_bin",
+      "listed_file_fifo",
+      "listed_file_dev_zero",
+      "unlisted_extra_file",
+    ):
       with open(path, "w") as f:
         json.dump(m, f)
     if mode == "check":
@@ -1560,14 +2272,34 @@ def _store(damage, mode="check"):
 
 
 case("store_check_intact", "store", _store(None), expect="ok")
-for damage in ("truncated_bin", "random_bytes_bin", "manifest_lies_size", "manifest_dotdot",
-               "manifest_absolute", "listed_file_fifo", "listed_file_dev_zero",
-               "manifest_missing", "manifest_sparse", "manifest_fifo", "tables_is_a_list",
-               "examples_string", "examples_huge", "examples_negative", "token_dtype_unknown",
-               "version_future", "idx_offsets_beyond_rehashed", "idx_decreasing_rehashed"):  # fmt: skip
+for damage in (
+  "truncated_bin",
+  "random_bytes_bin",
+  "manifest_lies_size",
+  "manifest_dotdot",
+  "manifest_absolute",
+  "listed_file_fifo",
+  "listed_file_dev_zero",
+  "manifest_missing",
+  "manifest_sparse",
+  "manifest_fifo",
+  "tables_is_a_list",
+  "examples_string",
+  "examples_huge",
+  "examples_negative",
+  "token_dtype_unknown",
+  "version_future",
+  "idx_offsets_beyond_rehashed",
+  "idx_decreasing_rehashed",
+):
   case(f"store_check_{damage}", "store", _store(damage), mentions=("S",), timeout=120)
-case("store_check_unlisted_extra_file", "store", _store("unlisted_extra_file"), expect="either",
-     mentions=("S",))  # fmt: skip
+case(
+  "store_check_unlisted_extra_file",
+  "store",
+  _store("unlisted_extra_file"),
+  expect="either",
+  mentions=("S",),
+)
 
 
 # The fixture store (tokenized) trained on, damaged.
@@ -1606,15 +2338,35 @@ def _train_store(damage):
   return setup
 
 
-for damage in ("truncated_tokens", "idx_beyond_rehashed", "token_ids_beyond_vocab_rehashed",
-               "vocab_sha_differs", "manifest_lies_examples"):  # fmt: skip
-  case(f"store_train_{damage}", "store", _train_store(damage), mentions=("S",), writes=("w",),
-       timeout=180)  # fmt: skip
+for damage in (
+  "truncated_tokens",
+  "idx_beyond_rehashed",
+  "token_ids_beyond_vocab_rehashed",
+  "vocab_sha_differs",
+  "manifest_lies_examples",
+):
+  case(
+    f"store_train_{damage}",
+    "store",
+    _train_store(damage),
+    mentions=("S",),
+    writes=("w",),
+    timeout=180,
+  )
 
-case("convert_ssm_intact", "store",
-     lambda ctx: ["--mode=convert_ssm", f"--data={STORE_FIX}/tiny_ssm_jsonl",
-                  f"--output_dir={ctx.path('out')}", f"--vocab={TINY}/spiece.model"],
-     expect="ok", check=files_exist("out/manifest.json"), writes=("out",))  # fmt: skip
+case(
+  "convert_ssm_intact",
+  "store",
+  lambda ctx: [
+    "--mode=convert_ssm",
+    f"--data={STORE_FIX}/tiny_ssm_jsonl",
+    f"--output_dir={ctx.path('out')}",
+    f"--vocab={TINY}/spiece.model",
+  ],
+  expect="ok",
+  check=files_exist("out/manifest.json"),
+  writes=("out",),
+)
 
 
 def _convert_ssm(line=None, mode=None):
@@ -1641,8 +2393,11 @@ def _convert_ssm(line=None, mode=None):
 
 for name, line, mode in [
   ("garbage_line", "garbage\n", None),
-  ("inputs_not_a_string", '{"inputs": 3, "targets": "x", "date": "2010-01-01", "year": 2010}\n',
-   None),
+  (
+    "inputs_not_a_string",
+    '{"inputs": 3, "targets": "x", "date": "2010-01-01", "year": 2010}\n',
+    None,
+  ),
   ("year_mismatch", '{"inputs": "a", "targets": "x", "date": "2010-01-01", "year": 2077}\n', None),
   ("nul", '{"inputs": "a\\u0000", "targets": "x", "date": "2010-01-01", "year": 2010}\n', None),
   ("not_utf8", b'{"inputs": "\xff", "targets": "x", "date": "2010-01-01", "year": 2010}\n', None),
@@ -1651,19 +2406,33 @@ for name, line, mode in [
   ("odd_file_name", None, "dotdot_year"),
   ("year_file_99999", None, "year_name"),
 ]:
-  case(f"convert_ssm_{name}", "store", _convert_ssm(line, mode), expect="either",
-       check=files_exist("out/manifest.json"), mentions=("J",), writes=("out",),
-       timeout=180)  # fmt: skip
-case("convert_ssm_data_is_a_store", "store",
-     lambda ctx: ["--mode=convert_ssm", f"--data={ctx.base['store']}",
-                  f"--output_dir={ctx.path('out')}"], mentions=("store",))  # fmt: skip
+  case(
+    f"convert_ssm_{name}",
+    "store",
+    _convert_ssm(line, mode),
+    expect="either",
+    check=files_exist("out/manifest.json"),
+    mentions=("J",),
+    writes=("out",),
+    timeout=180,
+  )
+case(
+  "convert_ssm_data_is_a_store",
+  "store",
+  lambda ctx: [
+    "--mode=convert_ssm",
+    f"--data={ctx.base['store']}",
+    f"--output_dir={ctx.path('out')}",
+  ],
+  mentions=("store",),
+)
 
 
 # ---- T5X checkpoints ---------------------------------------------------------------------------
 
 
-def _t5x(damage, mode="score"):
-  def setup(ctx):
+def _t5x(damage, mode="score"):  # noqa: C901 (one branch per damage)
+  def setup(ctx):  # noqa: C901
     ctx.copy("t5x", "T")
     step = ctx.path("T/checkpoint_0")
     msgpack = os.path.join(step, "checkpoint")
@@ -1687,8 +2456,9 @@ def _t5x(damage, mode="score"):
     elif damage == "chunk_random":
       d = os.path.dirname(zarrays[0])
       chunk = next(n for n in sorted(os.listdir(d)) if not n.startswith("."))
-      ctx.write(os.path.relpath(os.path.join(d, chunk), ctx.dir),
-                np.random.RandomState(2).bytes(512))  # fmt: skip
+      ctx.write(
+        os.path.relpath(os.path.join(d, chunk), ctx.dir), np.random.RandomState(2).bytes(512)
+      )
     elif damage == "chunk_missing":
       d = os.path.dirname(zarrays[0])
       chunk = next(n for n in sorted(os.listdir(d)) if not n.startswith("."))
@@ -1708,8 +2478,12 @@ def _t5x(damage, mode="score"):
     if mode == "score_step":
       return score_args(ctx, ctx.path("T/checkpoint_0"))
     if mode == "convert":
-      return ["--mode=convert", f"--checkpoint={ctx.path('T')}", f"--output_dir={ctx.path('out')}",
-              "--format=tlm"]  # fmt: skip
+      return [
+        "--mode=convert",
+        f"--checkpoint={ctx.path('T')}",
+        f"--output_dir={ctx.path('out')}",
+        "--format=tlm",
+      ]
     if mode == "init":
       return fresh(ctx, f"model.init_checkpoint={ctx.path('T')}")
     return score_args(ctx, ctx.path("T"), "out.jsonl", "predict")
@@ -1717,14 +2491,38 @@ def _t5x(damage, mode="score"):
   return setup
 
 
-case("t5x_score_model_dir", "t5x", _t5x(None), expect="ok", check=scores_equal("ref2"),
-     writes=("out.jsonl",))  # fmt: skip
-case("t5x_score_step_dir", "t5x", _t5x(None, "score_step"), expect="ok",
-     check=scores_equal("ref2"), writes=("out.jsonl",))  # fmt: skip
-case("t5x_convert", "t5x", _t5x(None, "convert"), expect="ok",
-     check=files_exist("out/params", "out/model_config.json"), writes=("out",))  # fmt: skip
-case("t5x_init_checkpoint", "t5x", _t5x(None, "init"), expect="ok", check=trained("w", 2),
-     writes=("w",))  # fmt: skip
+case(
+  "t5x_score_model_dir",
+  "t5x",
+  _t5x(None),
+  expect="ok",
+  check=scores_equal("ref2"),
+  writes=("out.jsonl",),
+)
+case(
+  "t5x_score_step_dir",
+  "t5x",
+  _t5x(None, "score_step"),
+  expect="ok",
+  check=scores_equal("ref2"),
+  writes=("out.jsonl",),
+)
+case(
+  "t5x_convert",
+  "t5x",
+  _t5x(None, "convert"),
+  expect="ok",
+  check=files_exist("out/params", "out/model_config.json"),
+  writes=("out",),
+)
+case(
+  "t5x_init_checkpoint",
+  "t5x",
+  _t5x(None, "init"),
+  expect="ok",
+  check=trained("w", 2),
+  writes=("w",),
+)
 for damage, mode, expect in [
   ("msgpack_truncated", "score", "error"),
   ("msgpack_random", "score", "error"),
@@ -1739,9 +2537,16 @@ for damage, mode, expect in [
   ("huge_step_number", "score", "either"),
   ("zarray_links_out", "score", "error"),
 ]:
-  case(f"t5x_{damage}_{mode}", "t5x", _t5x(damage, mode), expect=expect,
-       check={"score": scores_equal("ref2"), "init": trained("w", 2)}.get(mode),
-       mentions=("T",), writes=("out.jsonl", "out", "w"), timeout=180)  # fmt: skip
+  case(
+    f"t5x_{damage}_{mode}",
+    "t5x",
+    _t5x(damage, mode),
+    expect=expect,
+    check={"score": scores_equal("ref2"), "init": trained("w", 2)}.get(mode),
+    mentions=("T",),
+    writes=("out.jsonl", "out", "w"),
+    timeout=180,
+  )
 
 
 # ---- sampling ----------------------------------------------------------------------------------
@@ -1751,9 +2556,14 @@ def _predict(*flags):
   return lambda ctx: score_args(ctx, ctx.base["W0"], "out.jsonl", "predict", *flags)
 
 
-case("sampling_intact", "sampling", _predict("--temperature=1", "--top_k=5", "--top_p=0.9",
-                                             "--seed=3"),
-     expect="ok", check=predictions(), writes=("out.jsonl",))  # fmt: skip
+case(
+  "sampling_intact",
+  "sampling",
+  _predict("--temperature=1", "--top_k=5", "--top_p=0.9", "--seed=3"),
+  expect="ok",
+  check=predictions(),
+  writes=("out.jsonl",),
+)
 for name, flags, expect in [
   ("temperature_nan", ("--temperature=nan",), "error"),
   ("temperature_inf", ("--temperature=inf",), "error"),
@@ -1777,5 +2587,92 @@ for name, flags, expect in [
   ("top_p_without_temperature", ("--top_p=0.5",), "error"),
   ("temperature_string", ("--temperature=hot",), "error"),
 ]:
-  case(f"sampling_{name}", "sampling", _predict(*flags), expect=expect, check=predictions(),
-       mentions=(flags[-1].partition("=")[0],), writes=("out.jsonl",), timeout=180)  # fmt: skip
+  case(
+    f"sampling_{name}",
+    "sampling",
+    _predict(*flags),
+    expect=expect,
+    check=predictions(),
+    mentions=(flags[-1].partition("=")[0],),
+    writes=("out.jsonl",),
+    timeout=180,
+  )
+
+
+# ---- a disk that fills up (a small tmpfs; root only, else `skipped`) ---------------------------
+
+
+def _train_on_full_disk(ctx):
+  ctx.tmpfs("disk", "1m")  # the config and vocabulary fit, the first checkpoint (1.6 MB) not
+  return train_args(ctx.path("disk/w"))
+
+
+def _resume_on_full_disk(ctx):
+  # Steps 1 and 2 (3.5 MB in all) fit, step 3 does not: a failed save loses nothing.
+  ctx.tmpfs("disk", "4200k")
+  ctx.copy("W0", "disk/W")
+  return train_args(ctx.path("disk/W"), "train.steps=3")
+
+
+def _convert_to_full_disk(fmt):
+  def setup(ctx):
+    ctx.tmpfs("disk", "256k")
+    return [
+      "--mode=convert",
+      f"--checkpoint={ctx.base['W0']}",
+      f"--output_dir={ctx.path('disk/out')}",
+      f"--format={fmt}",
+    ]
+
+  return setup
+
+
+def _score_to_full_disk(ctx):
+  ctx.tmpfs("disk", "64k")
+  ctx.fill("disk/filler")
+  return score_args(ctx, ctx.base["W0"], "disk/out.jsonl")
+
+
+def _build_ssm_to_full_disk(ctx):
+  ctx.tmpfs("disk", "64k")
+  ctx.fill("disk/filler")
+  return ssm(out="disk/out")(ctx)
+
+
+case(
+  "disk_full_train_first_checkpoint",
+  "disk_full",
+  _train_on_full_disk,
+  mentions=("disk/w",),
+  writes=("disk/w",),
+)
+case(
+  "disk_full_resume_step_3",
+  "disk_full",
+  _resume_on_full_disk,
+  mentions=("disk/W",),
+  writes=("disk/W",),
+  workdirs=("disk/W",),
+)
+for fmt in ("tlm", "hf", "t5x"):
+  case(
+    f"disk_full_convert_{fmt}",
+    "disk_full",
+    _convert_to_full_disk(fmt),
+    mentions=("disk/out",),
+    writes=("disk/out",),
+  )
+case(
+  "disk_full_score_output",
+  "disk_full",
+  _score_to_full_disk,
+  mentions=("disk/out.jsonl",),
+  writes=("disk/out.jsonl",),
+)
+case(
+  "disk_full_build_ssm",
+  "disk_full",
+  _build_ssm_to_full_disk,
+  mentions=("disk/out",),
+  writes=("disk/out",),
+)

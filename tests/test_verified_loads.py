@@ -226,11 +226,13 @@ def test_a_full_disk_while_training_prints_tlms_line_alone(tmpfs):
 
 
 @pytest.mark.slow
-def test_a_full_disk_while_converting_prints_tlms_line_alone(saved, tmpfs):
+@pytest.mark.parametrize("fmt", ["tlm", "t5x"])
+def test_a_full_disk_while_converting_prints_tlms_line_alone(saved, tmpfs, fmt):
+  # T5X's zarr arrays: tensorstore's ValueError quoting the errno was a traceback.
   disk = tmpfs("200k")
   out = os.path.join(disk, "out")
   proc = _run("--mode=convert", f"--checkpoint={saved['model']}", f"--output_dir={out}",
-              "--format=tlm")  # fmt: skip
+              f"--format={fmt}")  # fmt: skip
   assert proc.returncode == 1
   lines = _errors(proc)
   reason = "(No space left on device|disk full or quota exceeded \\(RESOURCE_EXHAUSTED\\))"

@@ -2673,6 +2673,6 @@ case(
   "disk_full_build_ssm",
   "disk_full",
   _build_ssm_to_full_disk,
-  mentions=("disk/out",),
+  mentions=("disk/",),  # the output or the lock beside it (disk/.out.tlm.lock)
   writes=("disk/out",),
 )

@@ -278,6 +278,38 @@ def test_a_lock_file_that_is_a_fifo_is_never_opened(tmp_path):
   ), proc.stderr
 
 
+def test_a_lock_that_cannot_be_written_leaves_no_temporary_behind(tmp_path, monkeypatch):
+  # On a full disk the write of the lock's temporary file failed and left it beside the output
+  # (build_ssm --output_dir on a full tmpfs left .out.tlm.lock.<uuid>.tmp).
+  import builtins
+
+  from tlm.errors import UserError
+
+  real_open = builtins.open
+
+  class FullDisk:
+    def __init__(self, f):
+      self.f = f
+
+    def __enter__(self):
+      return self
+
+    def write(self, text):
+      raise OSError(28, "No space left on device")
+
+    def __exit__(self, *exc):
+      self.f.close()
+
+  def open_(path, *args, **kwargs):
+    f = real_open(path, *args, **kwargs)
+    return FullDisk(f) if str(path).endswith(".tmp") else f
+
+  monkeypatch.setattr(builtins, "open", open_)
+  with pytest.raises(UserError, match=r"cannot create the lock \(No space left on device\)$"):
+    WorkdirLock(str(tmp_path / "w"), "train").acquire()
+  assert os.listdir(tmp_path / "w") == []
+
+
 # --- best.json --------------------------------------------------------------------------------
 
 

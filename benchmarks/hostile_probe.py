@@ -69,8 +69,11 @@ from collections.abc import Callable
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 RUN_PY = os.path.join(ROOT, "run.py")
-TINY = os.path.join(ROOT, "tests", "fixtures", "train", "tiny_data")
-FIXTURE_DATA = os.path.join(ROOT, "tests", "fixtures", "data")
+# Resolved: a copy of the tree whose tests/fixtures links to the original trains on the same
+# paths as a base built there (a resumed run refuses data paths other than its own).
+FIXTURES = os.path.realpath(os.path.join(ROOT, "tests", "fixtures"))
+TINY = os.path.join(FIXTURES, "train", "tiny_data")
+FIXTURE_DATA = os.path.join(FIXTURES, "data")
 
 # Library noise dropped from stderr before counting lines, each with why it is not tlm's
 # message. Nothing else is dropped: a tlm warning beside an error counts as a second line.

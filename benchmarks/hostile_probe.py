@@ -1,8 +1,16 @@
 """Hostile-input probe of issue 22: runs `run.py` as a careless or hostile user would, one case
 per subprocess in a temporary directory of its own, and classifies how each case ends.
 
-  python benchmarks/hostile_probe.py [--json=hostile_probe.json] [--only=SUBSTRING]
-      [--timeout=240] [--jobs=1] [--keep] [--list]
+  python benchmarks/hostile_probe.py [--every=K] [--only=SUBSTRING] [--jobs=1] [--timeout=240]
+      [--memory_gib=4] [--json=FILE] [--keep] [--base=ROOT/base] [--list]
+
+--every=K runs every K-th case of each surface (an even sample: --every=8 is ~70 cases, a few
+minutes on an idle 2-core machine, most of it the tiny trainings); without it all ~530 cases
+run (about an hour on 2 cores). --only picks cases by name, --list shows them. The counts per
+surface and class and the goal's figures print as a table and, last, as one JSON line
+(--json also writes every case's record). --keep keeps the temporary directory; --base reuses
+the base of a kept one. Each case's address space is capped (--memory_gib). The disk-full
+cases mount small tmpfs file systems (root; elsewhere they are `skipped`).
 
 The issue's goal: "Every case of a hostile-input probe over these surfaces ends in a one-line
 error or a correct recovery: 0 tracebacks, 0 hangs, 0 files outside the given locations, 0

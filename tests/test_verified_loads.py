@@ -225,6 +225,30 @@ def test_a_full_disk_while_training_prints_tlms_line_alone(tmpfs):
   assert os.listdir(os.path.join(workdir, "checkpoints")) == []
 
 
+def test_asyncios_report_of_tensorstores_failed_write_on_a_future_is_dropped():
+  # Under load asyncio logged "Future exception was never retrieved" for tensorstore's
+  # RESOURCE_EXHAUSTED set on a future orbax wrapped (no traceback) after tlm's line.
+  import logging
+
+  from tlm.models.formats.orbax_failures import _ReportedWriteFailures
+
+  def record(exc, name="asyncio"):
+    message = "Future exception was never retrieved"
+    return logging.LogRecord(name, logging.ERROR, "/x/asyncio/base_events.py", 1771, message, (),
+                             (type(exc), exc, None))  # fmt: skip
+
+  full = ValueError("RESOURCE_EXHAUSTED: Error writing local file \"/d/x\": No space left on "
+                    "device [os_error_code='28']")  # fmt: skip
+  keep = _ReportedWriteFailures().filter
+  assert not keep(record(full))
+  assert keep(record(ValueError("an unrelated bug")))
+  assert keep(record(full, name="absl"))  # not asyncio's, not from orbax's code
+  try:
+    raise ValueError("RESOURCE_EXHAUSTED: [os_error_code='28']")  # raised here, not orbax's
+  except ValueError as e:
+    assert keep(record(e))
+
+
 @pytest.mark.slow
 @pytest.mark.parametrize("fmt", ["tlm", "t5x"])
 def test_a_full_disk_while_converting_prints_tlms_line_alone(saved, tmpfs, fmt):

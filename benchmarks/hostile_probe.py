@@ -618,6 +618,7 @@ def main():
     default=1,
     help="run every K-th case of each surface (a quicker, even sample)",
   )
+  parser.add_argument("--names", default="", help="also run these cases (exact names, commas)")
   parser.add_argument("--base", default="", help="reuse BASE (a --keep run's ROOT/base)")
   parser.add_argument("--memory_gib", type=float, default=4.0, help="address space per case")
   args = parser.parse_args()
@@ -637,6 +638,11 @@ def main():
         picked.append(c)
       seen[c.surface] += 1
     cases = picked
+  if args.names:  # and these, by exact name
+    wanted = set(args.names.split(","))
+    unknown = wanted - set(names)
+    assert not unknown, f"no such cases: {sorted(unknown)}"
+    cases += [c for c in CASES if c.name in wanted and c not in cases]
   if args.list:
     for c in cases:
       print(f"{c.surface:12} {c.expect:6} {c.name}")

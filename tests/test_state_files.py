@@ -152,6 +152,9 @@ HOSTILE_MANIFESTS = {
   "entry_an_int": {"params/_METADATA": 5},
   "entry_a_list": {"params/_METADATA": [10, DIGEST]},
   "size_negative": {"params/_METADATA": _entry(size=-1)},
+  "size_beyond_64_bits": {"params/_METADATA": _entry(size=2**63)},
+  # An entry of a file outside the items checked (score reads params only) was accepted.
+  "size_huge_outside_the_items": {"_CHECKPOINT_METADATA": _entry(size=10**30)},
   "size_a_bool": {"params/_METADATA": _entry(size=True)},
   "size_a_string": {"params/_METADATA": _entry(size="12")},
   "size_a_float": {"params/_METADATA": _entry(size=12.0)},

@@ -18,6 +18,9 @@ REMAT_POLICIES = ("none", "full", "dots")
 _REMAT_BOOLEANS = {True: "full", False: "none", "true": "full", "false": "none"}
 
 
+MODEL_DTYPES = ("float32", "bfloat16")  # model.dtype (tlm.models.t5's activation dtypes)
+
+
 def remat_policy(value: Any, key: str) -> str:
   """`value` as one of REMAT_POLICIES (booleans mapped); ConfigError naming `key` otherwise."""
   if isinstance(value, str):
@@ -71,6 +74,9 @@ class ModelConfig:
 
   def __post_init__(self):
     object.__setattr__(self, "remat", remat_policy(self.remat, "model.remat"))
+    # Checked here, naming the key, not later by T5Config once the data is built.
+    if self.dtype not in MODEL_DTYPES:
+      raise ConfigError(f"model.dtype must be one of {', '.join(MODEL_DTYPES)}, got {self.dtype!r}")
 
 
 @dataclasses.dataclass(frozen=True)

@@ -6,12 +6,12 @@ per subprocess in a temporary directory of its own, and classifies how each case
 
 --every=K runs every K-th case of each surface (an even sample: --every=8 is 69 cases; with 19
 more named by --names, 88 cases took 7.5 minutes with --jobs=2 on a shared, heavily loaded
-2-core machine, 2026-12-01, most of it the tiny trainings); without it all ~530 cases run
-(not timed whole: over an hour on that machine). --only picks cases by name, --list shows them. The counts per
-surface and class and the goal's figures print as a table and, last, as one JSON line
+2-core machine, 2026-12-01, most of it the tiny trainings); without it all ~530 cases run (not
+timed whole: over an hour on that machine). --only picks cases by name, --list shows them. The
+counts per surface and class and the goal's figures print as a table and, last, as one JSON line
 (--json also writes every case's record). --keep keeps the temporary directory; --base reuses
-the base of a kept one. Each case's address space is capped (--memory_gib). The disk-full
-cases mount small tmpfs file systems (root; elsewhere they are `skipped`).
+the base of a kept one. Each case's address space is capped (--memory_gib). The disk-full cases
+mount small tmpfs file systems (root; elsewhere they are `skipped`).
 
 The issue's goal: "Every case of a hostile-input probe over these surfaces ends in a one-line
 error or a correct recovery: 0 tracebacks, 0 hangs, 0 files outside the given locations, 0

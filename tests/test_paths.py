@@ -64,6 +64,8 @@ def test_parse_gives_the_canonical_form(text, canonical):
     ("runs/\udcff", "bytes that are not UTF-8"),
     ("runs/" + "x" * 256, "longer than a filesystem takes"),
     ("/".join(["abcdefgh"] * 500), "longer than a filesystem takes"),
+    ("runs/a\\b", "--x=runs/a\\b: a path cannot hold a backslash"),
+    ("file:///abs/a\\b", "a path cannot hold a backslash"),
   ],
 )
 def test_parse_rejects_in_one_line_naming_the_flag(text, fragment):
@@ -71,6 +73,18 @@ def test_parse_rejects_in_one_line_naming_the_flag(text, fragment):
     storage.parse(text, "--x")
   message = str(e.value)
   assert fragment in message and message.startswith("--x") and "\n" not in message
+
+
+def test_a_backslash_in_the_working_directory_counts(tmp_path, monkeypatch):
+  # tensorstore wrote part of a checkpoint saved under "a\\b" into "a/b"; a relative path
+  # inherits the working directory's name.
+  cwd = tmp_path / "a\\b"
+  cwd.mkdir()
+  monkeypatch.chdir(cwd)
+  with pytest.raises(UserError) as e:
+    storage.parse("w", "--workdir")
+  assert str(e.value).startswith(f"--workdir=w (its absolute form {cwd}/w): a path cannot hold")
+  assert storage.parse(str(tmp_path / "w"), "--workdir") == str(tmp_path / "w")
 
 
 def _fsspec_registry():

@@ -77,6 +77,20 @@ def test_limits_name_the_key_in_one_line(assignment, message):
   assert message in str(e.value)
 
 
+def test_an_unknown_model_dtype_names_its_key():
+  # It was T5Config's error ("T5Config.dtype must be ..."), raised after the data was built.
+  base = configs.get("tiny_temporal")
+  with pytest.raises(
+    ConfigError, match=r"^model.dtype must be one of float32, bfloat16, got 'f7'$"
+  ):
+    configs.override(base, ["model.dtype=f7"])
+  saved = configs.to_dict(base)
+  saved["model"]["dtype"] = "f7"
+  with pytest.raises(ConfigError, match=r"^model.dtype must be one of"):
+    configs.from_dict(saved)
+  assert configs.override(base, ["model.dtype=bfloat16"]).model.dtype == "bfloat16"
+
+
 def test_adaptation_evaluations_fit_its_steps():
   base = configs.get("tiny_temporal")
   configs.override(base, ["adapt.steps=10", "adapt.eval_points=10"])

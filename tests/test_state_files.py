@@ -141,6 +141,9 @@ HOSTILE_MANIFESTS = {
   "entry_an_int": {"params/_METADATA": 5},
   "entry_a_list": {"params/_METADATA": [10, DIGEST]},
   "size_negative": {"params/_METADATA": _entry(size=-1)},
+  "size_beyond_64_bits": {"params/_METADATA": _entry(size=2**63)},
+  # An entry of a file outside the items checked (score reads params only) was accepted.
+  "size_huge_outside_the_items": {"_CHECKPOINT_METADATA": _entry(size=10**30)},
   "size_a_bool": {"params/_METADATA": _entry(size=True)},
   "size_a_string": {"params/_METADATA": _entry(size="12")},
   "size_a_float": {"params/_METADATA": _entry(size=12.0)},
@@ -270,6 +273,38 @@ def test_a_lock_file_that_is_a_fifo_is_never_opened(tmp_path):
     f"{tmp_path / LOCK_NAME}: unreadable lock file (not a regular file (a FIFO)); delete it if "
     f"no run is using {tmp_path}"
   ), proc.stderr
+
+
+def test_a_lock_that_cannot_be_written_leaves_no_temporary_behind(tmp_path, monkeypatch):
+  # On a full disk the write of the lock's temporary file failed and left it beside the output
+  # (build_ssm --output_dir on a full tmpfs left .out.tlm.lock.<uuid>.tmp).
+  import builtins
+
+  from tlm.errors import UserError
+
+  real_open = builtins.open
+
+  class FullDisk:
+    def __init__(self, f):
+      self.f = f
+
+    def __enter__(self):
+      return self
+
+    def write(self, text):
+      raise OSError(28, "No space left on device")
+
+    def __exit__(self, *exc):
+      self.f.close()
+
+  def open_(path, *args, **kwargs):
+    f = real_open(path, *args, **kwargs)
+    return FullDisk(f) if str(path).endswith(".tmp") else f
+
+  monkeypatch.setattr(builtins, "open", open_)
+  with pytest.raises(UserError, match=r"cannot create the lock \(No space left on device\)$"):
+    WorkdirLock(str(tmp_path / "w"), "train").acquire()
+  assert os.listdir(tmp_path / "w") == []
 
 
 # --- best.json --------------------------------------------------------------------------------

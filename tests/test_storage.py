@@ -47,6 +47,37 @@ def test_gs_paths_are_parsed_and_routed_to_epath_fsspec():
   assert path._backend is backend.fsspec_backend and os.fspath(path) == "gs://bucket/x"
 
 
+def test_a_transport_failure_of_the_store_is_an_oserror_naming_the_path(monkeypatch, tmp_path):
+  # huggingface_hub's transport errors (httpx's ConnectError, offline) are not OSError:
+  # --workdir=hf://org/run ended in a traceback from the lock's exclusive create.
+  ConnectError = type("ConnectError", (Exception,), {"__module__": "httpx._exceptions"})
+
+  class Unreachable:
+    def __getattr__(self, name):
+      def fail(*args, **kwargs):
+        raise ConnectError("[Errno -2] Name or service not known")
+
+      return fail
+
+  monkeypatch.setattr(storage, "epath_of", lambda path: Unreachable())
+  for call in (storage.exists, storage.isdir, storage.listdir, storage.read_bytes):
+    with pytest.raises(OSError) as e:
+      call("hf://org/run/x")
+    assert e.value.filename == "hf://org/run/x"
+    assert e.value.strerror == (
+      "the object store failed or cannot be reached (ConnectError: [Errno -2] Name or service "
+      "not known)"
+    )
+  with pytest.raises(UserError, match=r"^hf://org/run/\.tlm\.lock: cannot create the lock \(the "):
+    monkeypatch.setattr(storage, "create_exclusive", storage._store_errors(
+      lambda path, content: storage.epath_of(path).open("xb")))  # fmt: skip
+    WorkdirLock("hf://org/run", "train").acquire()
+  # tlm's own errors pass unchanged.
+  monkeypatch.setattr(storage, "epath_of", lambda path: 1 / 0)
+  with pytest.raises(ZeroDivisionError):
+    storage.exists("hf://org/run/x")
+
+
 def test_remote_lock_uses_exclusive_create_not_links(monkeypatch):
   from tlm import workdir_lock
 

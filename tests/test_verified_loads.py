@@ -94,6 +94,18 @@ def test_a_model_directory_has_a_manifest_and_every_load_checks_it(saved, tmp_pa
   assert f"checkpoint {intact} has no {checksums.MANIFEST}" in capsys.readouterr().err
 
 
+def test_a_checkpoint_named_through_dotdot_loads(saved, tmp_path, monkeypatch):
+  # tensorstore refuses a path with a ".." component ("Invalid file path"): --checkpoint=../W
+  # from a sibling directory failed to restore.
+  work, model = _copy(saved, "work", tmp_path), _copy(saved, "model", tmp_path)
+  (tmp_path / "cwd").mkdir()
+  monkeypatch.chdir(tmp_path / "cwd")
+  _same(checkpoints.load_checkpoint("../work")[1], saved["trees"][200])
+  _same(checkpoints.load_checkpoint("../work/checkpoints/100")[1], saved["trees"][100])
+  _same(checkpoints.load_checkpoint("../model")[1], saved["trees"][100])
+  assert work.is_dir() and model.is_dir()
+
+
 def _abstract(cfg):
   from jax.sharding import NamedSharding, PartitionSpec
 
@@ -203,12 +215,38 @@ def test_a_full_disk_while_training_prints_tlms_line_alone(tmpfs):
   assert os.listdir(os.path.join(workdir, "checkpoints")) == []
 
 
+def test_asyncios_report_of_tensorstores_failed_write_on_a_future_is_dropped():
+  # Under load asyncio logged "Future exception was never retrieved" for tensorstore's
+  # RESOURCE_EXHAUSTED set on a future orbax wrapped (no traceback) after tlm's line.
+  import logging
+
+  from tlm.models.formats.orbax_failures import _ReportedWriteFailures
+
+  def record(exc, name="asyncio"):
+    message = "Future exception was never retrieved"
+    return logging.LogRecord(name, logging.ERROR, "/x/asyncio/base_events.py", 1771, message, (),
+                             (type(exc), exc, None))  # fmt: skip
+
+  full = ValueError("RESOURCE_EXHAUSTED: Error writing local file \"/d/x\": No space left on "
+                    "device [os_error_code='28']")  # fmt: skip
+  keep = _ReportedWriteFailures().filter
+  assert not keep(record(full))
+  assert keep(record(ValueError("an unrelated bug")))
+  assert keep(record(full, name="absl"))  # not asyncio's, not from orbax's code
+  try:
+    raise ValueError("RESOURCE_EXHAUSTED: [os_error_code='28']")  # raised here, not orbax's
+  except ValueError as e:
+    assert keep(record(e))
+
+
 @pytest.mark.slow
-def test_a_full_disk_while_converting_prints_tlms_line_alone(saved, tmpfs):
+@pytest.mark.parametrize("fmt", ["tlm", "t5x"])
+def test_a_full_disk_while_converting_prints_tlms_line_alone(saved, tmpfs, fmt):
+  # T5X's zarr arrays: tensorstore's ValueError quoting the errno was a traceback.
   disk = tmpfs("200k")
   out = os.path.join(disk, "out")
   proc = _run(
-    "--mode=convert", f"--checkpoint={saved['model']}", f"--output_dir={out}", "--format=tlm"
+    "--mode=convert", f"--checkpoint={saved['model']}", f"--output_dir={out}", f"--format={fmt}"
   )
   assert proc.returncode == 1
   lines = _errors(proc)

@@ -4,6 +4,7 @@ import os
 
 import pytest
 
+from tlm.data import vocab as vocab_module
 from tlm.data.vocab import (
   EOS_ID,
   PAD_ID,
@@ -82,6 +83,23 @@ def test_bad_model_files(tmp_path):
     Vocabulary(str(tmp_path / "missing.model"))
   with pytest.raises(DataError, match="not a SentencePiece model"):
     Vocabulary(b"not a model")
+
+
+def test_model_path_naming_a_device_fifo_or_huge_file_is_refused_unread(tmp_path, monkeypatch):
+  # data.vocab=/dev/zero was read whole until the kernel's OOM killer ended the run.
+  fifo = tmp_path / "v.model"
+  os.mkfifo(fifo)
+  for path, why in [
+    ("/dev/zero", "character device"),
+    (str(fifo), "FIFO"),
+    (str(tmp_path), "directory"),
+  ]:
+    with pytest.raises(DataError, match=f"^{path}: cannot read SentencePiece model .*{why}"):
+      Vocabulary(path)
+  monkeypatch.setattr(vocab_module, "MAX_MODEL_BYTES", 10)
+  (tmp_path / "big.model").write_bytes(b"x" * 11)
+  with pytest.raises(DataError, match="larger than 10 bytes"):
+    Vocabulary(str(tmp_path / "big.model"))
 
 
 def test_find_spiece_model(tmp_path, model_bytes):

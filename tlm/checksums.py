@@ -57,6 +57,9 @@ _CHUNK = 1 << 20
 ORBAX_COMMIT = "commit_success.txt"
 # An entry is ~150 bytes; a checkpoint of 1,000 hosts with tens of files each stays far below.
 MAX_MANIFEST_BYTES = 64 << 20
+# No file is larger (off_t is 64-bit): an entry beyond it is hostile even for a file the load
+# at hand does not read (score reads params only; size 10**30 on another entry was accepted).
+_MAX_FILE_SIZE = 2**63
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 # Files hashed at once: hashlib releases the GIL, so these run on as many cores.
 _HASH_THREADS = max(1, min(8, os.cpu_count() or 1))
@@ -113,7 +116,7 @@ def read_manifest(step_dir: str) -> dict[str, tuple[int, str]]:
   Raises:
     CheckpointError: one line naming the manifest, if it is unreadable (special file, larger
       than MAX_MANIFEST_BYTES, not JSON, not this format) or an entry is not a normalised name
-      inside `step_dir` with an integer size and a hex SHA-256.
+      inside `step_dir` with an integer size (below 2**63) and a hex SHA-256.
   """
   path = storage.join(step_dir, MANIFEST)
   manifest = safe_read.read_json(
@@ -133,7 +136,7 @@ def read_manifest(step_dir: str) -> dict[str, tuple[int, str]]:
     if (
       not isinstance(size, int)
       or isinstance(size, bool)
-      or size < 0
+      or not 0 <= size < _MAX_FILE_SIZE
       or not isinstance(digest, str)
       or not _SHA256.fullmatch(digest)
     ):

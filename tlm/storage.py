@@ -29,6 +29,8 @@ and can be created only-if-absent. The protocols built on that (`tlm.files`,
 """
 
 import contextlib
+import errno
+import functools
 import importlib.util
 import io
 import os
@@ -58,6 +60,38 @@ _NAME_MAX, _PATH_MAX = 255, 4095
 # A lease (no exclusive create): how long a writer waits before reading its lock back. Two
 # writers that both wrote within this window both read the later one's token.
 LEASE_SETTLE_S = 2.0
+
+
+# The HTTP and cloud client libraries under the fsspec backends. Their transport failures (no
+# network, a name that does not resolve, missing credentials) are not OSError, unlike the
+# backends' own errors (gcsfs's HttpError, huggingface_hub's HfHubHTTPError, aiohttp's
+# connection errors are): `_store_errors` makes them one, the class every caller of these
+# helpers handles. Anything else (tlm's own bugs included) passes unchanged.
+_TRANSPORT_PACKAGES = frozenset(
+  ("httpx", "httpx2", "httpcore", "requests", "urllib3", "aiohttp", "botocore", "google", "azure")
+)
+
+
+def _store_errors(fn):
+  """Raises an fsspec backend's transport failure in `fn(path, ...)` as an OSError naming the
+  path and what failed, in one line."""
+
+  @functools.wraps(fn)
+  def wrapper(path, *args, **kwargs):
+    try:
+      return fn(path, *args, **kwargs)
+    except Exception as e:
+      package = type(e).__module__.split(".")[0]
+      if isinstance(e, OSError) or package not in _TRANSPORT_PACKAGES:
+        raise
+      detail = " ".join(str(e).split())[:200]
+      raise OSError(
+        errno.EIO,
+        f"the object store failed or cannot be reached ({type(e).__name__}: {detail})",
+        os.fspath(path),
+      ) from None
+
+  return wrapper
 
 
 def scheme(path: str) -> str | None:
@@ -91,7 +125,8 @@ def parse(text: str, name: str) -> str:
     UserError: one line naming `name` for a control character (NUL, newline, ...), bytes that
       are not UTF-8, a name longer than the filesystem takes, an unsupported scheme, a URI
       missing a slash ("gs:/b"), an empty bucket ("gs://"), an empty, "." or ".." component
-      in an object key, or a scheme whose filesystem package is not installed (naming it).
+      in an object key, or a scheme whose filesystem package is not installed (naming it),
+      or a backslash in a local path's absolute form (tensorstore's separator).
   """
   where = f"{name}={_shown(text)}"
   if not text:
@@ -129,6 +164,16 @@ def parse(text: str, name: str) -> str:
 
 
 def _parse_local(path: str, where: str) -> str:
+  # tensorstore (orbax's checkpoint writer and reader) takes a backslash for a directory
+  # separator: a checkpoint saved under "a\b" landed partly in "a/b" (outside the given
+  # location) and could not be restored. The absolute form counts: a relative path inherits
+  # the working directory's name.
+  if "\\" in os.path.abspath(path):
+    shown = "" if "\\" in path else f" (its absolute form {_shown(os.path.abspath(path))})"
+    raise UserError(
+      f"{where}{shown}: a path cannot hold a backslash (tensorstore, which writes and reads "
+      "checkpoints, takes it for a directory separator)"
+    )
   if len(os.fsencode(path)) > _PATH_MAX or any(
     len(os.fsencode(part)) > _NAME_MAX for part in path.split("/")
   ):
@@ -213,18 +258,22 @@ def dirname(path: str) -> str:
   return os.path.dirname(local(path))
 
 
+@_store_errors
 def exists(path: str) -> bool:
   return epath_of(path).exists() if is_remote(path) else os.path.exists(local(path))
 
 
+@_store_errors
 def isdir(path: str) -> bool:
   return epath_of(path).is_dir() if is_remote(path) else os.path.isdir(local(path))
 
 
+@_store_errors
 def isfile(path: str) -> bool:
   return epath_of(path).is_file() if is_remote(path) else os.path.isfile(local(path))
 
 
+@_store_errors
 def listdir(path: str) -> list[str]:
   """Names in a directory (for a URI: the next level of keys under the prefix)."""
   if is_remote(path):
@@ -239,18 +288,21 @@ def makedirs(path: str) -> None:
     os.makedirs(local(path), exist_ok=True)
 
 
+@_store_errors
 def getsize(path: str) -> int:
   if is_remote(path):
     return int(epath_of(path).stat().length)
   return os.path.getsize(local(path))
 
 
+@_store_errors
 def mtime(path: str) -> float:
   if is_remote(path):
     return float(epath_of(path).stat().mtime)
   return os.path.getmtime(local(path))
 
 
+@_store_errors
 def remove(path: str) -> None:
   """Removes a file; FileNotFoundError if absent."""
   if is_remote(path):
@@ -268,6 +320,7 @@ def rmtree(path: str) -> None:
     shutil.rmtree(local(path), ignore_errors=True)
 
 
+@_store_errors
 def open_file(path: str, mode: str = "r", encoding: str | None = None) -> IO[Any]:
   """`open` for a local path; epath's for a URI (text modes UTF-8).
 
@@ -291,6 +344,7 @@ def read_text(path: str) -> str:
   return read_bytes(path).decode("utf-8")
 
 
+@_store_errors
 def write_object(path: str, data: bytes) -> None:
   """Writes `data` to a URI as one object, in one write (never seen half-written)."""
   epath_of(path).write_bytes(data)
@@ -315,6 +369,7 @@ def walk_files(root: str) -> Iterator[str]:
   yield from sorted(out)
 
 
+@_store_errors
 def upload_tree(local_dir: str, dst: str) -> None:
   """Uploads every file of a local directory to the remote directory `dst`, streamed."""
   for rel in walk_files(local_dir):
@@ -322,6 +377,7 @@ def upload_tree(local_dir: str, dst: str) -> None:
       shutil.copyfileobj(src, f, 1 << 24)
 
 
+@_store_errors
 def copy_tree(src: str, dst: str) -> None:
   """Copies every file of a remote directory `src` to `dst` (object by object)."""
   for rel in walk_files(src):
@@ -344,6 +400,7 @@ def is_committed(directory: str) -> bool:
   return not is_remote(directory) or isfile(join(directory, COMMIT_MARKER))
 
 
+@_store_errors
 def create_exclusive(path: str, content: str) -> bool:
   """Creates the remote object `path` holding `content` unless it exists; False if it does.
 

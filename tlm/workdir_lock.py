@@ -94,8 +94,13 @@ def _create_exclusive(path: str, content: str) -> bool:
   if storage.is_remote(path):
     return storage.create_exclusive(path, content)
   tmp = f"{path}.{uuid.uuid4().hex}.tmp"
-  with open(tmp, "w", encoding="utf-8") as f:
-    f.write(content)
+  try:
+    with open(tmp, "w", encoding="utf-8") as f:
+      f.write(content)
+  except BaseException:  # a full disk fails the write or the close: no temporary left behind
+    with contextlib.suppress(OSError):
+      os.remove(tmp)
+    raise
   try:
     os.link(tmp, path)
     return True

@@ -28,6 +28,9 @@ SIZES = ("tiny", "small", "base", "large", "xl", "xxl")
 REMAT_POLICIES = ("none", "full", "dots")
 
 
+MODEL_DTYPES = ("float32", "bfloat16")  # model.dtype (tlm.models.t5's activation dtypes)
+
+
 def remat_policy(value: Any, key: str) -> str:
   """`value` as one of REMAT_POLICIES; ConfigError naming `key` otherwise."""
   if isinstance(value, str):
@@ -79,6 +82,9 @@ class ModelConfig:
 
   def __post_init__(self):
     object.__setattr__(self, "remat", remat_policy(self.remat, "model.remat"))
+    # Checked here, naming the key, not later by T5Config once the data is built.
+    if self.dtype not in MODEL_DTYPES:
+      raise ConfigError(f"model.dtype must be one of {', '.join(MODEL_DTYPES)}, got {self.dtype!r}")
 
 
 @dataclasses.dataclass(frozen=True)

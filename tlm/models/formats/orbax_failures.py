@@ -5,7 +5,8 @@ When a save fails (a full disk, a permission), orbax's background threads each l
 exception with its traceback (`_SignalingThread.run() raised an exception`, `Failed to run ...
 Handler Commit operations ... in background save thread`, `Save Finalize thread ... failed`:
 hundreds of lines for one full disk), asyncio logs orbax's abandoned tasks at exit (`Task
-exception was never retrieved`), and tensorstore's pending callbacks, arriving at the event
+exception was never retrieved`, or `Future exception ...` for tensorstore's failure set on a
+future orbax wrapped), and tensorstore's pending callbacks, arriving at the event
 loop orbax closed, print `RuntimeError: Event loop is closed` through `sys.unraisablehook`.
 Each of those exceptions is also stored by orbax and raised again in the thread that waits for
 the save, where tlm turns it into its one-line `CheckpointError` (`tlm.train.checkpointing`) or
@@ -61,6 +62,15 @@ class _ReportedWriteFailures(logging.Filter):
       return True
     chain = list(_chain(record.exc_info[1]))
     by_orbax = f"{os.sep}orbax{os.sep}" in record.pathname or any(map(_in_orbax, chain))
+    # asyncio's "Future exception was never retrieved" for a future orbax wrapped around
+    # tensorstore's: the exception was set on it, never raised, so it has no traceback to
+    # show where it came from; tensorstore reports a failed write as such a ValueError
+    # (seen under load, when the future is collected before orbax's last writer returns).
+    by_orbax = (
+      by_orbax
+      or record.name == "asyncio"
+      and any(type(e) is ValueError and e.__traceback__ is None for e in chain)
+    )
     return not (by_orbax and any(io_error_reason(e) is not None for e in chain))
 
 

@@ -79,7 +79,7 @@ def metadata(directory: str) -> dict:
   if not storage.isdir(directory):
     raise CheckpointError(f"{directory}: no such orbax checkpoint directory")
   try:
-    meta = ocp.PyTreeCheckpointer().metadata(directory)
+    meta = ocp.PyTreeCheckpointer().metadata(storage.abspath(directory))
   except Exception as e:
     raise CheckpointError(f"{directory}: not an orbax checkpoint ({_one_line(e)})") from None
   tree = getattr(meta, "item_metadata", meta)
@@ -118,8 +118,10 @@ def restore(directory: str, shardings=None):
       shardings,
     )
   try:
+    # Absolute: tensorstore refuses a path with a ".." component ("Invalid file path"), and
+    # `--checkpoint=../run` is a user's ordinary way to name one.
     return ocp.PyTreeCheckpointer().restore(
-      directory, args=ocp.args.PyTreeRestore(restore_args=args)
+      storage.abspath(directory), args=ocp.args.PyTreeRestore(restore_args=args)
     )
   except Exception as e:
     raise CheckpointError(f"{directory}: cannot restore parameters ({_one_line(e)})") from None

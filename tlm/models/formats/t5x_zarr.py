@@ -27,6 +27,8 @@ its declared shape is an error, not an allocation. `write` writes one array with
 exactly as T5X does.
 """
 
+import os
+import re
 import zlib
 
 import ml_dtypes
@@ -237,10 +239,23 @@ def spec_for(name: str, array: np.ndarray) -> dict:
   }
 
 
+_OS_ERROR = re.compile(r"\[os_error_code='?(\d+)")
+
+
 def write(spec: dict, local_dir: str, array: np.ndarray) -> None:
   """Writes `array` with TensorStore where `spec` (from `spec_for`) points in `local_dir`."""
   import tensorstore as ts
 
-  opened = dict(spec, kvstore={"driver": "file", "path": f"{local_dir}/{spec_path(spec, '')}/"})
-  store = ts.open(opened, create=True, open=True).result()
-  store.write(array).result()
+  path = f"{local_dir}/{spec_path(spec, '')}"
+  opened = dict(spec, kvstore={"driver": "file", "path": f"{path}/"})
+  try:
+    store = ts.open(opened, create=True, open=True).result()
+    store.write(array).result()
+  except ValueError as e:
+    # tensorstore reports a failed file write (a full disk, permissions) as a ValueError
+    # quoting the errno: as the OSError it is, naming the array's directory, so that the
+    # atomic output directory being written reports it as the output's one line.
+    code = _OS_ERROR.search(str(e))
+    if code is None:
+      raise
+    raise OSError(int(code.group(1)), os.strerror(int(code.group(1))), path) from None

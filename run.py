@@ -101,9 +101,18 @@ FLAGS = flags.FLAGS
 # The flags that name a file or directory (--workdirs: a list of them), parsed once by
 # `tlm.storage.parse` before the mode starts.
 PATH_FLAGS = (
-  "workdir", "checkpoint", "input_file", "output_file", "output_dir", "vocab", "facts",
-  "entities", "news", "data", "workdirs",
-)  # fmt: skip
+  "workdir",
+  "checkpoint",
+  "input_file",
+  "output_file",
+  "output_dir",
+  "vocab",
+  "facts",
+  "entities",
+  "news",
+  "data",
+  "workdirs",
+)
 
 
 def parse_path_flags(values) -> None:

@@ -6,11 +6,11 @@
 Reads one seed's `results/per_query.json` (and `results/eval.json` for the gold answers that
 M2 needs when per_query.json predates its `answers` column) and prints, per claim component,
 the bootstrap standard error of its margin with each pool resampled by its unit
-(`tlm.eval.claims`: TempLAMA by (subject, relation) pair) and with every item resampled on its
+(`tlm.miniature.claims`: TempLAMA by (subject, relation) pair) and with every item resampled on its
 own (the bootstrap before issue 19), and their ratio. With `--ssm_dir` (the world's SSM
 directory), the news pools are also measured with the examples clustered by their article's
 date: per_query.json records no article, so the evaluated examples are matched back to the
-SSM test files by the evaluation's own rule (`experiments._spread`) and checked against the
+SSM test files by the evaluation's own rule (`experiments.spread`) and checked against the
 recorded target lengths; a date's examples are a union of whole articles, so the date is a
 valid (slightly coarse) cluster. Not a timing benchmark: a measurement of the statistics.
 """
@@ -24,9 +24,13 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from tlm.eval import claims as C  # noqa: E402
-from tlm.eval import stats  # noqa: E402
-from tlm.eval.claim_summary import _pool_sizes  # noqa: E402
+from tlm.configs.years import FUTURE_YEARS, TRAIN_SLICE, TRAIN_YEARS  # noqa: E402
+from tlm.eval import (  # noqa: E402
+  claim_parts,
+  claims,
+  stats,  # noqa: E402
+)
+from tlm.miniature.claim_summary import _pool_sizes  # noqa: E402
 
 
 def _add_answers(meas: dict, eval_json: str) -> None:
@@ -37,8 +41,11 @@ def _add_answers(meas: dict, eval_json: str) -> None:
     cols = block["templama"]
     if "answers" in cols:
       continue
-    result = evals[model] if model in evals else next(
-      (v for k, v in evals.items() if k.endswith(model)), None)  # fmt: skip
+    result = (
+      evals[model]
+      if model in evals
+      else next((v for k, v in evals.items() if k.endswith(model)), None)
+    )
     if result is None:
       raise SystemExit(f"{eval_json}: no evaluation of {model}")
     answers = {r["id"]: r["answers"] for r in result["templama"]["records"]}
@@ -48,7 +55,7 @@ def _add_answers(meas: dict, eval_json: str) -> None:
 def _news_dates(meas: dict, ssm_dir: str) -> list[str]:
   """The date of each evaluated news example, matched back to the SSM test files."""
   from tlm.data.vocab import Vocabulary
-  from tlm.eval.experiments import _spread
+  from tlm.eval.experiments import spread
 
   news = next(iter(meas["models"].values()))["news"]
   years = news["year"]
@@ -57,7 +64,7 @@ def _news_dates(meas: dict, ssm_dir: str) -> list[str]:
   for y in sorted(set(years)):
     with open(os.path.join(ssm_dir, "test", f"{y}.jsonl")) as f:
       rows = [json.loads(line) for line in f]
-    picked = _spread(rows, years.count(y))
+    picked = spread(rows, years.count(y))
     dates += [r["date"] for r in picked]
     lengths += [len(vocab.encode(r["targets"])) for r in picked]
   offset = set(np.asarray(news["tokens"]) - np.asarray(lengths))
@@ -77,26 +84,34 @@ def main() -> None:
     meas = json.load(f)
   _add_answers(meas, os.path.join(results, "eval.json"))
   dates = _news_dates(meas, os.path.expanduser(args.ssm_dir)) if args.ssm_dir else None
-  print(f"seed {meas['seed']}, {args.resamples} resamples: SE with each pool's unit / SE with "
-        f"single items (the ratio); pools: items / clusters")  # fmt: skip
-  for claim in C.CLAIMS + C.MECHANISM:
+  print(
+    f"seed {meas['seed']}, {args.resamples} resamples: SE with each pool's unit / SE with "
+    f"single items (the ratio); pools: items / clusters"
+  )
+  for claim in claims.CLAIMS + claims.MECHANISM:
     comps, missing = claim.components(meas)
     if not comps or not any(c.pools for c in comps):
       print(f"{claim.id}: no resampled pool ({'; '.join(missing) or 'aggregate numbers'})")
       continue
     pools = _pool_sizes(comps)
     items = {name: stats.Pool.items(len(p)) for name, p in pools.items()}
-    by_date = {name: stats.Pool.of([dates[i] for i in _news_index(meas, name)], "date")
-               if dates and p.unit == C.NEWS_UNIT else p for name, p in pools.items()}  # fmt: skip
+    by_date = {
+      name: stats.Pool.of([dates[i] for i in _news_index(meas, name)], "date")
+      if dates and p.unit == claim_parts.NEWS_UNIT
+      else p
+      for name, p in pools.items()
+    }
     shape = ", ".join(f"{n}: {len(p)} / {p.n_clusters}" for n, p in pools.items())
     print(f"{claim.id} ({shape})")
     for c in comps:
       if not c.pools:
         continue
-      se = {k: stats.standard_error(c.margin, {n: v[n] for n in c.pools}, resamples=args.resamples)
-            for k, v in (("unit", pools), ("item", items), ("date", by_date))}  # fmt: skip
+      se = {
+        k: stats.standard_error(c.margin, {n: v[n] for n in c.pools}, resamples=args.resamples)
+        for k, v in (("unit", pools), ("item", items), ("date", by_date))
+      }
       line = f"  {c.name}: {se['unit']:.4g} / {se['item']:.4g} = {se['unit'] / se['item']:.2f}"
-      if dates and any(pools[n].unit == C.NEWS_UNIT for n in c.pools):
+      if dates and any(pools[n].unit == claim_parts.NEWS_UNIT for n in c.pools):
         line += f"; news by article date: {se['date'] / se['item']:.2f}"
       print(line)
 
@@ -104,7 +119,7 @@ def main() -> None:
 def _news_index(meas: dict, pool: str) -> list[int]:
   """The indices, among all evaluated news examples, of the examples of a news pool."""
   years = next(iter(meas["models"].values()))["news"]["year"]
-  want = C.SEEN if C.SEEN_NAME in pool else C.FUTURE
+  want = TRAIN_YEARS if TRAIN_SLICE in pool else FUTURE_YEARS
   return [i for i, y in enumerate(years) if y in want]
 
 

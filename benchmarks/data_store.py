@@ -30,7 +30,6 @@ build; peak memory of the training process (its VmHWM, read while it runs), seco
 first progress line and in all.
 """
 
-import hashlib
 import json
 import os
 import shutil
@@ -75,28 +74,20 @@ def world(root: str) -> dict:
   paths = datasets.ensure_synthetic_data(os.path.join(root, "world"), seed=0, scale=1.0)
   tok = os.path.join(root, "ssm-tok")
   if not store.is_store(tok):
-    ssm.build_ssm(os.path.join(paths.world_dir, "news.jsonl"), tok,
-                  gazetteer=os.path.join(paths.world_dir, "entities.tsv"),
-                  vocab=paths.vocab_path)  # fmt: skip
-  return {"news": os.path.join(paths.world_dir, "news.jsonl"),
-          "entities": os.path.join(paths.world_dir, "entities.tsv"),
-          "vocab": paths.vocab_path, "templama": paths.templama_dir,
-          "ssm_text": paths.news_ssm_dir, "ssm_tok": tok}  # fmt: skip
-
-
-class _Hashed:
-  def __init__(self, path):
-    self.f, self.sha, self.size = open(path, "wb"), hashlib.sha256(), 0
-
-  def write(self, a: np.ndarray):
-    data = a.tobytes()
-    self.f.write(data)
-    self.sha.update(data)
-    self.size += len(data)
-
-  def close(self) -> dict:
-    self.f.close()
-    return {"bytes": self.size, "sha256": self.sha.hexdigest()}
+    ssm.build_ssm(
+      os.path.join(paths.world_dir, "news.jsonl"),
+      tok,
+      gazetteer=os.path.join(paths.world_dir, "entities.tsv"),
+      vocab=paths.vocab_path,
+    )
+  return {
+    "news": os.path.join(paths.world_dir, "news.jsonl"),
+    "entities": os.path.join(paths.world_dir, "entities.tsv"),
+    "vocab": paths.vocab_path,
+    "templama": paths.templama_dir,
+    "ssm_text": paths.news_ssm_dir,
+    "ssm_tok": tok,
+  }
 
 
 def synth_store(src: str, out: str, examples: int) -> dict:
@@ -116,15 +107,15 @@ def synth_store(src: str, out: str, examples: int) -> dict:
     off = np.fromfile(base + ".idx", "<i8")
     n = (off.size - 1) // 2
     name = f"train/{year}.{field}"
-    binf = _Hashed(os.path.join(out, name + ".bin"))
-    idxf = _Hashed(os.path.join(out, name + ".idx"))
-    idxf.write(np.zeros(1, "<i8"))
+    binf = store_write.HashedFile(os.path.join(out, name + ".bin"))
+    idxf = store_write.HashedFile(os.path.join(out, name + ".idx"))
+    idxf.write(np.zeros(1, "<i8").tobytes())
     left, shift = per_year, 0
     while left:
       take = min(left, n)
       end = off[2 * take]
-      binf.write(data[:end])
-      idxf.write((off[1 : 2 * take + 1] + shift).astype("<i8"))
+      binf.write(data[:end].tobytes())
+      idxf.write((off[1 : 2 * take + 1] + shift).astype("<i8").tobytes())
       shift += int(end)
       left -= take
     files[name + ".bin"], files[name + ".idx"] = binf.close(), idxf.close()
@@ -143,8 +134,7 @@ def synth_store(src: str, out: str, examples: int) -> dict:
   store_write.write_manifest(
     out, store_write.manifest_bytes(tables, files, source.manifest["token_dtype"], vocab)
   )
-  return {"examples": per_year * len(TRAIN_YEARS),
-          "bytes": sum(v["bytes"] for v in files.values())}  # fmt: skip
+  return {"examples": per_year * len(TRAIN_YEARS), "bytes": sum(v["bytes"] for v in files.values())}
 
 
 # ---- one process: open a store as training does, build batches ---------------------------------
@@ -159,8 +149,9 @@ def probe(ssm_dir: str, templama: str, vocab_path: str, steps: int, old: bool) -
   else:
     loaded = datasets.load_sources(ssm_dir, templama, years=TRAIN_YEARS, split="train")
     batcher_cls = Batcher
-  sampler = MixtureSampler(loaded, seed=0, years=TRAIN_YEARS,
-                           source_weights={NEWS_SSM: 1000.0, TEMPLAMA: 1.0})  # fmt: skip
+  sampler = MixtureSampler(
+    loaded, seed=0, years=TRAIN_YEARS, source_weights={NEWS_SSM: 1000.0, TEMPLAMA: 1.0}
+  )
   batcher = batcher_cls(sampler, vocab, rows=128, input_length=128, target_length=32)
   opened = time.perf_counter() - t0
   batcher.batch(0)
@@ -183,8 +174,13 @@ def _old_module(name: str):
   """A module of tlm as it was at commit a1c6c45 (before the store)."""
   import importlib.util
 
-  code = subprocess.run(["git", "show", f"{OLD_COMMIT}:tlm/data/{name}.py"], cwd=ROOT,
-                        capture_output=True, text=True, check=True).stdout  # fmt: skip
+  code = subprocess.run(
+    ["git", "show", f"{OLD_COMMIT}:tlm/data/{name}.py"],
+    cwd=ROOT,
+    capture_output=True,
+    text=True,
+    check=True,
+  ).stdout
   path = os.path.join(tempfile.mkdtemp(), f"{name}_old.py")
   with open(path, "w") as f:
     f.write(code)
@@ -198,8 +194,9 @@ def _old_path(jsonl_dir: str, templama: str):
   """The sources and Batcher class of commit a1c6c45: `load_sources` parses every line of the
   JSON-lines SSM files into a TextExample; the Batcher keeps per-example arrays and every text's
   ids."""
-  loaded = _old_module("datasets").load_sources(jsonl_dir, templama, years=TRAIN_YEARS,
-                                                split="train")  # fmt: skip
+  loaded = _old_module("datasets").load_sources(
+    jsonl_dir, templama, years=TRAIN_YEARS, split="train"
+  )
   return loaded, _old_module("packing").Batcher
 
 
@@ -234,9 +231,13 @@ def store_sizes(sizes_m: list[float], steps: int, keep: bool = False) -> None:
         t0 = time.perf_counter()
         if kind == "old":  # the text store's examples in JSON lines
           write_jsonl_dir(os.path.join(root, f"store-text-{size:g}M"), path)
-          info = {"examples": int(size * 1e6) // 9 * 9,
-                  "bytes": sum(os.path.getsize(os.path.join(path, "train", n))
-                               for n in os.listdir(os.path.join(path, "train")))}  # fmt: skip
+          info = {
+            "examples": int(size * 1e6) // 9 * 9,
+            "bytes": sum(
+              os.path.getsize(os.path.join(path, "train", n))
+              for n in os.listdir(os.path.join(path, "train"))
+            ),
+          }
         else:
           info = synth_store(src, path, int(size * 1e6))
         info["synth_s"] = round(time.perf_counter() - t0, 1)
@@ -293,16 +294,24 @@ def build_speed(copies: int, workers: list[int], rounds: int = 2) -> None:
           cpu[n].append(_cpu_seconds() - c0)  # this process and its (joined) workers
           shutil.rmtree(out)
       best = {n: min(t) for n, t in times.items()}
-      print(json.dumps({
-        "benchmark": "data_store_build", "copies": copies, "input_mb": round(size / 2**20, 1),
-        "tokenized": vocab is not None, "seconds": {n: [round(x, 2) for x in t]
-                                                    for n, t in times.items()},
-        "mb_per_s": {n: round(size / 2**20 / b, 2) for n, b in best.items()},
-        "speedup_vs_1": {n: round(best[workers[0]] / b, 3) for n, b in best.items()},
-        "cpu_seconds": {n: [round(x, 2) for x in c] for n, c in cpu.items()},
-        "mb_per_cpu_s": {n: round(size / 2**20 / min(c), 2) for n, c in cpu.items()},
-        "cpus": os.cpu_count(), "load_average": _load(root),
-      }), flush=True)  # fmt: skip
+      print(
+        json.dumps(
+          {
+            "benchmark": "data_store_build",
+            "copies": copies,
+            "input_mb": round(size / 2**20, 1),
+            "tokenized": vocab is not None,
+            "seconds": {n: [round(x, 2) for x in t] for n, t in times.items()},
+            "mb_per_s": {n: round(size / 2**20 / b, 2) for n, b in best.items()},
+            "speedup_vs_1": {n: round(best[workers[0]] / b, 3) for n, b in best.items()},
+            "cpu_seconds": {n: [round(x, 2) for x in c] for n, c in cpu.items()},
+            "mb_per_cpu_s": {n: round(size / 2**20 / min(c), 2) for n, c in cpu.items()},
+            "cpus": os.cpu_count(),
+            "load_average": _load(root),
+          }
+        ),
+        flush=True,
+      )
   finally:
     shutil.rmtree(root, ignore_errors=True)
 
@@ -320,15 +329,28 @@ def _old_tree(root: str) -> str:
 
 
 def _train(ssm_dir: str, w: dict, workdir: str, tree: str = ROOT) -> dict:
-  sets = [f"data.ssm_dir={ssm_dir}", f"data.templama_dir={w['templama']}",
-          f"data.vocab={w['vocab']}", "data.synthetic=false", "train.steps=20",
-          "train.log_every=1", "train.eval_every=0", "train.checkpoint_every=1000"]  # fmt: skip
-  cmd = [sys.executable, os.path.join(tree, "run.py"), "--mode=train", "--config=tiny_temporal",
-         f"--workdir={workdir}"] + [f"--set={s}" for s in sets]  # fmt: skip
+  sets = [
+    f"data.ssm_dir={ssm_dir}",
+    f"data.templama_dir={w['templama']}",
+    f"data.vocab={w['vocab']}",
+    "data.synthetic=false",
+    "train.steps=20",
+    "train.log_every=1",
+    "train.eval_every=0",
+    "train.checkpoint_every=1000",
+  ]
+  cmd = [
+    sys.executable,
+    os.path.join(tree, "run.py"),
+    "--mode=train",
+    "--config=tiny_temporal",
+    f"--workdir={workdir}",
+  ] + [f"--set={s}" for s in sets]
   env = dict(os.environ, JAX_PLATFORMS="cpu")
   t0 = time.perf_counter()
-  proc = subprocess.Popen(cmd, cwd=tree, env=env, stdout=subprocess.PIPE,
-                          stderr=subprocess.PIPE, text=True)  # fmt: skip
+  proc = subprocess.Popen(
+    cmd, cwd=tree, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+  )
   first, peak, lines = None, 0.0, []
 
   def watch():  # VmHWM only grows: its last reading before the exit is the peak
@@ -352,8 +374,11 @@ def _train(ssm_dir: str, w: dict, workdir: str, tree: str = ROOT) -> dict:
   watcher.join()
   if status:
     raise RuntimeError(err[-2000:])
-  return {"first_step_s": round(first, 2), "total_s": round(total, 2),
-          "peak_rss_mb": round(peak, 1)}  # fmt: skip
+  return {
+    "first_step_s": round(first, 2),
+    "total_s": round(total, 2),
+    "peak_rss_mb": round(peak, 1),
+  }
 
 
 def goal(copies: int, rounds: int = 2) -> None:
@@ -371,10 +396,19 @@ def goal(copies: int, rounds: int = 2) -> None:
         stores[kind, n] = out
       # The JSON-lines SSM directory of a1c6c45's builder, which its training reads.
       stores["old", n] = os.path.join(root, f"ssm-old-{n}")
-      subprocess.run([sys.executable, os.path.join(old, "run.py"), "--mode=build_ssm",
-                      f"--news={news}", f"--output_dir={stores['old', n]}",
-                      f"--entities={w['entities']}"], cwd=old, check=True,
-                     capture_output=True)  # fmt: skip
+      subprocess.run(
+        [
+          sys.executable,
+          os.path.join(old, "run.py"),
+          "--mode=build_ssm",
+          f"--news={news}",
+          f"--output_dir={stores['old', n]}",
+          f"--entities={w['entities']}",
+        ],
+        cwd=old,
+        check=True,
+        capture_output=True,
+      )
     for kind in ("text", "tok", "old"):
       runs = {1: [], copies: []}
       for r in range(rounds):
@@ -383,19 +417,32 @@ def goal(copies: int, rounds: int = 2) -> None:
           runs[n].append(_train(stores[kind, n], w, workdir, old if kind == "old" else ROOT))
       small, large = runs[1], runs[copies]
       manifests = {n: store.read_manifest(stores["text", n]) for n in (1, copies)}
-      examples = {n: sum(manifests[n]["tables"][f"train/{y}"]["examples"] for y in TRAIN_YEARS)
-                  for n in (1, copies)}  # fmt: skip
-      print(json.dumps({
-        "benchmark": "data_store_goal", "store": kind, "copies": copies,
-        "train_examples": examples, "runs": {"x1": small, f"x{copies}": large},
-        "peak_rss_mb_delta": round(min(r["peak_rss_mb"] for r in large)
-                                   - min(r["peak_rss_mb"] for r in small), 1),
-        "first_step_s_delta": round(min(r["first_step_s"] for r in large)
-                                    - min(r["first_step_s"] for r in small), 2),
-        "total_s_delta": round(min(r["total_s"] for r in large)
-                               - min(r["total_s"] for r in small), 2),
-        "load_average": _load(root),
-      }), flush=True)  # fmt: skip
+      examples = {
+        n: sum(manifests[n]["tables"][f"train/{y}"]["examples"] for y in TRAIN_YEARS)
+        for n in (1, copies)
+      }
+      print(
+        json.dumps(
+          {
+            "benchmark": "data_store_goal",
+            "store": kind,
+            "copies": copies,
+            "train_examples": examples,
+            "runs": {"x1": small, f"x{copies}": large},
+            "peak_rss_mb_delta": round(
+              min(r["peak_rss_mb"] for r in large) - min(r["peak_rss_mb"] for r in small), 1
+            ),
+            "first_step_s_delta": round(
+              min(r["first_step_s"] for r in large) - min(r["first_step_s"] for r in small), 2
+            ),
+            "total_s_delta": round(
+              min(r["total_s"] for r in large) - min(r["total_s"] for r in small), 2
+            ),
+            "load_average": _load(root),
+          }
+        ),
+        flush=True,
+      )
   finally:
     shutil.rmtree(root, ignore_errors=True)
 

@@ -95,14 +95,14 @@ _TRACEBACK = re.compile(
 )
 # The launcher hides packages from the child (`sys.modules[name] = None`), so that "the
 # filesystem package is missing" is probed whether or not this machine has it (as
-# tests/cli_run.py does).
+# tests/helpers.py `run_tlm` does).
 _LAUNCH = (
   "import runpy, sys; [sys.modules.__setitem__(n, None) for n in sys.argv[1].split(',') if n]; "
   "sys.argv = sys.argv[2:]; runpy.run_path(sys.argv[0], run_name='__main__')"
 )
 
 # The `--set`s that point a tiny config at the tests' committed fixture data
-# (tests/fixtures/train/fixture_sets.py), and a two-step training on it.
+# (tests/helpers.py `FIXTURE_DATA_SETS`), and a two-step training on it.
 FIXTURE_SETS = (
   "data.synthetic=false",
   f"data.ssm_dir={TINY}/ssm",
@@ -547,7 +547,7 @@ def build_base(root: str, timeout: float) -> dict:
       f"--output_file={at(f'ref{step}.jsonl')}",
     )
   # A seed's results as reproduce writes them (tests/test_state_files.py `seed_dir`).
-  from tlm.eval import measurements
+  from tlm.miniature import measurements
 
   with open(os.path.join(b["W0"], "results", "eval.json")) as f:
     result = json.load(f)

@@ -3,7 +3,7 @@
   python benchmarks/miniature_default.py --settings=v11-3200 --seeds=100 --root=runs/explore
 
 Each setting trains only Uniform and Temporal per seed from the same pretrained start and for
-the same steps (`tlm.eval.levers`, the cheap screen of the levers study), evaluates them on
+the same steps (`research.levers.levers`, the cheap screen of the levers study), evaluates them on
 TempLAMA with the reproduction's code and judges C1, C5 and M1 with the reproduction's claims
 and statistics (the paired bootstrap over (subject, relation) pairs). Everything not named in
 a setting is the tiny configs' (T5.1.1 tiny models, batch 64, Adafactor 3e-2 constant, 20
@@ -23,7 +23,7 @@ import sys
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from tlm.eval.levers import Setting, run  # noqa: E402
+from research.levers.levers import Setting, run  # noqa: E402
 
 WIDE = ("model.emb_dim=128", "model.num_heads=8", "model.head_dim=16", "model.mlp_dim=256")
 # name: (description, steps, curve steps, overrides, the setting whose start it shares or "")
@@ -32,16 +32,36 @@ SETTINGS = {
   # The step-2800 checkpoints of v11-3200 (kept: two checkpoints, every 400 steps), evaluated.
   "v11-2800": ("T5.1.1 tiny, v11-3200 at step 2800", 2800, (), (), "v11-3200"),
   "v11wide-2400": ("T5.1.1 wide (d 128, MLP 256)", 2400, (800, 1600), WIDE, ""),
-  "v11-lr1e-2-3200": ("T5.1.1 tiny, lr 1e-2", 3200, (800, 1600, 2400),
-                      ("train.learning_rate=0.01",), "v11-3200"),
-  "v11-b32-3200": ("T5.1.1 tiny, batch 32", 3200, (800, 1600, 2400),
-                   ("train.batch_size=32",), "v11-3200"),
-  "v11-b128-1600": ("T5.1.1 tiny, batch 128", 1600, (800, 1200),
-                    ("train.batch_size=128",), "v11-3200"),
-  "v11-lr6e-2-2400": ("T5.1.1 tiny, lr 6e-2", 2400, (800, 1600),
-                      ("train.learning_rate=0.06",), "v11-3200"),
+  "v11-lr1e-2-3200": (
+    "T5.1.1 tiny, lr 1e-2",
+    3200,
+    (800, 1600, 2400),
+    ("train.learning_rate=0.01",),
+    "v11-3200",
+  ),
+  "v11-b32-3200": (
+    "T5.1.1 tiny, batch 32",
+    3200,
+    (800, 1600, 2400),
+    ("train.batch_size=32",),
+    "v11-3200",
+  ),
+  "v11-b128-1600": (
+    "T5.1.1 tiny, batch 128",
+    1600,
+    (800, 1200),
+    ("train.batch_size=128",),
+    "v11-3200",
+  ),
+  "v11-lr6e-2-2400": (
+    "T5.1.1 tiny, lr 6e-2",
+    2400,
+    (800, 1600),
+    ("train.learning_rate=0.06",),
+    "v11-3200",
+  ),
   "v11mlp256-2400": ("T5.1.1 tiny, MLP 256", 2400, (800, 1600), ("model.mlp_dim=256",), ""),
-}  # fmt: skip
+}
 # The verdict of docs/results/PREREGISTRATION.md: the tiny configs as committed (no overrides,
 # their own start), on the verdict seeds only; the learning curve at 800/1600/2400 is free.
 DEFAULT = ("the default: the tiny configs as committed", 2800, (800, 1600, 2400), (), "")
@@ -55,8 +75,17 @@ def settings(root: str, table: dict = SETTINGS) -> list[Setting]:
   for name, (description, steps, curve, overrides, start_of) in table.items():
     start = os.path.join(root, start_of, "seed={seed}", "t5") if start_of else ""
     source = os.path.join(root, CONTINUES[name], "seed={seed}") if name in CONTINUES else ""
-    out.append(Setting(name, description, steps, overrides=overrides, start=start,
-                       continue_from=source, eval_steps=curve))  # fmt: skip
+    out.append(
+      Setting(
+        name,
+        description,
+        steps,
+        overrides=overrides,
+        start=start,
+        continue_from=source,
+        eval_steps=curve,
+      )
+    )
   return out
 
 
@@ -72,13 +101,21 @@ def verdict(summary: dict, seeds) -> dict:
     c = row["claims"][claim]
     per_seed_above = [p["ci95"] is not None and p["ci95"][0] > 0 for p in c["per_seed"]]
     pooled_above = bool(c["margin_ci95"]) and c["margin_ci95"][0] > 0
-    out[claim] = {"margin_mean": c["margin_mean"], "margin_ci95": c["margin_ci95"],
-                  "per_seed": c["per_seed"], "every_seed_above_zero": all(per_seed_above),
-                  "pooled_above_zero": pooled_above,
-                  "holds": all(per_seed_above) and pooled_above}  # fmt: skip
-  return {"criterion": "C1 and M1 hold (docs/results/PREREGISTRATION.md)",
-          "verdict": out["C1"]["holds"] and out["M1"]["holds"], "seeds": list(seeds),
-          "claims": out, "C5_predicted": False}  # fmt: skip
+    out[claim] = {
+      "margin_mean": c["margin_mean"],
+      "margin_ci95": c["margin_ci95"],
+      "per_seed": c["per_seed"],
+      "every_seed_above_zero": all(per_seed_above),
+      "pooled_above_zero": pooled_above,
+      "holds": all(per_seed_above) and pooled_above,
+    }
+  return {
+    "criterion": "C1 and M1 hold (docs/results/PREREGISTRATION.md)",
+    "verdict": out["C1"]["holds"] and out["M1"]["holds"],
+    "seeds": list(seeds),
+    "claims": out,
+    "C5_predicted": False,
+  }
 
 
 def main(argv=None) -> None:

@@ -1,4 +1,4 @@
-"""The README's Sizing table: memory per device of the paper's models, from tlm's dry runs.
+"""The table of docs/sizing.md: memory per device of the paper's models, from tlm's dry runs.
 
   python benchmarks/sizing.py > sizing.md        # ~30 minutes on 2 CPU cores
   python benchmarks/sizing.py --child 32 > v3.jsonl   # or one device count at a time, then
@@ -49,10 +49,13 @@ def measure(size: str, devices: int, fsdp: bool) -> dict:
   from flax import linen as nn
 
   from tlm import configs
+  from tlm.infer import dry_run as infer_dry_run
+  from tlm.models.shapes import model_config
   from tlm.models.t5 import Transformer, get_preset
-  from tlm.train import dry_run, partitioning
+  from tlm.sharding import partitioning
+  from tlm.train import dry_run
   from tlm.train.optim import make_optimizer
-  from tlm.train.state import model_config, state_layout
+  from tlm.train.state import state_layout
 
   base = configs.override(
     configs.get(f"{size}_temporal"), _mesh_sets(size, devices) + [f"mesh.fsdp={fsdp}"]
@@ -75,7 +78,7 @@ def measure(size: str, devices: int, fsdp: bool) -> dict:
   for layers in (1, 2):
     config = configs.replace(base, "model.num_layers", layers)
     train.append(dry_run.dry_run(config, log=quiet)["memory_per_device"]["temporaries"])
-    report = dry_run.config_eval_dry_run(config, log=quiet)
+    report = infer_dry_run.config_eval_dry_run(config, log=quiet)
     evaluate.append(max(m["temporaries"] for m in report["memory_per_device"].values()))
   depth = t5.num_encoder_layers
   row["train_temporaries"] = train[0] + (depth - 1) * (train[1] - train[0])
@@ -91,8 +94,11 @@ def _child(devices: int) -> list[dict]:
   )
   out = subprocess.run(
     [sys.executable, __file__, "--child", str(devices)],
-    env=env, check=True, capture_output=True, text=True,
-  )  # fmt: skip
+    env=env,
+    check=True,
+    capture_output=True,
+    text=True,
+  )
   return [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
 
 

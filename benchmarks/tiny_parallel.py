@@ -72,9 +72,23 @@ def run_arm(name: str, args, tmp: str) -> float:
     env = dict(os.environ)
     if flags:
       env["XLA_FLAGS"] = (env.get("XLA_FLAGS", "") + " " + flags).strip()
-    cmd = [sys.executable, os.path.abspath(__file__), "--worker", "--config", args.config,
-           "--steps", str(args.steps), "--workdir", base + ".work", "--ready", base + ".ready",
-           "--go", go, "--result", base + ".json"]  # fmt: skip
+    cmd = [
+      sys.executable,
+      os.path.abspath(__file__),
+      "--worker",
+      "--config",
+      args.config,
+      "--steps",
+      str(args.steps),
+      "--workdir",
+      base + ".work",
+      "--ready",
+      base + ".ready",
+      "--go",
+      go,
+      "--result",
+      base + ".json",
+    ]
     cmd += [f"--set={s}" for s in args.set]
     if cpus is not None:
       cmd = ["taskset", "-c", cpus] + cmd
@@ -118,15 +132,28 @@ def main() -> None:
       for name in order:
         rate[name] = run_arm(name, args, os.path.join(tmp, f"round{r}"))
       base = rate["one_default"]
-      rounds.append({
-        "load_1min_before": round(load, 2), "order": order,
-        "steps_per_second": {k: round(v, 2) for k, v in rate.items()},
-        "ratio_to_one_default": {k: round(v / base, 3) for k, v in rate.items()},
-      })  # fmt: skip
+      rounds.append(
+        {
+          "load_1min_before": round(load, 2),
+          "order": order,
+          "steps_per_second": {k: round(v, 2) for k, v in rate.items()},
+          "ratio_to_one_default": {k: round(v / base, 3) for k, v in rate.items()},
+        }
+      )
   ratios = {k: [r["ratio_to_one_default"][k] for r in rounds] for k in arms}
-  print(json.dumps({"benchmark": "tiny_parallel", "config": args.config, "overrides": args.set,
-                    "steps": args.steps, "cpu_count": os.cpu_count(), "rounds": rounds,
-                    "ratio_to_one_default": ratios}))  # fmt: skip
+  print(
+    json.dumps(
+      {
+        "benchmark": "tiny_parallel",
+        "config": args.config,
+        "overrides": args.set,
+        "steps": args.steps,
+        "cpu_count": os.cpu_count(),
+        "rounds": rounds,
+        "ratio_to_one_default": ratios,
+      }
+    )
+  )
 
 
 if __name__ == "__main__":

@@ -8,7 +8,7 @@
 The tiny configs' shapes (`tlm.configs.tiny_temporal`: its model, batch 64, rows of 64 + 16
 tokens, the synthetic world's ~900-id vocabulary, T5's Adafactor; `--rows` and the model sizes
 may be changed) on random full rows; every row counts as
-useful (the world's packing fills ~90% of it). The step is `tlm.train.loop.make_train_step`
+useful (the world's packing fills ~90% of it). The step is `tlm.train.step.make_train_step`
 compiled ahead of time; the ensemble step is `jax.vmap` of the same step over `--experts`
 stacked states and batches, as one would train the nine Yearly experts at once. FLOPs are
 XLA's cost analysis of each compiled step; the matmul peak is the fastest of 3 `--matmul`^3
@@ -32,14 +32,22 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 from tlm import configs  # noqa: E402
 from tlm.models import t5  # noqa: E402
-from tlm.train import partitioning  # noqa: E402
-from tlm.train.loop import make_train_step  # noqa: E402
+from tlm.models.shapes import model_config  # noqa: E402
+from tlm.sharding import partitioning  # noqa: E402
 from tlm.train.optim import make_optimizer  # noqa: E402
-from tlm.train.state import init_state, model_config, state_layout  # noqa: E402
+from tlm.train.state import init_state, state_layout  # noqa: E402
+from tlm.train.step import make_train_step  # noqa: E402
 
 ROWS, INPUT_LENGTH, TARGET_LENGTH, VOCAB = 64, 64, 16, 900
-MODEL_FIELDS = ("emb_dim", "num_heads", "head_dim", "mlp_dim", "num_encoder_layers",
-                "mlp_activations", "logits_via_embedding")  # fmt: skip
+MODEL_FIELDS = (
+  "emb_dim",
+  "num_heads",
+  "head_dim",
+  "mlp_dim",
+  "num_encoder_layers",
+  "mlp_activations",
+  "logits_via_embedding",
+)
 
 
 def random_batch(rng: np.random.Generator, rows: int) -> dict:
@@ -50,11 +58,15 @@ def random_batch(rng: np.random.Generator, rows: int) -> dict:
   ones = lambda n: np.ones((rows, n), np.int32)
   pos = lambda n: np.tile(np.arange(n, dtype=np.int32), (rows, 1))
   return {
-    "encoder_input_tokens": enc, "decoder_input_tokens": dec_in, "decoder_target_tokens": tgt,
-    "encoder_segment_ids": ones(INPUT_LENGTH), "decoder_segment_ids": ones(TARGET_LENGTH),
-    "encoder_positions": pos(INPUT_LENGTH), "decoder_positions": pos(TARGET_LENGTH),
+    "encoder_input_tokens": enc,
+    "decoder_input_tokens": dec_in,
+    "decoder_target_tokens": tgt,
+    "encoder_segment_ids": ones(INPUT_LENGTH),
+    "decoder_segment_ids": ones(TARGET_LENGTH),
+    "encoder_positions": pos(INPUT_LENGTH),
+    "decoder_positions": pos(TARGET_LENGTH),
     "decoder_loss_weights": ones(TARGET_LENGTH).astype(np.float32),
-  }  # fmt: skip
+  }
 
 
 def stack(trees: list):
@@ -127,10 +139,10 @@ def main():
     single_compiled = single.lower(state, batches[0]).compile()
     single_times, single_cpu = _time_steps(single_compiled, state, batches)
 
-    states = stack([init_state(model, optimizer, layout, seed=s)
-                             for s in range(args.experts)])  # fmt: skip
-    stacked = [stack([random_batch(rng, rows) for _ in range(args.experts)])
-               for _ in range(args.steps + 1)]  # fmt: skip
+    states = stack([init_state(model, optimizer, layout, seed=s) for s in range(args.experts)])
+    stacked = [
+      stack([random_batch(rng, rows) for _ in range(args.experts)]) for _ in range(args.steps + 1)
+    ]
     multi = jax.jit(jax.vmap(step_fn), donate_argnums=(0,))
     multi_compiled = multi.lower(states, stacked[0]).compile()
     multi_times, multi_cpu = _time_steps(multi_compiled, states, stacked)

@@ -13,7 +13,7 @@ transformers), the same stream of SSM-shaped examples: a salient-span-masked sen
 CustomNews examples (§2.1). Each step trains on the same examples on both sides:
 - tlm: the examples packed T5X-style into `--rows` rows of `--input_length` +
   `--target_length` tokens (default 128 + 32, the paper's; `tlm.data.packing.pack`),
-  `tlm.train.loop.make_train_step` (T5's Adafactor, z-loss, dropout
+  `tlm.train.step.make_train_step` (T5's Adafactor, z-loss, dropout
   0.1) compiled ahead of time;
 - transformers: `T5ForConditionalGeneration` + `transformers.optimization.Adafactor` with T5's
   settings (lr 1e-3, no relative step, parameter scaling, clip 1.0, decay -0.8, no beta1), the
@@ -46,10 +46,10 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 from tlm.data.packing import pack, with_eos  # noqa: E402
 from tlm.models import checkpoints, t5  # noqa: E402
 from tlm.models.formats.hf_config import to_hf_config  # noqa: E402
-from tlm.train import partitioning  # noqa: E402
-from tlm.train.loop import compile_train_step, make_train_step  # noqa: E402
+from tlm.sharding import partitioning  # noqa: E402
 from tlm.train.optim import make_optimizer  # noqa: E402
 from tlm.train.state import init_state, state_layout  # noqa: E402
+from tlm.train.step import compile_train_step, make_train_step  # noqa: E402
 
 # Published dense peak FLOP/s per jax device, by `device_kind` substring (first match wins):
 # NVIDIA's datasheets (bfloat16 and TF32 tensor cores, without sparsity; XLA runs float32
@@ -124,8 +124,11 @@ def padded_batch(examples, device):
     ids[k, : a.size] = a
     labels[k, : b.size] = b
   to = lambda x: torch.from_numpy(x).to(device)
-  return {"input_ids": to(ids), "attention_mask": to((ids > 0).astype(np.int64)),
-          "labels": to(labels)}  # fmt: skip
+  return {
+    "input_ids": to(ids),
+    "attention_mask": to((ids > 0).astype(np.int64)),
+    "labels": to(labels),
+  }
 
 
 def matmul_flops_per_second(n: int, repeats: int) -> float:
@@ -232,16 +235,24 @@ def hf_side(cfg, params0, steps, useful: int, tlm_tps: float) -> dict:
   if not cfg.logits_via_embedding:
     # transformers 5 always ties lm_head to the embedding; T5.1.1 has its own output layer.
     hf.lm_head.weight = torch.nn.Parameter(hf.lm_head.weight.detach().clone())
-  weights = {k: torch.tensor(np.asarray(v)) for k, v in
-             checkpoints.params_to_hf(params0, cfg).items()}  # fmt: skip
+  weights = {
+    k: torch.tensor(np.asarray(v)) for k, v in checkpoints.params_to_hf(params0, cfg).items()
+  }
   for name in ("encoder.embed_tokens.weight", "decoder.embed_tokens.weight", "lm_head.weight"):
     weights.setdefault(name, weights["shared.weight"])
   hf.load_state_dict(weights, strict=True)
   hf = hf.train().to(device)
   opt = transformers.optimization.Adafactor(
-    hf.parameters(), lr=1e-3, scale_parameter=True, relative_step=False, warmup_init=False,
-    clip_threshold=1.0, decay_rate=-0.8, beta1=None, weight_decay=0.0,
-  )  # fmt: skip
+    hf.parameters(),
+    lr=1e-3,
+    scale_parameter=True,
+    relative_step=False,
+    warmup_init=False,
+    clip_threshold=1.0,
+    decay_rate=-0.8,
+    beta1=None,
+    weight_decay=0.0,
+  )
   hf_batches = [padded_batch(used, device) for _, used in steps]
 
   def hf_step(batch):

@@ -60,7 +60,7 @@ def measure_seed(seed_dir: str) -> dict:
       "max_abs_change_from_start": moved,
       "unchanged_bit_for_bit": {
         str(y): bool(np.array_equal(trained[i], start[i])) for y, i in ids.items()
-      },  # fmt: skip
+      },
       "cosine_2018_2019": cosine(trained[ids[2018]], trained[ids[2019]]),
       "cosine_adjacent_2010_2018": adjacent,
       "cosine_adjacent_2010_2018_mean": float(np.mean(adjacent)),
@@ -96,11 +96,13 @@ def main(argv=None) -> None:
   write_json(args.output, result)
   for s, m in per_seed.items():
     t = m["temporal"]
-    print(f"seed {s}: Temporal max |change| 2018 {t['max_abs_change_from_start']['2018']:.4f}, "
-          f"2019 {t['max_abs_change_from_start']['2019']:.4f}, "
-          f"2020 {t['max_abs_change_from_start']['2020']:.4f}; cos(2018, 2019) "
-          f"{t['cosine_2018_2019']:+.3f}, adjacent 2010-18 mean "
-          f"{t['cosine_adjacent_2010_2018_mean']:+.3f}")  # fmt: skip
+    print(
+      f"seed {s}: Temporal max |change| 2018 {t['max_abs_change_from_start']['2018']:.4f}, "
+      f"2019 {t['max_abs_change_from_start']['2019']:.4f}, "
+      f"2020 {t['max_abs_change_from_start']['2020']:.4f}; cos(2018, 2019) "
+      f"{t['cosine_2018_2019']:+.3f}, adjacent 2010-18 mean "
+      f"{t['cosine_adjacent_2010_2018_mean']:+.3f}"
+    )
   print(json.dumps(result["predictions"]))
 
 

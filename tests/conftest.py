@@ -1,6 +1,9 @@
 """Fixtures shared by several test files."""
 
 import os
+import shutil
+import subprocess
+import sys
 
 import pytest
 
@@ -19,3 +22,28 @@ def bucket(tmp_path, monkeypatch):
   yield "gs://bucket"
   objstore.uninstall()
   assert os.listdir(cwd) == [], "a gs:// path was used as a local path"
+
+
+@pytest.fixture
+def tmpfs(tmp_path):
+  """Mounts small tmpfs file systems (root on Linux), unmounted after the test; else skips."""
+  if sys.platform != "linux" or os.geteuid() != 0 or shutil.which("mount") is None:
+    pytest.skip("mounting a tmpfs needs root on Linux (ENOSPC is simulated in the tests above)")
+  mounted = []
+
+  def mount(size: str) -> str:
+    mount_point = tmp_path / f"tmpfs{len(mounted)}"
+    mount_point.mkdir()
+    proc = subprocess.run(
+      ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(mount_point)],
+      capture_output=True,
+      text=True,
+    )
+    if proc.returncode != 0:
+      pytest.skip(f"cannot mount a tmpfs here: {proc.stderr.strip()[:200]}")
+    mounted.append(str(mount_point))
+    return str(mount_point)
+
+  yield mount
+  for mount_point in mounted:
+    subprocess.run(["umount", "-l", mount_point], check=False)

@@ -8,11 +8,10 @@ loader would give a different error ("not a checkpoint").
 
 import json
 import os
-import subprocess
-import sys
 
 import pytest
 
+from tests.helpers import run_tlm
 from tlm.data.vocab import Vocabulary, train_sentencepiece
 from tlm.errors import DataError, UserError
 from tlm.files import check_output_file, iter_jsonl, iter_tsv, read_jsonl
@@ -22,15 +21,7 @@ _TEXTS = ["Alice Adams plays for Red FC in 2014.", "Bob Brown coached Blue Unite
 
 
 def _run(*args):
-  env = dict(os.environ, JAX_PLATFORMS="cpu")
-  return subprocess.run(
-    [sys.executable, "run.py", *args],
-    cwd=ROOT,
-    env=env,
-    capture_output=True,
-    text=True,
-    timeout=120,
-  )
+  return run_tlm(*args, cwd=ROOT, timeout=120)
 
 
 def _one_error(proc, *fragments):

@@ -50,9 +50,11 @@ def hf_names_by_hand(params, cfg):
   out = {"shared.weight": params["token_embedder"]["embedding"]}
   for stack, norm_names in (
     ("encoder", ["pre_attention_layer_norm", "pre_mlp_layer_norm"]),
-    ("decoder", ["pre_self_attention_layer_norm", "pre_cross_attention_layer_norm",
-                 "pre_mlp_layer_norm"]),
-  ):  # fmt: skip
+    (
+      "decoder",
+      ["pre_self_attention_layer_norm", "pre_cross_attention_layer_norm", "pre_mlp_layer_norm"],
+    ),
+  ):
     p = params[stack]
     rel = f"{stack}.block.{{}}.layer.0.SelfAttention.relative_attention_bias.weight"
     if "relpos_bias" in p:  # T5: in block 0, shared by the stack

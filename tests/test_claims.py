@@ -1,4 +1,4 @@
-"""Every claim of `tlm.eval.claims` on hand-made numbers: it holds on a world built to satisfy
+"""Every claim of `tlm.miniature.claims` on hand-made numbers: it holds on a world built to satisfy
 the paper, and each claim's verdict flips when its own numbers are changed."""
 
 import copy
@@ -7,7 +7,8 @@ import json
 import numpy as np
 import pytest
 
-from tlm.eval import claim_summary, claims, measurements
+from tlm.configs.years import TRAIN_YEARS
+from tlm.miniature import claim_parts, claim_summary, claims, figure_claims, measurements, mechanism
 
 SUBJECTS = 6  # S0-S2 long-lived answers (8 years), S3-S5 short-lived (2 years)
 YEARS = range(2010, 2021)
@@ -143,8 +144,17 @@ def _adapted(temporal_seen_at_half=0.68):
   }
 
 
-def world(seed=0, *, f1=_templama_f1, news=NEWS, experts=None, future=None, adapted=None,
-          predictions=None, models=("uniform", "temporal", "yearly", "cbqa_ft")):  # fmt: skip
+def world(
+  seed=0,
+  *,
+  f1=_templama_f1,
+  news=NEWS,
+  experts=None,
+  future=None,
+  adapted=None,
+  predictions=None,
+  models=("uniform", "temporal", "yearly", "cbqa_ft"),
+):
   """One seed's measurements, through `measurements.collect` and a JSON round trip."""
   evals = {m: {"templama": {"records": _records(m, f1)}, "news": _news(m, news)} for m in models}
   for m, preds in (predictions or {}).items():
@@ -180,8 +190,10 @@ def test_every_claim_holds_in_the_paper_world():
   # M2: Temporal's right-year rate is 1; the Yearly experts' 8/9 (the 2015 expert's slip); the
   # chance rate of Temporal's answers is (5 * 5 + 4 * 4) / 9**2 = 41/81 (A in 5 years, B in 4).
   m2 = {c["name"]: c["margin"] for c in out["M2"]["components"]}
-  assert m2 == {"temporal - chance (right-year rate)": pytest.approx(1 - 41 / 81),
-                "temporal - yearly (right-year rate)": pytest.approx(1 / 9)}  # fmt: skip
+  assert m2 == {
+    "temporal - chance (right-year rate)": pytest.approx(1 - 41 / 81),
+    "temporal - yearly (right-year rate)": pytest.approx(1 / 9),
+  }
   assert out["M2"]["margin"] == pytest.approx(1 / 9)
 
 
@@ -303,7 +315,7 @@ def test_gap_curve_averages_expert_year_cells():
   years = np.array([2010, 2010, 2011])
   f1 = {2010: np.array([1.0, 0.0, 0.2]), 2011: np.array([0.4, 0.6, 1.0])}
   # gap 0: (2010 on 2010: 0.5, 2011 on 2011: 1.0); gap 1: 0.2; gap -1: 0.5
-  assert claims.gap_curve(years, f1) == {-1: 0.5, 0: 0.75, 1: pytest.approx(0.2)}
+  assert figure_claims.gap_curve(years, f1) == {-1: 0.5, 0: 0.75, 1: pytest.approx(0.2)}
 
 
 # ---- the seed loop of --mode=reproduce ---------------------------------------------------------
@@ -312,7 +324,7 @@ def test_gap_curve_averages_expert_year_cells():
 def test_reproduce_seeds_config():
   from tlm import configs
   from tlm.errors import ConfigError
-  from tlm.eval import reproduce
+  from tlm.miniature import reproduce
 
   assert configs.get("tiny_temporal").reproduce.seeds == (0,)
   assert reproduce.seeds_of(["reproduce.seeds=0,1,2"]) == (0, 1, 2)
@@ -340,24 +352,38 @@ def _seed_results(seed: int) -> dict:
   return {
     "seed": seed,
     "names": names,
-    "evals": {v: {"templama": {"metrics": {"2010-18": f1, "2019-20": f1}}, "news": news}
-              for v in names},
+    "evals": {
+      v: {"templama": {"metrics": {"2010-18": f1, "2019-20": f1}}, "news": news} for v in names
+    },
     "gap": {"TempLAMA": {-1: 0.3 + 0.1 * seed, 0: 0.5}},
     "by_duration": {v: {1: 0.3, 6: 0.5} for v in names},
-    "future": {v: {"loglik_change": {"single": {2019: -0.1}, "multiple": {2019: -0.2}},
-                   "entropy": {"entropy": {"frequent": {2018: 1.0, 2019: 1.1}}}}
-               for v in ("uniform", "temporal")},
-    "adapted": {v: {"new_year": 2019, "alphas": {"0.5": {"2010-18": 0.4, "2019": 0.5}},
-                    "retrained": {"2010-18": 0.45, "2019": 0.5}}
-                for v in ("uniform", "temporal")},
+    "future": {
+      v: {
+        "loglik_change": {"single": {2019: -0.1}, "multiple": {2019: -0.2}},
+        "entropy": {"entropy": {"frequent": {2018: 1.0, 2019: 1.1}}},
+      }
+      for v in ("uniform", "temporal")
+    },
+    "adapted": {
+      v: {
+        "new_year": 2019,
+        "alphas": {"0.5": {"2010-18": 0.4, "2019": 0.5}},
+        "retrained": {"2010-18": 0.45, "2019": 0.5},
+      }
+      for v in ("uniform", "temporal")
+    },
     "measurements": world(seed),
-    "baselines": {"most_frequent_answer": {"2010-18": {"overall": {"f1": 0.7}},
-                                           "2019-20": {"overall": {"f1": 0.6}}}},
-  }  # fmt: skip
+    "baselines": {
+      "most_frequent_answer": {
+        "2010-18": {"overall": {"f1": 0.7}},
+        "2019-20": {"overall": {"f1": 0.6}},
+      }
+    },
+  }
 
 
 def test_reproduce_runs_each_seed_in_its_own_workdir_and_combines_them(tmp_path, monkeypatch):
-  from tlm.eval import reproduce
+  from tlm.miniature import reproduce
 
   calls = []
 
@@ -393,9 +419,8 @@ def _m2_world(predict, pairs=150, seed=0):
   preds = {"temporal": [], "yearly": []}
   for p in range(pairs):
     cuts = sorted(rng.choice(np.arange(2011, 2019), size=2, replace=False))
-    gold = {y: f"A{p}" if y < cuts[0] else f"B{p}" if y < cuts[1] else f"C{p}"
-            for y in claims.SEEN}  # fmt: skip
-    for y in claims.SEEN:
+    gold = {y: f"A{p}" if y < cuts[0] else f"B{p}" if y < cuts[1] else f"C{p}" for y in TRAIN_YEARS}
+    for y in TRAIN_YEARS:
       cols["id"].append(f"Q{p}_P54_{y}")
       cols["year"].append(y)
       cols["subject"].append(f"Q{p}")
@@ -408,9 +433,13 @@ def _m2_world(predict, pairs=150, seed=0):
       preds["temporal"].append(predict(gold, y, rng))
       others = sorted(set(gold.values()) - {gold[y]})  # Yearly slips to another answer 10%
       preds["yearly"].append(gold[y] if rng.random() < 0.9 else str(rng.choice(others)))
-  models = {m: {"templama": {**cols, "prediction": preds[m]}, "news": {c: [] for c in
-                                                                        measurements.NEWS_COLUMNS}}
-            for m in preds}  # fmt: skip
+  models = {
+    m: {
+      "templama": {**cols, "prediction": preds[m]},
+      "news": {c: [] for c in measurements.NEWS_COLUMNS},
+    }
+    for m in preds
+  }
   return json.loads(json.dumps({"seed": seed, "models": models}))
 
 
@@ -425,7 +454,11 @@ def test_m2_holds_on_answers_that_track_the_gold_answers():
   assert out["holds"] is True
   assert parts["temporal - chance"]["ci95"][0] > 0.3  # rate 1 against a chance rate near 0.4
   assert parts["temporal - yearly"]["margin"] == pytest.approx(0.1, abs=0.03)
-  assert out["pools"][claims.CHANGING] == {"unit": claims.PAIR, "items": 150, "clusters": 150}
+  assert out["pools"][mechanism.CHANGING] == {
+    "unit": claim_parts.PAIR,
+    "items": 150,
+    "clusters": 150,
+  }
 
 
 def test_m2_fails_on_answers_that_change_at_random():
@@ -458,11 +491,11 @@ def test_m2_fails_on_one_answer_per_pair_and_on_answers_a_year_late():
 def test_summary_states_the_resampling_unit_and_the_components_intervals():
   summary = claim_summary.summarize([world(0), world(1, **FLIPS["C1"])], resamples=RESAMPLES)
   by_id = {c["id"]: c for c in summary["claims"]} | summary["mechanism"]
-  assert by_id["C1"]["bootstrap_unit"] == {"TempLAMA 2010-18": claims.PAIR}
+  assert by_id["C1"]["bootstrap_unit"] == {"TempLAMA 2010-18": claim_parts.PAIR}
   pools = by_id["C1"]["per_seed"][0]["pools"]["TempLAMA 2010-18"]
-  assert pools == {"unit": claims.PAIR, "items": 54, "clusters": 6}  # 6 pairs x 9 years
-  assert by_id["C4"]["bootstrap_unit"] == {"news 2010-18": claims.NEWS_UNIT}
-  assert by_id["C9"]["bootstrap_unit"] == {"TempLAMA 2010-20": claims.PAIR}
+  assert pools == {"unit": claim_parts.PAIR, "items": 54, "clusters": 6}  # 6 pairs x 9 years
+  assert by_id["C4"]["bootstrap_unit"] == {"news 2010-18": claim_parts.NEWS_UNIT}
+  assert by_id["C9"]["bootstrap_unit"] == {"TempLAMA 2010-20": claim_parts.PAIR}
   assert by_id["C13"]["bootstrap_unit"] == {}
   assert summary["bootstrap"]["resamples"] == RESAMPLES
   # C12 mixes nats and nats/year: no interval for the minimum, the components' instead.

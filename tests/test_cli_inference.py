@@ -161,9 +161,18 @@ def test_predict_samples_the_same_texts_in_any_batch(setup, tmp_path):
   checkpoint = str(setup["root"] / "t5_v1_1")
   out = str(tmp_path / "sampled.jsonl")
   # Three batches of 3 rows, sorted by length, in two length buckets.
-  _run("--mode=predict", f"--checkpoint={checkpoint}", f"--input_file={setup['inputs']}",
-       f"--output_file={out}", "--batch_size=3", "--max_decode_length=8", "--temperature=1.0",
-       "--top_k=20", "--top_p=0.9", "--seed=5")  # fmt: skip
+  _run(
+    "--mode=predict",
+    f"--checkpoint={checkpoint}",
+    f"--input_file={setup['inputs']}",
+    f"--output_file={out}",
+    "--batch_size=3",
+    "--max_decode_length=8",
+    "--temperature=1.0",
+    "--top_k=20",
+    "--top_p=0.9",
+    "--seed=5",
+  )
   predictions = [r["prediction"] for r in _read_jsonl(out)]
 
   # Directly: all inputs in one batch, each row keyed by its line's index.
@@ -188,6 +197,25 @@ _WITHOUT_JAX = (
 )
 
 
+def _predict_without_jax(setup, out: str, *flags):
+  """`--mode=predict` of the tiny T5 in a child where importing jax fails."""
+  return subprocess.run(
+    [
+      sys.executable,
+      "-c",
+      _WITHOUT_JAX,
+      "--mode=predict",
+      f"--checkpoint={setup['root'] / 't5'}",
+      f"--input_file={setup['inputs']}",
+      f"--output_file={out}",
+      *flags,
+    ],
+    cwd=REPO,
+    capture_output=True,
+    text=True,
+  )
+
+
 @pytest.mark.parametrize(
   "flags,fragment",
   [
@@ -207,22 +235,14 @@ _WITHOUT_JAX = (
 )
 def test_bad_sampling_flags_fail_before_jax(setup, tmp_path, flags, fragment):
   out = str(tmp_path / "out.jsonl")
-  proc = subprocess.run(
-    [sys.executable, "-c", _WITHOUT_JAX, "--mode=predict", f"--checkpoint={setup['root'] / 't5'}",
-     f"--input_file={setup['inputs']}", f"--output_file={out}", *flags],
-    cwd=REPO, capture_output=True, text=True,
-  )  # fmt: skip
+  proc = _predict_without_jax(setup, out, *flags)
   _assert_fails(proc, out, fragment)
 
 
 def test_good_sampling_flags_reach_jax(setup, tmp_path):
   # The control of the test above: valid flags get as far as importing jax, which fails here.
-  proc = subprocess.run(
-    [sys.executable, "-c", _WITHOUT_JAX, "--mode=predict", f"--checkpoint={setup['root'] / 't5'}",
-     f"--input_file={setup['inputs']}", f"--output_file={tmp_path / 'out.jsonl'}",
-     "--temperature=0.7", "--top_k=40", "--top_p=0.9", "--seed=4294967295"],
-    cwd=REPO, capture_output=True, text=True,
-  )  # fmt: skip
+  flags = ("--temperature=0.7", "--top_k=40", "--top_p=0.9", "--seed=4294967295")
+  proc = _predict_without_jax(setup, str(tmp_path / "out.jsonl"), *flags)
   assert proc.returncode != 0 and "ModuleNotFoundError: import of jax halted" in proc.stderr
 
 

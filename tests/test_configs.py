@@ -27,8 +27,11 @@ def test_every_size_and_variant_is_named():
 
 def test_paper_settings():
   # §2.3: Adafactor, constant LR 1e-3, dropout 0.1, batch 2048, 300K steps, 1000:1, 2010-18.
-  for size, preset in (("small", "t5-v1_1-small"), ("large", "t5-v1_1-large"),
-                       ("xxl", "t5-v1_1-xxl")):  # fmt: skip
+  for size, preset in (
+    ("small", "t5-v1_1-small"),
+    ("large", "t5-v1_1-large"),
+    ("xxl", "t5-v1_1-xxl"),
+  ):
     for variant in ("temporal", "uniform", "yearly"):
       c = configs.get(f"{size}_{variant}")
       assert c.model.preset == preset
@@ -120,8 +123,14 @@ def test_tiny_configs_need_nothing():
 
 def test_required_key_names_exist():
   keys = configs.valid_keys()
-  for key in ("train.steps", "train.batch_size", "train.checkpoint_every", "train.log_every",
-              "data.seed", "model.init_checkpoint"):  # fmt: skip
+  for key in (
+    "train.steps",
+    "train.batch_size",
+    "train.checkpoint_every",
+    "train.log_every",
+    "data.seed",
+    "model.init_checkpoint",
+  ):
     assert key in keys
 
 
@@ -131,7 +140,7 @@ def test_override_types():
     [
       "train.steps=12",
       "train.learning_rate=3e-4",
-      "model.remat=true",
+      "model.remat=full",
       "adapt.alphas=0.3,0.5,0.7",
       "data.train_years=2012,2013",
       "model.init_checkpoint=/x/y=z",  # only the first "=" separates key and value
@@ -141,7 +150,7 @@ def test_override_types():
   )
   assert c.train.steps == 13 and isinstance(c.train.steps, int)
   assert c.train.learning_rate == 3e-4
-  assert c.model.remat == "full"  # the old boolean maps to a remat policy
+  assert c.model.remat == "full"
   assert c.adapt.alphas == (0.3, 0.5, 0.7) and all(isinstance(a, float) for a in c.adapt.alphas)
   assert c.data.train_years == (2012, 2013)
   assert c.model.init_checkpoint == "/x/y=z"
@@ -161,6 +170,7 @@ def test_override_errors_list_valid_keys():
     ("train.learning_rate=fast", "expects float"),
     ("data.synthetic=maybe", "expects bool"),
     ("model.remat=maybe", "model.remat must be one of none, full, dots"),
+    ("model.remat=true", "model.remat must be one of none, full, dots"),
     ("adapt.alphas=0.3,x", "comma-separated floats"),
     ("nosuchsection.x=1", "unknown config key"),
     ("train=3", "unknown config key"),
@@ -205,10 +215,18 @@ def test_paper_config_without_checkpoint_or_data_fails_at_once():
 
 def test_cli_fails_fast_naming_the_keys(tmp_path):
   proc = subprocess.run(
-    [sys.executable, "run.py", "--mode=train", "--config=large_temporal",
-     f"--workdir={tmp_path / 'w'}"],
-    cwd=ROOT, capture_output=True, text=True, timeout=120,
-  )  # fmt: skip
+    [
+      sys.executable,
+      "run.py",
+      "--mode=train",
+      "--config=large_temporal",
+      f"--workdir={tmp_path / 'w'}",
+    ],
+    cwd=ROOT,
+    capture_output=True,
+    text=True,
+    timeout=120,
+  )
   assert proc.returncode == 1
   last = proc.stderr.strip().splitlines()[-1]
   assert last.startswith("error: config 'large_temporal' needs model.init_checkpoint")
@@ -276,21 +294,46 @@ def test_every_named_config_and_boundary_value_is_valid():
   for name in configs.names():
     assert configs.validate(configs.get(name)) == configs.get(name)
   base = configs.get("tiny_temporal")
-  for ok in ("train.eval_every=0", "model.num_layers=0", "mesh.data=-1", "mesh.model=-1",
-             "data.year=0", "data.new_year_prob=1", "adapt.alphas=0,1", "model.dropout_rate=0",
-             "train.warmup_steps=0", "train.loss_normalizing_factor=0", "eval.max_examples=0",
-             "data.news_to_templama=0", "train.batch_size=1", "data.world_seed=0",
-             f"train.seed={2**64 - 1}", "data.input_length=131072", "eval.beam_size=1024",
-             "data.year=9999", "train.steps=2147483647", "data.world_scale=1000"):  # fmt: skip
+  for ok in (
+    "train.eval_every=0",
+    "model.num_layers=0",
+    "mesh.data=-1",
+    "mesh.model=-1",
+    "data.year=0",
+    "data.new_year_prob=1",
+    "adapt.alphas=0,1",
+    "model.dropout_rate=0",
+    "train.warmup_steps=0",
+    "train.loss_normalizing_factor=0",
+    "eval.max_examples=0",
+    "data.news_to_templama=0",
+    "train.batch_size=1",
+    "data.world_seed=0",
+    f"train.seed={2**64 - 1}",
+    "data.input_length=131072",
+    "eval.beam_size=1024",
+    "data.year=9999",
+    "train.steps=2147483647",
+    "data.world_scale=1000",
+  ):
     configs.override(base, [ok])
 
 
 def test_cli_names_the_out_of_range_key(tmp_path):
   proc = subprocess.run(
-    [sys.executable, "run.py", "--mode=train", "--config=tiny_temporal",
-     "--set=train.batch_size=0", f"--workdir={tmp_path / 'w'}"],
-    cwd=ROOT, capture_output=True, text=True, timeout=120,
-  )  # fmt: skip
+    [
+      sys.executable,
+      "run.py",
+      "--mode=train",
+      "--config=tiny_temporal",
+      "--set=train.batch_size=0",
+      f"--workdir={tmp_path / 'w'}",
+    ],
+    cwd=ROOT,
+    capture_output=True,
+    text=True,
+    timeout=120,
+  )
   assert proc.returncode == 1
   assert proc.stderr.strip().splitlines() == [
     "error: config key 'train.batch_size' must be >= 1, got 0"

@@ -13,52 +13,8 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from tlm.models import checkpoints, decoding, t5
-
-# The HF parity tests use the same configs and shapes, so the compiled programs are shared.
-VOCAB, BATCH, INPUT_LEN, MAX_DECODE = 300, 16, 12, 10
-
-
-def random_params(cfg, seed=0, embedding_scale=0.05, out_scale=3.0, eos_scale=5.0):
-  """Random T5X-scaled params, shaped so that greedy outputs vary and sometimes end early.
-
-  Small embeddings and larger attention/MLP output kernels keep a random tied model from
-  repeating its input token (the decoder norm scale restores the logits' spread); a larger
-  EOS row (or logits column) makes EOS reachable.
-  """
-  rs = np.random.RandomState(seed)
-  flat = {}
-  for path, shape in checkpoints.param_shapes(cfg).items():
-    if path.endswith("scale"):
-      value = 1.0 + 0.2 * rs.randn(*shape)
-      if path == "decoder/decoder_norm/scale" and cfg.logits_via_embedding:
-        value /= embedding_scale
-    elif path == "token_embedder/embedding":
-      value = embedding_scale * rs.randn(*shape)
-      value[0] *= 0.05
-      value[1] *= eos_scale if cfg.logits_via_embedding else 1.0
-    elif path.endswith("rel_embedding"):
-      value = rs.randn(*shape)
-    else:
-      value = rs.randn(*shape) / np.sqrt(shape[0])
-      if path.endswith(("out/kernel", "wo/kernel")):
-        value *= out_scale
-      if path.endswith("query/kernel"):
-        value /= np.sqrt(cfg.head_dim)
-      if path == "decoder/logits_dense/kernel":
-        value[:, 0] *= 0.05  # like a trained model, never predict padding
-        value[:, 1] *= eos_scale / 2
-    flat[path] = value.astype(np.float32)
-  return checkpoints.unflatten(flat)
-
-
-def inputs(seed=1, batch=BATCH, length=INPUT_LEN):
-  """Token batches of varied lengths (at least 2 real tokens), 0-padded."""
-  rs = np.random.RandomState(seed)
-  x = rs.randint(2, VOCAB, (batch, length))
-  for b in range(batch):
-    x[b, rs.randint(2, length + 1) :] = 0
-  return x
+from tests.helpers import BATCH, MAX_DECODE, VOCAB, inputs, random_params
+from tlm.models import decoding, t5
 
 
 def _forward(cfg, params, x, decoder_inputs):
@@ -188,7 +144,7 @@ SHARDED = textwrap.dedent(
   from flax import linen as nn
   from jax.sharding import Mesh, NamedSharding, PartitionSpec as P
   from tlm.models import decoding, t5
-  from tests.test_decoding import MAX_DECODE, VOCAB, inputs, random_params
+  from tests.helpers import MAX_DECODE, VOCAB, inputs, random_params
   cfg = t5.get_preset("tiny-v1_1", vocab_size=VOCAB)
   params, x = random_params(cfg), inputs()
   rules = (("batch", "data"), ("vocab", "model"), ("mlp", "model"), ("heads", "model"),

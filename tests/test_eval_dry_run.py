@@ -6,7 +6,7 @@ import json
 import numpy as np
 import pytest
 
-from tests.test_partitioning import run_fixture
+from tests.helpers import run_fixture
 from tlm.models import checkpoints, t5
 
 pytestmark = pytest.mark.slow

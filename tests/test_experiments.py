@@ -17,7 +17,8 @@ import pytest
 
 from tlm.data.future_relations import FutureQuery, FutureRelations
 from tlm.data.templama import TempLamaExample
-from tlm.eval import claims, future
+from tlm.eval import future
+from tlm.miniature import claims
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 SMALL = [
@@ -87,8 +88,10 @@ def test_summary_claims_are_computed_from_the_reported_numbers(reproduced):
     assert c["holds"] is not None or c["missing"], c["id"]
   # C1's margin is Temporal's TempLAMA 2010-18 F1 minus Uniform's, as eval.json reports them.
   evals = json.loads((reproduced["seed0"] / "results" / "eval.json").read_text())
-  f1 = {v: evals[f"tiny_{v}"]["templama"]["metrics"]["2010-18"]["overall"]["f1"]
-        for v in ("temporal", "uniform")}  # fmt: skip
+  f1 = {
+    v: evals[f"tiny_{v}"]["templama"]["metrics"]["2010-18"]["overall"]["f1"]
+    for v in ("temporal", "uniform")
+  }
   c1 = summary["claims"][0]
   assert c1["per_seed"][0]["margin"] == pytest.approx(100 * (f1["temporal"] - f1["uniform"]))
   assert c1["holds"] == (f1["temporal"] > f1["uniform"])
@@ -102,8 +105,12 @@ def test_combine_seeds_from_the_saved_files_equals_the_run(reproduced, tmp_path)
   assert json.loads((out / "summary.json").read_text()) == want
   table2 = (reproduced["workdir"] / "results" / "table2.md").read_text()
   assert (out / "table2.md").read_text() == table2
-  proc = _run("--mode=combine_seeds", f"--workdirs={reproduced['seed0']},{reproduced['seed0']}",
-              f"--output_dir={tmp_path / 'twice'}", check=False)  # fmt: skip
+  proc = _run(
+    "--mode=combine_seeds",
+    f"--workdirs={reproduced['seed0']},{reproduced['seed0']}",
+    f"--output_dir={tmp_path / 'twice'}",
+    check=False,
+  )
   assert proc.returncode == 1 and "repeat a seed" in proc.stderr
 
 
@@ -143,14 +150,23 @@ def test_cbqa_baselines_public_checkpoint_as_is_and_finetuned(reproduced, tmp_pa
   directory, standing in for t5-large-ssm-nq); T5-CBQA-ft: it finetuned on TempLAMA alone."""
   sets = _sets(reproduced["cache"])
   public = tmp_path / "hf"
-  _run("--mode=convert", f"--checkpoint={reproduced['seed0'] / 'uniform'}",
-       f"--output_dir={public}", "--format=hf")  # fmt: skip
+  _run(
+    "--mode=convert",
+    f"--checkpoint={reproduced['seed0'] / 'uniform'}",
+    f"--output_dir={public}",
+    "--format=hf",
+  )
   _run("--mode=eval", "--config=tiny_cbqa_ft", f"--workdir={public}", *sets)
   as_is = json.loads((public / "results" / "eval.json").read_text())
   assert as_is["config"]["variant"] == "cbqa_ft" and "2019-20" in as_is["templama"]["metrics"]
   finetuned = tmp_path / "cbqa_ft"
-  _run("--mode=train", "--config=tiny_cbqa_ft", f"--workdir={finetuned}",
-       f"--set=model.init_checkpoint={public}", *sets)  # fmt: skip
+  _run(
+    "--mode=train",
+    "--config=tiny_cbqa_ft",
+    f"--workdir={finetuned}",
+    f"--set=model.init_checkpoint={public}",
+    *sets,
+  )
   metrics = [json.loads(line) for line in (finetuned / "metrics.jsonl").read_text().splitlines()]
   assert metrics[-1]["step"] == 4
   proc = _run("--mode=eval", f"--workdir={finetuned}")  # config from the workdir
@@ -161,8 +177,9 @@ def test_cbqa_baselines_public_checkpoint_as_is_and_finetuned(reproduced, tmp_pa
 def test_tables_mode_over_workdirs(reproduced, tmp_path):
   run = reproduced["seed0"]
   out = tmp_path / "tables"
-  proc = _run("--mode=tables", f"--workdirs={run / 'temporal'},{run / 'uniform'}",
-              f"--output_dir={out}")  # fmt: skip
+  proc = _run(
+    "--mode=tables", f"--workdirs={run / 'temporal'},{run / 'uniform'}", f"--output_dir={out}"
+  )
   assert sorted(os.listdir(out)) == ["table2.md", "table3.md", "table7.md"]
   table3 = (out / "table3.md").read_text()
   assert "| tiny | tiny_temporal |" in table3 and "| tiny | tiny_uniform |" in table3
@@ -172,8 +189,13 @@ def test_tables_mode_over_workdirs(reproduced, tmp_path):
 
 
 def test_modes_without_a_trained_model_say_what_to_run(tmp_path):
-  proc = _run("--mode=eval_future", "--config=tiny_temporal", f"--workdir={tmp_path / 'none'}",
-              *_sets(tmp_path / "cache"), check=False)  # fmt: skip
+  proc = _run(
+    "--mode=eval_future",
+    "--config=tiny_temporal",
+    f"--workdir={tmp_path / 'none'}",
+    *_sets(tmp_path / "cache"),
+    check=False,
+  )
   assert proc.returncode != 0
   lines = [line for line in proc.stderr.splitlines() if line.startswith("error:")]
   assert len(lines) == 1 and "--mode=train --config=tiny_temporal" in lines[0]
@@ -185,10 +207,15 @@ def _cronquestions_release(root):
   base.mkdir(parents=True)
   (root / "kg").mkdir()
   rows = [
-    {"question": f"Who coached Team {i} in {2010 + i}", "answers": {f"Q{i + 1}"},
-     "answer_type": "entity", "type": "simple_entity", "uniq_id": i}
+    {
+      "question": f"Who coached Team {i} in {2010 + i}",
+      "answers": {f"Q{i + 1}"},
+      "answer_type": "entity",
+      "type": "simple_entity",
+      "uniq_id": i,
+    }
     for i in range(6)
-  ]  # fmt: skip
+  ]
   for split in ("train", "valid", "test"):
     with open(base / f"{split}.pickle", "wb") as f:
       pickle.dump(rows, f)
@@ -202,8 +229,13 @@ def test_cronquestions_mode(reproduced, tmp_path):
   data = _cronquestions_release(tmp_path / "cronq")
   workdir = reproduced["seed0"] / "temporal"
   sets = _sets(reproduced["cache"]) + ["--set=eval.finetune_steps=2"]
-  _run("--mode=cronquestions", "--config=tiny_temporal", f"--workdir={workdir}",
-       f"--data={data}", *sets)  # fmt: skip
+  _run(
+    "--mode=cronquestions",
+    "--config=tiny_temporal",
+    f"--workdir={workdir}",
+    f"--data={data}",
+    *sets,
+  )
   result = json.loads((workdir / "results" / "table4.json").read_text())
   assert result["count"] == 6 and 0.0 <= result["em"] <= result["f1"] <= 1.0
   assert "| tiny_temporal |" in (workdir / "results" / "table4.md").read_text()
@@ -214,10 +246,17 @@ def test_cronquestions_mode(reproduced, tmp_path):
 
 def _example(subject, year, answer, relation="P54"):
   return TempLamaExample(
-    id=f"{subject}_{relation}_{year}", query=f"{subject} plays for _X_.", answers=[[answer]],
-    answer_ids=[answer], date=str(year), year=year, relation=relation, subject=subject,
-    most_frequent_answer=answer, most_recent_answer=answer,
-  )  # fmt: skip
+    id=f"{subject}_{relation}_{year}",
+    query=f"{subject} plays for _X_.",
+    answers=[[answer]],
+    answer_ids=[answer],
+    date=str(year),
+    year=year,
+    relation=relation,
+    subject=subject,
+    most_frequent_answer=answer,
+    most_recent_answer=answer,
+  )
 
 
 class _LinearDecay:
@@ -233,10 +272,12 @@ class _LinearDecay:
 
 def test_loglik_change_groups_single_and_multiple_answer_queries():
   examples = [
-    _example("Ann", 2017, "Red"), _example("Ann", 2018, "Red"),  # single answer
-    _example("Bob", 2016, "Red"), _example("Bob", 2018, "Blue"),  # multiple answers
+    _example("Ann", 2017, "Red"),
+    _example("Ann", 2018, "Red"),  # single answer
+    _example("Bob", 2016, "Red"),
+    _example("Bob", 2018, "Blue"),  # multiple answers
     _example("Cat", 2018, "Green"),  # wrong in 2018: excluded
-  ]  # fmt: skip
+  ]
   model = _LinearDecay({"Ann": 0.1, "Bob": 0.5, "Cat": 9.0})
   preds = {"Ann_P54_2018": "red", "Bob_P54_2018": "Blue", "Cat_P54_2018": "Red"}
   out = future.loglik_change(model, examples, preds, years=(2019, 2020))
@@ -271,8 +312,9 @@ def test_future_entropy_over_a_known_distribution():
   np.testing.assert_allclose(out["entropy"]["never"][2025], 0.0, atol=1e-12)
   np.testing.assert_allclose(out["entropy"]["frequent"][2018], np.log(4), rtol=1e-12)
   np.testing.assert_allclose(out["entropy"]["rare"][2025], np.log(2), rtol=1e-12)
-  assert out["max_entropy"] == pytest.approx({"never": np.log(4), "frequent": np.log(4),
-                                              "rare": np.log(2)})  # fmt: skip
+  assert out["max_entropy"] == pytest.approx(
+    {"never": np.log(4), "frequent": np.log(4), "rare": np.log(2)}
+  )
 
 
 def test_experiment_modes_start_from_the_workdirs_saved_config(tmp_path):
@@ -344,6 +386,10 @@ def test_cbqa_rows_and_the_retrained_comparison_are_reported(reproduced):
   assert {"2010-18", "2019", "2019-20"} <= set(retrained)
   assert {"2010-18", "2019-20"} <= set(retrained["news"])
   assert set(adapt["matched_by_slice"]) == {
-    "templama 2019-20", "templama 2010-18", "news 2019-20", "news 2010-18", "all"
-  }  # fmt: skip
+    "templama 2019-20",
+    "templama 2010-18",
+    "news 2019-20",
+    "news 2010-18",
+    "all",
+  }
   assert adapt["matched_at_step"] == adapt["matched_by_slice"]["all"]

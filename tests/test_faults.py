@@ -190,8 +190,14 @@ def test_load_checkpoint_of_a_workdir_verifies_params(tmp_path, capsys):
 
 
 def _lock_file(directory, pid, host=None, start=None):
-  holder = {"pid": pid, "host": host or socket.gethostname(), "process_start": start,
-            "mode": "train", "since": "earlier", "token": "t"}  # fmt: skip
+  holder = {
+    "pid": pid,
+    "host": host or socket.gethostname(),
+    "process_start": start,
+    "mode": "train",
+    "since": "earlier",
+    "token": "t",
+  }
   os.makedirs(directory, exist_ok=True)
   with open(os.path.join(directory, LOCK_NAME), "w") as f:
     json.dump(holder, f)
@@ -205,16 +211,21 @@ def _dead_pid():
 
 def test_second_writer_gets_one_line_error_naming_the_holder(tmp_path):
   holder = subprocess.Popen(
-    [sys.executable, "-c", textwrap.dedent(f"""
+    [
+      sys.executable,
+      "-c",
+      textwrap.dedent(f"""
       import sys, time
       sys.path.insert(0, {ROOT!r})
       from tlm.workdir_lock import WorkdirLock
       with WorkdirLock({str(tmp_path)!r}, "train"):
         print("locked", flush=True)
         time.sleep(60)
-    """)],
-    stdout=subprocess.PIPE, text=True,
-  )  # fmt: skip
+    """),
+    ],
+    stdout=subprocess.PIPE,
+    text=True,
+  )
   try:
     assert holder.stdout.readline().strip() == "locked"
     with pytest.raises(LockedError) as e:
@@ -319,23 +330,32 @@ def test_writing_modes_take_the_lock_before_any_work(tmp_path):
   from tlm.cli import convert, experiments
 
   work = str(tmp_path / "work")
-  flags = SimpleNamespace(config="tiny_temporal", workdir=work, set=[], data=str(tmp_path),
-                          dry_run=False, coordinator_address=None, num_processes=None,
-                          process_id=None)  # fmt: skip
+  flags = SimpleNamespace(
+    config="tiny_temporal",
+    workdir=work,
+    set=[],
+    data=str(tmp_path),
+    dry_run=False,
+    coordinator_address=None,
+    num_processes=None,
+    process_id=None,
+  )
   with WorkdirLock(work, "train"):
     for mode in ("evaluate", "eval_future", "adapt", "cronquestions", "reproduce"):
       with pytest.raises(LockedError, match=f"{work} is in use by pid {os.getpid()} on host"):
         getattr(experiments, mode)(flags)
   out = str(tmp_path / "out")
-  flags = SimpleNamespace(checkpoint=str(tmp_path / "missing"), output_dir=out, format="hf",
-                          vocab=None)  # fmt: skip
+  flags = SimpleNamespace(
+    checkpoint=str(tmp_path / "missing"), output_dir=out, format="hf", vocab=None
+  )
   with WorkdirLock.beside(out, "convert"):
     with pytest.raises(LockedError, match=f"{out} is in use by pid {os.getpid()}"):
       convert.main(flags)
   from tlm.cli import data, world
 
-  flags = SimpleNamespace(mode="build", output_dir=out, facts="f.tsv", entities="e.tsv",
-                          news="n.jsonl", seed=0, scale=1.0)  # fmt: skip
+  flags = SimpleNamespace(
+    mode="build", output_dir=out, facts="f.tsv", entities="e.tsv", news="n.jsonl", seed=0, scale=1.0
+  )
   for build in (data.build_templama, data.build_ssm, world.build_world):
     with WorkdirLock.beside(out, "build"):
       with pytest.raises(LockedError, match=f"{out} is in use by pid {os.getpid()}"):
@@ -409,28 +429,6 @@ def test_checkpoint_save_error_is_one_line_and_keeps_nothing(tmp_path, monkeypat
 
 
 @pytest.fixture
-def tmpfs(tmp_path):
-  """Mounts small tmpfs file systems (root on Linux), unmounted after the test; else skips."""
-  if sys.platform != "linux" or os.geteuid() != 0 or shutil.which("mount") is None:
-    pytest.skip("mounting a tmpfs needs root on Linux (ENOSPC is simulated in the tests above)")
-  mounted = []
-
-  def mount(size: str) -> str:
-    mount_point = tmp_path / f"tmpfs{len(mounted)}"
-    mount_point.mkdir()
-    proc = subprocess.run(["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(mount_point)],
-                          capture_output=True, text=True)  # fmt: skip
-    if proc.returncode != 0:
-      pytest.skip(f"cannot mount a tmpfs here: {proc.stderr.strip()[:200]}")
-    mounted.append(str(mount_point))
-    return str(mount_point)
-
-  yield mount
-  for mount_point in mounted:
-    subprocess.run(["umount", "-l", mount_point], check=False)
-
-
-@pytest.fixture
 def tiny_disk(tmpfs):
   """A 1 MiB tmpfs."""
   return tmpfs("1m")
@@ -473,13 +471,9 @@ def test_full_disk_convert(tiny_disk, save):
 
 @pytest.mark.slow
 def test_full_disk_during_training_is_one_line_error(tmpfs):
-  from tests.test_resume import train_command
+  from tests.helpers import full_disk_training
 
-  workdir = os.path.join(tmpfs("600k"), "w")  # holds the run's files, not a checkpoint
-  env = dict(os.environ, JAX_PLATFORMS="cpu")
-  env["XLA_FLAGS"] = "--xla_force_host_platform_device_count=1 --xla_backend_optimization_level=0"
-  proc = subprocess.run(train_command(workdir, "train.steps=4"), cwd=ROOT, env=env,
-                        capture_output=True, text=True, timeout=600)  # fmt: skip
+  workdir, proc = full_disk_training(tmpfs)
   assert proc.returncode == 1
   # orbax's own writer threads may still print their traceback after tlm's one line (measured:
   # about one run in four), so the line is looked for in all of stderr, and must be alone.

@@ -84,14 +84,17 @@ def _adapt_result(shift: float, news: bool = True) -> dict:
       out["news"] = {"2010-18": 0.4 - x + shift, "2019": 0.35 + x + shift, "2019-20": 0.3}
     return out
 
-  return {"new_year": 2019, "alphas": {"0.3": slices(0.1), "0.5": slices(0.2)},
-          "retrained": slices(0.15)}  # fmt: skip
+  return {
+    "new_year": 2019,
+    "alphas": {"0.3": slices(0.1), "0.5": slices(0.2)},
+    "retrained": slices(0.15),
+  }
 
 
 def test_figure5_has_templama_and_news_panels_with_bands_over_seeds(monkeypatch, tmp_path):
-  from tlm.eval import over_seeds
+  from tlm.eval import adaptation
 
-  adapted, retrained = over_seeds.figure5_inputs(
+  adapted, retrained = adaptation.figure5_inputs(
     [{"tiny_temporal": _adapt_result(0.0)}, {"tiny_temporal": _adapt_result(0.1)}]
   )
   panels = ["TempLAMA 2010-18", "TempLAMA 2019", "news 2010-18", "news 2019"]
@@ -108,7 +111,7 @@ def test_figure5_has_templama_and_news_panels_with_bands_over_seeds(monkeypatch,
     assert len(ax.collections) == 1  # the adapted line's band over the two seeds
     assert len(ax.patches) == 1  # the retrained model's band
   # Without news numbers (a run that evaluated none) only the TempLAMA panels are drawn.
-  adapted, _ = over_seeds.figure5_inputs([{"m": _adapt_result(0.0, news=False)}])
+  adapted, _ = adaptation.figure5_inputs([{"m": _adapt_result(0.0, news=False)}])
   assert list(adapted["m"][0.3]) == panels[:2]
 
 
@@ -121,11 +124,13 @@ def _write(path, obj):
 
 def test_combined_seeds_draw_every_figure_from_the_saved_files(tmp_path):
   """`--mode=combine_seeds` draws Figures 2-5 with bands from each seed's saved numbers."""
-  from tlm.eval import over_seeds
+  from tlm.miniature import over_seeds
 
   variant = {"tiny_uniform": "uniform", "tiny_temporal": "temporal"}
-  future = {"loglik_change": {"single": {"2019": -0.1}, "multiple": {"2019": -0.3}},
-            "entropy": {"entropy": {"frequent": {"2019": 1.0, "2020": 1.2}}}}  # fmt: skip
+  future = {
+    "loglik_change": {"single": {"2019": -0.1}, "multiple": {"2019": -0.3}},
+    "entropy": {"entropy": {"frequent": {"2019": 1.0, "2020": 1.2}}},
+  }
   per_seed = []
   for seed in (0, 1):
     results = tmp_path / f"seed={seed}" / "results"

@@ -1,5 +1,5 @@
 """What the claims read, on fixtures: Figure 2's fact durations from the facts' own dates, and
-the per-query accessors of `tlm.eval.measurements` on the outputs of the real evaluation
+the per-query accessors of `tlm.miniature.measurements` on the outputs of the real evaluation
 functions (a misspelt key fails here, in a second, not at the end of a reproduction)."""
 
 import json
@@ -7,12 +7,14 @@ import json
 import numpy as np
 import pytest
 
+from tlm.configs.years import PROBE_YEARS, TRAIN_YEARS
 from tlm.data import fact_durations, templama
 from tlm.data.formatting import TextExample
 from tlm.data.future_relations import FutureQuery, FutureRelations
-from tlm.eval import claims, future, measurements
-from tlm.eval.routing import route_to_expert
+from tlm.eval import future
 from tlm.eval.templama_eval import evaluate_news, evaluate_templama
+from tlm.infer.conditioned import route_to_expert
+from tlm.miniature import measurements
 
 FACTS = "tests/fixtures/data/templama_facts.tsv"
 ENTITIES = "tests/fixtures/data/templama_entities.tsv"
@@ -69,8 +71,9 @@ class _Model:
     self.answers = answers
 
   def predict(self, queries, years):
-    return [self.answers.get((q, y), "nobody") if y % 2 == 0 else "nobody"
-            for q, y in zip(queries, years)]  # fmt: skip
+    return [
+      self.answers.get((q, y), "nobody") if y % 2 == 0 else "nobody" for q, y in zip(queries, years)
+    ]
 
   def log_likelihood(self, queries, years, targets):
     n = np.array([len(t.split()) for t in targets])
@@ -85,8 +88,10 @@ def test_accessors_read_what_the_evaluation_writes(fixture_templama):
 
   answers = {(templama_query_input(ex.query), ex.year): ex.answers[0][0] for ex in fixture_templama}
   model = _Model(answers)
-  news = {y: [TextExample(f"text {y} {i}", "a b" if i else "c", y) for i in range(3)]
-          for y in (2012, 2013, 2019)}  # fmt: skip
+  news = {
+    y: [TextExample(f"text {y} {i}", "a b" if i else "c", y) for i in range(3)]
+    for y in (2012, 2013, 2019)
+  }
   durations = fact_durations.durations_from_facts(
     fact_durations.read_fact_spans(FACTS), fixture_templama
   )
@@ -109,29 +114,27 @@ def test_accessors_read_what_the_evaluation_writes(fixture_templama):
   )
   meas = json.loads(json.dumps(meas))  # what per_query.json holds
 
-  t = measurements.templama(meas, "uniform", claims.SEEN)
+  t = measurements.templama(meas, "uniform", TRAIN_YEARS)
   seen = [ex for ex in fixture_templama if ex.year <= 2018]
   assert list(t["id"]) == [ex.id for ex in seen]
   assert list(t["duration"]) == [durations[ex.id] for ex in seen]
   assert list(t["f1"]) == [1.0 if ex.year % 2 == 0 else 0.0 for ex in seen]
   assert list(t["first_answer"]) == [ex.answers[0][0] for ex in seen]
   assert t["most_frequent_is_correct"].dtype == bool and t["subject"][0] == seen[0].subject
-  n = measurements.news(meas, "uniform", claims.SEEN)
+  n = measurements.news(meas, "uniform", TRAIN_YEARS)
   assert list(n["year"]) == [2012] * 3 + [2013] * 3 and list(n["tokens"]) == [1, 2, 2] * 2
   np.testing.assert_allclose(n["loglik"], [-2, -4, -4, 0, 0, 0])  # 2012 % 3 = 2 per token
   years, f1 = measurements.experts(meas)
   assert list(years) == [ex.year for ex in fixture_templama] and set(f1) == {2012}
   groups = measurements.loglik_change(meas, "uniform")
-  assert set(groups) == {"single", "multiple"} and sorted(groups["multiple"]) == list(
-    claims.PROBE_YEARS
-  )
+  assert set(groups) == {"single", "multiple"} and sorted(groups["multiple"]) == list(PROBE_YEARS)
   assert sum(len(groups[g].get(2019, [])) for g in groups) == len(correct_2018)
   # log p is -2 per token in 2018 (2018 % 3) and 0 in 2019: every change is positive.
   assert len(groups["multiple"][2019]) and (groups["multiple"][2019] > 0).all()
   ids, sets, ent = measurements.entropy(meas, "uniform")
   assert ids == ["q1", "q2"] and list(sets) == ["never", "rare"] and 2018 in ent
   for missing in (
-    lambda: measurements.templama(meas, "cbqa_ft", claims.SEEN),
+    lambda: measurements.templama(meas, "cbqa_ft", TRAIN_YEARS),
     lambda: measurements.loglik_change(meas, "temporal"),
     lambda: measurements.entropy(meas, "cbqa"),
     lambda: measurements.adaptation(meas, "temporal"),

@@ -7,7 +7,7 @@ import os
 import numpy as np
 import pytest
 
-from tests.test_partitioning import run_fixture
+from tests.helpers import run_fixture
 from tlm.models.checkpoints import flatten, load_checkpoint
 
 pytestmark = pytest.mark.slow

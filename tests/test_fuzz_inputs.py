@@ -18,7 +18,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.cli_run import one_error, run_tlm, tree
+from tests.helpers import one_error, run_tlm, tree
 from tlm import configs, files, storage
 from tlm.configs import schema
 from tlm.errors import ConfigError, UserError
@@ -36,9 +36,32 @@ NUMERIC = [
 ]
 
 # Numbers at and around every limit, and far beyond.
-_EDGES = [0, 1, -1, 2, 7, 64, 999, 1000, 2014, 9999, 10000, schema.MAX_LENGTH,
-          schema.MAX_LENGTH + 1, schema.MAX_BEAM + 1, 2**31 - 1, 2**31, 2**32, 2**63 - 1, 2**63,
-          2**64 - 1, 2**64, 10**12, 10**30, -(2**63) - 1]  # fmt: skip
+_EDGES = [
+  0,
+  1,
+  -1,
+  2,
+  7,
+  64,
+  999,
+  1000,
+  2014,
+  9999,
+  10000,
+  schema.MAX_LENGTH,
+  schema.MAX_LENGTH + 1,
+  schema.MAX_BEAM + 1,
+  2**31 - 1,
+  2**31,
+  2**32,
+  2**63 - 1,
+  2**63,
+  2**64 - 1,
+  2**64,
+  10**12,
+  10**30,
+  -(2**63) - 1,
+]
 _NUMBERS = st.one_of(
   st.sampled_from(_EDGES),
   st.integers(-(2**70), 2**70),
@@ -65,7 +88,7 @@ _PATHS = st.builds(
       "/tmp/",
       "~/",
     ]
-  ),  # fmt: skip
+  ),
   st.text(alphabet=st.sampled_from(list("ab./:-_ %\n\x00") + ["é", "\udcff"]), max_size=20),
 )
 _VALUES = st.one_of(
@@ -135,8 +158,16 @@ def test_set_values_parse_or_fail_in_one_line(assignments):
 
 
 # The keys whose limits tie them together (`tlm.configs.overrides._check_together`).
-_SIZES = ["train.batch_size", "data.input_length", "data.target_length", "train.microbatches",
-          "adapt.steps", "adapt.eval_points", "train.eval_batches", "model.num_heads"]  # fmt: skip
+_SIZES = [
+  "train.batch_size",
+  "data.input_length",
+  "data.target_length",
+  "train.microbatches",
+  "adapt.steps",
+  "adapt.eval_points",
+  "train.eval_batches",
+  "model.num_heads",
+]
 
 
 @settings(max_examples=300, deadline=None)
@@ -243,9 +274,12 @@ def test_cli_build_world_end_to_end(tmp_path_factory, output_dir, seed, scale):
   """Built where --output_dir says, or one error line; nothing else in the current directory."""
   cwd = tmp_path_factory.mktemp("cwd")
   proc = run_tlm(
-    "--mode=build_world", f"--output_dir={output_dir}", f"--seed={seed}", f"--scale={scale}",
+    "--mode=build_world",
+    f"--output_dir={output_dir}",
+    f"--seed={seed}",
+    f"--scale={scale}",
     cwd=str(cwd),
-  )  # fmt: skip
+  )
   if proc.returncode != 0:
     one_error(proc)
     assert tree(str(cwd)) == []

@@ -19,7 +19,7 @@ import pytest
 from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
-from tests.test_state_files import fake_step
+from tests.helpers import fake_step
 from tlm import checksums
 from tlm.errors import CheckpointError, ConfigError, DataError, UserError
 
@@ -124,7 +124,7 @@ NAMES = st.one_of(
       "..",
       ".",
     ]
-  ),  # fmt: skip
+  ),
   st.text(alphabet="params/._\\\x00:dabc", max_size=24),
 )
 ENTRIES = st.one_of(
@@ -135,17 +135,19 @@ ENTRIES = st.one_of(
         st.just("0" * 64), st.text(alphabet="0123456789abcdef", max_size=64), SCALARS
       ),
     }
-  ),  # fmt: skip
+  ),
   JSON,
 )
 MANIFESTS = st.one_of(
   st.binary(max_size=64),
   JSON.map(_dump),
-  st.fixed_dictionaries({
-    "format": st.one_of(st.just("tlm-checkpoint-checksums/1"), SCALARS),
-    "files": st.one_of(st.dictionaries(NAMES, ENTRIES, max_size=5), JSON),
-  }).map(_dump),
-)  # fmt: skip
+  st.fixed_dictionaries(
+    {
+      "format": st.one_of(st.just("tlm-checkpoint-checksums/1"), SCALARS),
+      "files": st.one_of(st.dictionaries(NAMES, ENTRIES, max_size=5), JSON),
+    }
+  ).map(_dump),
+)
 
 
 @FUZZ
@@ -183,10 +185,12 @@ LOCKS = st.one_of(
   JSON.map(_dump),
   st.fixed_dictionaries(
     {"pid": st.one_of(st.integers(min_value=-(2**70), max_value=2**70), SCALARS)},
-    optional={k: st.one_of(st.text(max_size=12), SCALARS, st.just(socket.gethostname()))
-              for k in ("host", "process_start", "mode", "since", "token")},
+    optional={
+      k: st.one_of(st.text(max_size=12), SCALARS, st.just(socket.gethostname()))
+      for k in ("host", "process_start", "mode", "since", "token")
+    },
   ).map(_dump),
-)  # fmt: skip
+)
 
 
 @FUZZ
@@ -216,11 +220,15 @@ BESTS = st.one_of(
   st.binary(max_size=48),
   JSON.map(_dump),
   st.fixed_dictionaries(
-    {}, optional={"metric": st.one_of(st.just("eval_loss"), SCALARS),
-                  "mode": st.one_of(st.sampled_from(["min", "max"]), SCALARS),
-                  "value": SCALARS, "step": SCALARS},
+    {},
+    optional={
+      "metric": st.one_of(st.just("eval_loss"), SCALARS),
+      "mode": st.one_of(st.sampled_from(["min", "max"]), SCALARS),
+      "value": SCALARS,
+      "step": SCALARS,
+    },
   ).map(_dump),
-)  # fmt: skip
+)
 
 
 @FUZZ
@@ -244,8 +252,11 @@ def test_any_best_json_is_read_checked_or_a_one_line_error(content):
 
 
 @FUZZ
-@given(saved=st.one_of(JSON, st.dictionaries(st.sampled_from(["step", "batch_size", "data",
-                                                              "world"]), JSON)))  # fmt: skip
+@given(
+  saved=st.one_of(
+    JSON, st.dictionaries(st.sampled_from(["step", "batch_size", "data", "world"]), JSON)
+  )
+)
 def test_any_data_state_resumes_or_is_refused_in_one_line(saved):
   from tlm import configs
   from tlm.train.data_state import check_data_state
@@ -276,7 +287,7 @@ def good_config():
 def test_any_edit_of_a_saved_config_reads_back_or_is_a_one_line_error(good_config, data):
   import copy
 
-  from tlm.eval.trained_models import read_saved_config
+  from tlm.infer.trained_models import read_saved_config
 
   saved = copy.deepcopy(good_config)
   for _ in range(data.draw(st.integers(min_value=1, max_value=3))):
@@ -299,9 +310,26 @@ def test_any_edit_of_a_saved_config_reads_back_or_is_a_one_line_error(good_confi
 
 
 @FUZZ
-@given(content=st.one_of(JSON.map(_dump), st.dictionaries(
-  st.sampled_from(["vocab_size", "d_model", "num_heads", "num_layers", "head_dim", "mlp_dim",
-                   "dropout_rate", "x"]), SCALARS).map(_dump)))  # fmt: skip
+@given(
+  content=st.one_of(
+    JSON.map(_dump),
+    st.dictionaries(
+      st.sampled_from(
+        [
+          "vocab_size",
+          "d_model",
+          "num_heads",
+          "num_layers",
+          "head_dim",
+          "mlp_dim",
+          "dropout_rate",
+          "x",
+        ]
+      ),
+      SCALARS,
+    ).map(_dump),
+  )
+)
 def test_any_model_config_reads_back_or_is_a_one_line_error(content):
   from tlm.models.checkpoints import read_model_config
 
@@ -321,15 +349,20 @@ def test_any_model_config_reads_back_or_is_a_one_line_error(content):
 @FUZZ
 @given(data=st.data())
 def test_any_edit_of_per_query_measurements_is_accepted_or_named(data):
-  from tlm.eval import measurements
+  from tlm.miniature import measurements
 
   columns = {c: ["q", "r"] for c in measurements.TEMPLAMA_COLUMNS}
-  columns.update(year=[2010, 2019], duration=[1, 3], f1=[0.5, 1.0],
-                 most_frequent_is_correct=[True, False])  # fmt: skip
-  meas = {"seed": 0, "loglik_change": {"temporal": {"single": {"2019": [0.1]}}},
-          "entropy": {"temporal": {"id": ["q"], "set": ["rare"], "entropy": {"2020": [1.0]}}},
-          "models": {"temporal": {"templama": columns,
-                                  "news": {c: [] for c in measurements.NEWS_COLUMNS}}}}  # fmt: skip
+  columns.update(
+    year=[2010, 2019], duration=[1, 3], f1=[0.5, 1.0], most_frequent_is_correct=[True, False]
+  )
+  meas = {
+    "seed": 0,
+    "loglik_change": {"temporal": {"single": {"2019": [0.1]}}},
+    "entropy": {"temporal": {"id": ["q"], "set": ["rare"], "entropy": {"2020": [1.0]}}},
+    "models": {
+      "temporal": {"templama": columns, "news": {c: [] for c in measurements.NEWS_COLUMNS}}
+    },
+  }
   assert measurements.problem(meas) is None
   for _ in range(data.draw(st.integers(min_value=1, max_value=2))):
     where = data.draw(st.sampled_from(sorted(_leaves(meas), key=str)))

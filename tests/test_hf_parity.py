@@ -14,11 +14,11 @@ import pytest
 torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
-from tests.test_decoding import BATCH, MAX_DECODE, VOCAB, inputs, random_params  # noqa: E402
+from tests.helpers import BATCH, MAX_DECODE, VOCAB, inputs, random_params  # noqa: E402
 from tlm.models import checkpoints, decoding, layers, t5  # noqa: E402
 from tlm.models.formats import safetensors  # noqa: E402
 from tlm.models.formats.hf_config import from_hf_config, to_hf_config  # noqa: E402
-from tlm.train import loop  # noqa: E402
+from tlm.train import step as train_step  # noqa: E402
 
 
 def _hf_model(hf_config: dict, tensors: dict[str, np.ndarray]):
@@ -148,7 +148,7 @@ def test_training_gradients_equal_torch_autograd(family):
 
   def loss(p):
     logits = t5.Transformer(cfg).apply({"params": p}, x, decoder_inputs, enable_dropout=False)
-    return loop.loss_sums(logits, targets, targets > 0, z_loss=0.0)["loss"]
+    return train_step.loss_sums(logits, targets, targets > 0, z_loss=0.0)["loss"]
 
   ours = checkpoints.params_to_hf(jax.grad(loss)(params), cfg)
   model.zero_grad(set_to_none=True)

@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 import torch
 
-from tests.test_tensorbundle import _varint as _pb_varint
+from tests.helpers import varint
 from tlm.data.vocab import Vocabulary
 from tlm.errors import CheckpointError, DataError, UserError
 from tlm.models import checkpoints, t5
@@ -479,8 +479,8 @@ def test_flax_msgpack_nested_maps(tmp_path, depth):
 
 def _pb(field: int, value) -> bytes:
   if isinstance(value, int):
-    return _pb_varint(field << 3) + _pb_varint(value % (1 << 64))
-  return _pb_varint(field << 3 | 2) + _pb_varint(len(value)) + value
+    return varint(field << 3) + varint(value % (1 << 64))
+  return varint(field << 3 | 2) + varint(len(value)) + value
 
 
 def _entry(dtype=1, shape=(), offset=0, size=0, slices=()) -> bytes:
@@ -494,9 +494,7 @@ def _entry(dtype=1, shape=(), offset=0, size=0, slices=()) -> bytes:
 
 def _block(entries) -> bytes:
   """A LevelDB block without key sharing, one restart point."""
-  out = b"".join(
-    _pb_varint(0) + _pb_varint(len(k)) + _pb_varint(len(v)) + k + v for k, v in entries
-  )
+  out = b"".join(varint(0) + varint(len(k)) + varint(len(v)) + k + v for k, v in entries)
   return out + struct.pack("<II", 0, 1)
 
 
@@ -511,10 +509,10 @@ def _bundle(prefix, entries: dict[bytes, bytes], data: bytes) -> str:
   header = _pb(1, 1) + _pb(3, _pb(1, 1))  # num_shards 1, version {producer 1}
   block = _block(sorted({b"": header, **entries}.items()))
   file = _with_trailer(block)
-  index = _block([(b"\xff", _pb_varint(0) + _pb_varint(len(block)))])
+  index = _block([(b"\xff", varint(0) + varint(len(block)))])
   index_offset = len(file)
   file += _with_trailer(index)
-  footer = _pb_varint(0) + _pb_varint(0) + _pb_varint(index_offset) + _pb_varint(len(index))
+  footer = varint(0) + varint(0) + varint(index_offset) + varint(len(index))
   file += footer + bytes(40 - len(footer)) + struct.pack("<Q", 0xDB4775248B80FB57)
   with open(f"{prefix}.index", "wb") as f:
     f.write(file)

@@ -11,10 +11,10 @@ import time
 import numpy as np
 import pytest
 
-from tests.fixtures.train.fixture_sets import FIXTURE_DATA_SETS
+from tests.helpers import FIXTURE_DATA_SETS
 from tlm import configs
 from tlm.data.prefetch import Prefetcher
-from tlm.train import data as train_data
+from tlm.train import batches as train_data
 from tlm.train.records import MetricsLog, resume_metrics
 
 

@@ -11,9 +11,16 @@ import sys
 import numpy as np
 import pytest
 
-from tests.test_decoding import random_params
-from tests.test_multihost import environment, free_port
-from tests.test_partitioning import FIXTURES, ROOT, run_fixture, subprocess_env
+from tests.helpers import (
+  FIXTURES,
+  ROOT,
+  environment,
+  free_port,
+  random_params,
+  run_child,
+  run_fixture,
+  subprocess_env,
+)
 from tlm.models import checkpoints, t5
 
 VOCAB = os.path.join(FIXTURES, "tiny_data", "spiece.model")
@@ -68,9 +75,16 @@ def model_dir(tmp_path_factory):
 
 
 def _cli(mode, model_dir, input_file, output_file, *flags):
-  return [sys.executable, "run.py", f"--mode={mode}", f"--checkpoint={model_dir}",
-          f"--input_file={input_file}", f"--output_file={output_file}", "--batch_size=4",
-          *flags]  # fmt: skip
+  return [
+    sys.executable,
+    "run.py",
+    f"--mode={mode}",
+    f"--checkpoint={model_dir}",
+    f"--input_file={input_file}",
+    f"--output_file={output_file}",
+    "--batch_size=4",
+    *flags,
+  ]
 
 
 def _inputs(path, n=7):
@@ -91,10 +105,9 @@ def test_two_processes_write_what_one_writes(tmp_path, model_dir, mode, extra):
   _inputs(inputs)
   cache = str(tmp_path / "jax_cache")
   single = str(tmp_path / "single.jsonl")
-  proc = subprocess.run(
-    _cli(mode, model_dir, inputs, single, "--set=mesh.data=2", *extra),
-    cwd=ROOT, env=environment(2, cache), capture_output=True, text=True, timeout=600,
-  )  # fmt: skip
+  proc = run_child(
+    _cli(mode, model_dir, inputs, single, "--set=mesh.data=2", *extra), environment(2, cache)
+  )
   assert proc.returncode == 0, proc.stderr[-3000:]
   port = free_port()
   multi = str(tmp_path / "multi.jsonl")
@@ -116,7 +129,7 @@ def test_two_processes_write_what_one_writes(tmp_path, model_dir, mode, extra):
       stdout=subprocess.PIPE,
       stderr=subprocess.PIPE,
       text=True,
-    )  # fmt: skip
+    )
     for i in range(2)
   ]
   for p in procs:
@@ -139,8 +152,12 @@ def test_predict_and_score_reject_unused_set_keys(tmp_path, model_dir):
     out = str(tmp_path / f"{mode}.jsonl")
     proc = subprocess.run(
       _cli(mode, model_dir, inputs, out, f"--set={key}"),
-      cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
-    )  # fmt: skip
+      cwd=ROOT,
+      env=env,
+      capture_output=True,
+      text=True,
+      timeout=300,
+    )
     assert proc.returncode == 1, proc.stderr[-2000:]
     lines = proc.stderr.strip().splitlines()
     assert len(lines) == 1 and lines[0].startswith("error: ")
@@ -149,8 +166,12 @@ def test_predict_and_score_reject_unused_set_keys(tmp_path, model_dir):
   # A key they use is applied: a mesh that the one device cannot hold is an error.
   proc = subprocess.run(
     _cli("predict", model_dir, inputs, str(tmp_path / "p.jsonl"), "--set=mesh.data=2"),
-    cwd=ROOT, env=env, capture_output=True, text=True, timeout=300,
-  )  # fmt: skip
+    cwd=ROOT,
+    env=env,
+    capture_output=True,
+    text=True,
+    timeout=300,
+  )
   assert proc.returncode == 1 and "mesh.data=2" in proc.stderr, proc.stderr[-2000:]
 
 
@@ -166,10 +187,23 @@ def test_predict_dry_run_reads_no_weights(tmp_path, model_dir):
     os.path.join(model_dir, "model_config.json"), os.path.join(weightless, "model_config.json")
   )
   proc = subprocess.run(
-    _cli("predict", weightless, inputs, out, "--dry_run", f"--vocab={VOCAB}",
-         "--set=mesh.data=2", "--set=mesh.fsdp=true", "--set=eval.param_dtype=bfloat16"),
-    cwd=ROOT, env=subprocess_env(2), capture_output=True, text=True, timeout=300,
-  )  # fmt: skip
+    _cli(
+      "predict",
+      weightless,
+      inputs,
+      out,
+      "--dry_run",
+      f"--vocab={VOCAB}",
+      "--set=mesh.data=2",
+      "--set=mesh.fsdp=true",
+      "--set=eval.param_dtype=bfloat16",
+    ),
+    cwd=ROOT,
+    env=subprocess_env(2),
+    capture_output=True,
+    text=True,
+    timeout=300,
+  )
   assert proc.returncode == 0, proc.stderr[-3000:]
   assert "mesh {'data': 2, 'model': 1}, FSDP" in proc.stdout and "(bfloat16)" in proc.stdout
   assert "per device: parameters" in proc.stdout and "decode: " in proc.stdout

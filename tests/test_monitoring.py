@@ -13,13 +13,15 @@ import numpy as np
 import pytest
 from tensorboard.backend.event_processing.event_accumulator import EventAccumulator
 
-from tests.fixtures.train.fixture_sets import FIXTURE_DATA_SETS
+from tests.helpers import FIXTURE_DATA_SETS
 from tlm import configs
 from tlm.data.formatting import templama_query_input
 from tlm.errors import ConfigError
-from tlm.eval import experiments, results, trained_models
+from tlm.eval import during_training, experiments, results
 from tlm.files import read_jsonl
-from tlm.train import best, loop, mfu, profiling, task_eval, tensorboard_writer
+from tlm.infer import trained_models
+from tlm.sharding import cost
+from tlm.train import best, loop, mfu, profiling, tensorboard_writer
 from tlm.train.checkpointing import CheckpointManager
 
 PEAK = 1e12  # a made-up device peak: the CPU has none in the table
@@ -62,7 +64,8 @@ def watched(tmp_path_factory):
   lines, traced = [], []
   with pytest.MonkeyPatch.context() as patch:
     patch.setattr(mfu, "peak_flops", lambda kind: PEAK)
-    trainer = loop.Trainer(config, workdir, log=lines.append)
+    evaluators = during_training.evaluators(config)
+    trainer = loop.Trainer(config, workdir, evaluators=evaluators, log=lines.append)
     compiled = trainer.train_step
 
     def step(state, batch):  # which steps run while the profiler is on
@@ -70,14 +73,15 @@ def watched(tmp_path_factory):
       return compiled(state, batch)
 
     trainer.train_step = step
-    evaluator, evaluated = trainer.task_evaluator, {}
+    (evaluator,), evaluated = trainer.evaluators, {}
 
-    def evaluate(params):  # keeps each evaluation's predictions
-      metrics = evaluator(params)
+    def evaluate(params, *context):  # keeps each evaluation's predictions
+      metrics = evaluator(params, *context)
       evaluated[int(trainer.state.step)] = evaluator.results
       return metrics
 
-    trainer.task_evaluator = evaluate
+    evaluate.fields = evaluator.fields
+    trainer.evaluators = (evaluate,)
     trainer.fit()
   return {
     "workdir": workdir,
@@ -109,7 +113,7 @@ def test_tensorboard_events_equal_metrics_jsonl(watched):
 
 def test_task_metrics_equal_mode_eval_on_the_same_checkpoint(watched, tmp_path):
   workdir, config = watched["workdir"], watched["config"]
-  subset = task_eval.task_eval_data(config)
+  subset = during_training.task_eval_data(config)
   assert len(subset.templama) == 12 and sum(map(len, subset.news.values())) == 9
   by_step = {r["step"]: r for r in records(workdir) if "templama_f1" in r}
   assert sorted(by_step) == [4, 8]
@@ -156,8 +160,8 @@ class _HalfRight:
 
 
 def test_task_metrics_of_a_model_half_right(watched):
-  subset = task_eval.task_eval_data(watched["config"])
-  metrics = task_eval.task_metrics(task_eval.task_results(_HalfRight(subset), subset))
+  subset = during_training.task_eval_data(watched["config"])
+  metrics = during_training.task_metrics(during_training.task_results(_HalfRight(subset), subset))
   assert metrics == {"templama_f1": 0.5, "templama_em": 0.5, "news_f1": 1.0}
 
 
@@ -191,6 +195,16 @@ def test_keep_best_names_a_logged_metric(tmp_path):
   assert best.mode_of("eval_loss") == "min" and best.mode_of("templama_f1") == "max"
 
 
+def test_task_metrics_without_evaluators_are_refused(tmp_path):
+  # A programmatic caller that asks for task metrics but hands the trainer no evaluators
+  # would otherwise drop the key silently.
+  config = tiny_config("train.eval_every=4", "train.eval_examples=4")
+  with pytest.raises(ConfigError, match=r"train.eval_examples=4 needs evaluators"):
+    loop.Trainer(config, str(tmp_path))
+  assert [e.fields for e in during_training.evaluators(config)] == [during_training.FIELDS]
+  assert during_training.evaluators(configs.replace(config, "train.eval_examples", 0)) == ()
+
+
 @pytest.fixture(scope="module")
 def best_run(tmp_path_factory):
   """rsqrt schedule: the learning rate is highest (first) at step 2; checkpoints keep only 1."""
@@ -217,8 +231,12 @@ def test_best_checkpoint_survives_rotation(best_run):
   with open(os.path.join(workdir, "best", "best.json")) as f:
     saved = json.load(f)
   history = records(workdir)
-  assert saved == {"metric": "learning_rate", "mode": "max", "value": history[0]["learning_rate"],
-                   "step": 2}  # fmt: skip
+  assert saved == {
+    "metric": "learning_rate",
+    "mode": "max",
+    "value": history[0]["learning_rate"],
+    "step": 2,
+  }
   assert [r.get("best_step") for r in history] == [2, None, None, None]
   assert sorted(os.listdir(os.path.join(workdir, "best", "checkpoints"))) == ["2"]
   assert trained_models.trained(os.path.join(workdir, "best"))
@@ -294,7 +312,7 @@ def test_peak_table_and_compiled_flops():
   x = jax.ShapeDtypeStruct((64, 32), jnp.float32)
   y = jax.ShapeDtypeStruct((32, 16), jnp.float32)
   compiled = jax.jit(jnp.matmul).lower(x, y).compile()
-  assert mfu.compiled_flops(compiled) == 2 * 64 * 32 * 16
+  assert cost.compiled_flops(compiled) == 2 * 64 * 32 * 16
   assert mfu.utilisation(2e12, 0.5, 8e12) == 0.5
   assert mfu.utilisation(None, 0.5, 8e12) is None and mfu.utilisation(1.0, 0.5, None) is None
 

@@ -3,15 +3,13 @@ with the same devices, and save/restore checkpoints across processes. Each run i
 
 import json
 import os
-import socket
 import subprocess
-import sys
 
 import numpy as np
 import orbax.checkpoint as ocp
 import pytest
 
-from tests.fixtures.train.fixture_sets import FIXTURE_DATA_SETS
+from tests.helpers import FIXTURE_DATA_SETS, environment, free_port, run_child, tiny_train_argv
 from tlm.models.formats import orbax_params
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -30,26 +28,7 @@ def command(workdir, steps, *flags):
     "model.num_layers=1",  # the mechanics, not the model, are under test: compile less
     f"train.steps={steps}",
   ]
-  return [sys.executable, "run.py", "--mode=train", "--config=tiny_temporal",
-          f"--workdir={workdir}", *flags] + [f"--set={s}" for s in sets]  # fmt: skip
-
-
-def environment(devices, cache):
-  env = dict(os.environ)
-  env["JAX_PLATFORMS"] = "cpu"
-  env["XLA_FLAGS"] = (
-    f"--xla_force_host_platform_device_count={devices} --xla_backend_optimization_level=0"
-  )
-  env["JAX_COMPILATION_CACHE_DIR"] = cache
-  env["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"
-  env["JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES"] = "-1"
-  return env
-
-
-def free_port():
-  with socket.socket() as s:
-    s.bind(("127.0.0.1", 0))
-    return s.getsockname()[1]
+  return tiny_train_argv(workdir, sets, *flags)
 
 
 def two_processes(workdir, steps, env):
@@ -68,7 +47,7 @@ def two_processes(workdir, steps, env):
       stdout=subprocess.PIPE,
       stderr=subprocess.PIPE,
       text=True,
-    )  # fmt: skip
+    )
     for i in range(2)
   ]
   outs = [p.communicate(timeout=600) for p in procs]
@@ -96,10 +75,7 @@ def test_two_processes_train_like_one(tmp_path):
   assert "step " not in out1 and "parameters" not in out1  # only process 0 logs
   out0, _ = two_processes(multi, 5, environment(1, cache))
   assert "resumed from step 2" in out0
-  proc = subprocess.run(
-    command(single, 5), cwd=ROOT, env=environment(2, cache), capture_output=True, text=True,
-    timeout=600,
-  )  # fmt: skip
+  proc = run_child(command(single, 5), environment(2, cache))
   assert proc.returncode == 0, proc.stderr[-3000:]
   assert "mesh {'data': 2, 'model': 1}, 1 process(es)" in proc.stdout
   np.testing.assert_allclose(losses(multi), losses(single), rtol=1e-6)

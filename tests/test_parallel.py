@@ -1,4 +1,4 @@
-"""Independent trainings in worker processes (tlm/eval/parallel.py): the same numbers as one
+"""Independent trainings in worker processes (tlm/miniature/parallel.py): the same numbers as one
 after the other in this process, in job order, and a failed job named with its log."""
 
 import jax
@@ -7,11 +7,17 @@ import pytest
 
 from tlm import configs
 from tlm.errors import UserError
-from tlm.eval import parallel
+from tlm.miniature import parallel
 from tlm.models.checkpoints import load_checkpoint
 
-SMALL = ["data.world_scale=0.2", "data.train_years=2017,2018", "train.steps=3",
-         "train.log_every=1", "train.eval_every=0", "train.checkpoint_every=3"]  # fmt: skip
+SMALL = [
+  "data.world_scale=0.2",
+  "data.train_years=2017,2018",
+  "train.steps=3",
+  "train.log_every=1",
+  "train.eval_every=0",
+  "train.checkpoint_every=3",
+]
 
 
 def _jobs(root, cache):

@@ -1,9 +1,6 @@
 """Mesh, logical-axis rules and sharded placement; loss parity of meshes on 8 simulated devices."""
 
 import json
-import os
-import subprocess
-import sys
 
 import jax
 import jax.numpy as jnp
@@ -13,36 +10,9 @@ from flax import linen as nn
 from jax.sharding import NamedSharding
 from jax.sharding import PartitionSpec as P
 
+from tests.helpers import run_fixture
 from tlm.errors import ConfigError
-from tlm.train import partitioning
-
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-FIXTURES = os.path.join(ROOT, "tests", "fixtures", "train")
-
-
-def subprocess_env(devices: int, cache_dir: str | None = None) -> dict:
-  """Environment for a child python: simulated CPU devices set before jax is imported."""
-  env = dict(os.environ)
-  env["PYTHONPATH"] = ROOT + os.pathsep + env.get("PYTHONPATH", "")
-  env["JAX_PLATFORMS"] = "cpu"
-  # Unoptimised LLVM code generation: XLA's CPU compile time dominates these runs.
-  env["XLA_FLAGS"] = (
-    f"--xla_force_host_platform_device_count={devices} --xla_backend_optimization_level=0"
-  )
-  if cache_dir:
-    env["JAX_COMPILATION_CACHE_DIR"] = cache_dir
-    env["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"
-    env["JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES"] = "-1"
-  return env
-
-
-def run_fixture(script: str, devices: int, *args) -> None:
-  """Runs tests/fixtures/train/`script` with `args` in a child python on `devices` simulated
-  CPU devices (`subprocess_env`); a non-zero exit fails the test."""
-  subprocess.run(
-    [sys.executable, os.path.join(FIXTURES, script), *map(str, args)],
-    cwd=ROOT, env=subprocess_env(devices), check=True, timeout=900,
-  )  # fmt: skip
+from tlm.sharding import partitioning
 
 
 def test_axis_rules_map_t5_axes():
@@ -165,10 +135,13 @@ def test_parameters_are_created_sharded_as_the_rules_say(parity):
     "['decoder']['layers_0']['mlp']['wi_0']['kernel']": ("(None, 'model')", 4, 1),
     "['decoder']['layers_0']['mlp']['wo']['kernel']": ("('model', None)", 4, 0),
     "['encoder']['relpos_bias']['rel_embedding']": ("('model', None)", 4, 0),
-    "['decoder']['layers_0']['encoder_decoder_attention']['key']['kernel']":
-      ("(None, 'model')", 4, 1),
+    "['decoder']['layers_0']['encoder_decoder_attention']['key']['kernel']": (
+      "(None, 'model')",
+      4,
+      1,
+    ),
     "['encoder']['encoder_norm']['scale']": ("(None,)", 1, 0),
-  }  # fmt: skip
+  }
   for name, (spec, split, dim) in want.items():
     got = created[name]
     assert got["spec"] == spec, name

@@ -12,7 +12,7 @@ import json
 
 import pytest
 
-from tests.cli_run import one_error, run_tlm, tree
+from tests.helpers import one_error, run_tlm, tree
 from tlm import configs, storage
 from tlm.errors import ConfigError, UserError
 
@@ -184,7 +184,7 @@ def test_file_uri_output_dir_is_the_local_path(tmp_path):
 @pytest.fixture(scope="module")
 def tiny_model(tmp_path_factory):
   """A tiny random tlm model directory with its vocabulary."""
-  from tests.test_decoding import random_params
+  from tests.helpers import random_params
   from tlm.data.vocab import train_sentencepiece
   from tlm.models import checkpoints, t5
 

@@ -4,10 +4,11 @@ routing send each query, formatted for its year, to the right model."""
 import numpy as np
 import pytest
 
-from tests.test_decoding import random_params
+from tests.helpers import random_params
 from tlm.data.vocab import Vocabulary, train_sentencepiece
 from tlm.errors import ConfigError
-from tlm.eval.predictor import Predictor, TimeConditioned, YearlyEnsemble
+from tlm.infer.conditioned import TimeConditioned, YearlyEnsemble
+from tlm.infer.predictor import Predictor
 from tlm.models import decoding, t5
 
 WORDS = "the coach of Lumora Vexton FC plays for year 2014 University in is a member".split()

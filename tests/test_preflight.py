@@ -16,7 +16,7 @@ import typing
 import jax
 import pytest
 
-from tests.cli_run import ROOT, one_error, run_tlm, tree
+from tests.helpers import ROOT, one_error, run_tlm, tree
 from tlm import configs
 from tlm.configs import schema
 from tlm.data import templama
@@ -201,8 +201,13 @@ def test_cli_checks_every_yearly_expert_workdir_first(tmp_path):
   cache, w = tmp_path / "cache", tmp_path / "w"
   (w / "year=2017").mkdir(parents=True)
   (w / "year=2017" / "checkpoints").write_text("")
-  proc = run_tlm("--mode=train", "--config=tiny_yearly", f"--workdir={w}",
-                 f"--set=data.cache_dir={cache}", cwd=str(tmp_path))  # fmt: skip
+  proc = run_tlm(
+    "--mode=train",
+    "--config=tiny_yearly",
+    f"--workdir={w}",
+    f"--set=data.cache_dir={cache}",
+    cwd=str(tmp_path),
+  )
   one_error(proc, "year=2017/checkpoints: exists and is not a directory")
   assert tree(str(tmp_path)) == ["w", "w/year=2017", "w/year=2017/checkpoints"]
 
@@ -229,10 +234,20 @@ def test_trainer_checks_the_layout_before_building_the_data(tmp_path):
 def _small(*extra):
   return configs.override(
     configs.get("tiny_temporal"),
-    ["model.emb_dim=32", "model.num_heads=2", "model.head_dim=16", "model.mlp_dim=64",
-     "model.num_layers=2", "train.batch_size=64", "data.input_length=64",
-     "data.target_length=16", "train.eval_every=100", "train.eval_batches=2", *extra],
-  )  # fmt: skip
+    [
+      "model.emb_dim=32",
+      "model.num_heads=2",
+      "model.head_dim=16",
+      "model.mlp_dim=64",
+      "model.num_layers=2",
+      "train.batch_size=64",
+      "data.input_length=64",
+      "data.target_length=16",
+      "train.eval_every=100",
+      "train.eval_batches=2",
+      *extra,
+    ],
+  )
 
 
 def test_memory_floor_by_hand():
@@ -254,10 +269,11 @@ def test_memory_floor_by_hand():
 
 
 def test_parameter_floor_is_below_the_real_count():
+  from tlm.models.shapes import model_config, param_count
   from tlm.models.t5 import Transformer
+  from tlm.sharding.partitioning import make_mesh
   from tlm.train.optim import make_optimizer
-  from tlm.train.partitioning import make_mesh
-  from tlm.train.state import model_config, param_count, state_layout
+  from tlm.train.state import state_layout
 
   for config in (_small(), configs.get("tiny_temporal"), configs.get("small_temporal")):
     t5 = model_config(config.model, 1)
@@ -276,9 +292,16 @@ def test_memory_floor_is_below_what_xla_allocates():
 
   config = configs.override(
     configs.get("tiny_temporal"),
-    ["train.batch_size=8", "data.input_length=256", "data.target_length=16",
-     "model.num_layers=1", "model.emb_dim=32", "model.mlp_dim=64", "train.eval_every=0"],
-  )  # fmt: skip
+    [
+      "train.batch_size=8",
+      "data.input_length=256",
+      "data.target_length=16",
+      "model.num_layers=1",
+      "model.emb_dim=32",
+      "model.mlp_dim=64",
+      "train.eval_every=0",
+    ],
+  )
   floor = preflight.memory_floor(config, 1, 1)
   compiled = dry_run.dry_run(config, log=lambda _: None)["memory_per_device"]
   assert floor["attention"] > floor["batches"] + floor["parameters"]
@@ -286,7 +309,7 @@ def test_memory_floor_is_below_what_xla_allocates():
 
 
 def test_check_memory_against_small_devices(monkeypatch):
-  from tlm.train.partitioning import make_mesh
+  from tlm.sharding.partitioning import make_mesh
 
   mesh = make_mesh(1, 1, jax.devices()[:1])
   config = _small()
@@ -329,15 +352,21 @@ _INFER = ["--checkpoint=m", "--input_file=i", "--output_file=o"]
     (_TRAIN + [f"--set=train.seed={2**70}"], "'train.seed' must be in [0, 2**64 - 1]"),
     (["--mode=reproduce", "--set=reproduce.seeds=-1"], "'reproduce.seeds' must be in [0, 2**64"),
     (["--mode=predict", *_INFER, "--beam_size=5000"], "--beam_size must be in [1, 1024]"),
-    (["--mode=predict", *_INFER, "--max_decode_length=1000000000"],
-     "--max_decode_length must be in [1, 131072]"),
+    (
+      ["--mode=predict", *_INFER, "--max_decode_length=1000000000"],
+      "--max_decode_length must be in [1, 131072]",
+    ),
     (["--mode=score", *_INFER, "--batch_size=0"], "--batch_size must be >= 1, got 0"),
-    (["--mode=eval", "--set=eval.batch_size=1000000000000"],
-     "eval.batch_size=1000000000000: every evaluation batch is padded to that many rows"),
-    (_TRAIN + ["--coordinator_address=localhost:1", "--num_processes=2", "--process_id=2"],
-     "--process_id=2 must be in [0, --num_processes=2)"),
+    (
+      ["--mode=eval", "--set=eval.batch_size=1000000000000"],
+      "eval.batch_size=1000000000000: every evaluation batch is padded to that many rows",
+    ),
+    (
+      _TRAIN + ["--coordinator_address=localhost:1", "--num_processes=2", "--process_id=2"],
+      "--process_id=2 must be in [0, --num_processes=2)",
+    ),
   ],
-)  # fmt: skip
+)
 def test_cli_extreme_settings_are_one_line(tmp_path, args, fragment):
   if args[0] in ("--mode=train", "--mode=reproduce", "--mode=eval"):
     args = [*args, f"--workdir={tmp_path / 'w'}", f"--set=data.cache_dir={tmp_path / 'cache'}"]
@@ -360,9 +389,13 @@ def test_cli_extreme_settings_are_one_line(tmp_path, args, fragment):
 def test_cli_build_templama_checks_before_writing(tmp_path, args, fragment):
   out = tmp_path / "out"
   proc = run_tlm(
-    "--mode=build_templama", f"--facts={FACTS}", f"--entities={ENTITIES}", f"--output_dir={out}",
-    *args, cwd=str(tmp_path),
-  )  # fmt: skip
+    "--mode=build_templama",
+    f"--facts={FACTS}",
+    f"--entities={ENTITIES}",
+    f"--output_dir={out}",
+    *args,
+    cwd=str(tmp_path),
+  )
   one_error(proc, fragment)
   assert tree(str(tmp_path)) == []
 

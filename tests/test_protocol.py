@@ -10,7 +10,7 @@ import pytest
 from tlm import configs
 from tlm.data import pretraining
 from tlm.eval import adaptation
-from tlm.eval import pretraining as starts
+from tlm.miniature import starts
 
 
 @pytest.mark.parametrize("name", ["small_temporal", "large_temporal", "large_uniform"])
@@ -63,14 +63,19 @@ def test_match_needs_the_future_and_the_old_years_on_both_sources():
   }
   m = adaptation.match_steps(curve, retrained)
   assert m == {
-    "templama 2019-20": 10, "templama 2010-18": 20, "news 2019-20": 10, "news 2010-18": 20,
+    "templama 2019-20": 10,
+    "templama 2010-18": 20,
+    "news 2019-20": 10,
+    "news 2010-18": 20,
     "all": 30,
-  }  # fmt: skip
+  }
   assert adaptation.match_steps({10: curve[10]}, retrained)["all"] is None
   no_news = {k: v for k, v in retrained.items() if k != "news"}
   assert set(adaptation.match_steps(curve, no_news)) == {
-    "templama 2019-20", "templama 2010-18", "all"
-  }  # fmt: skip
+    "templama 2019-20",
+    "templama 2010-18",
+    "all",
+  }
 
 
 def test_span_corruption_hides_about_15_percent_in_sentinel_spans():
@@ -135,7 +140,7 @@ def test_a_checkpoint_from_before_a_data_key_existed_is_resumed():
 
 def test_pretrain_corpus_replaces_the_worlds_and_only_for_pretraining(tmp_path):
   from tlm.errors import ConfigError
-  from tlm.train.data import PretrainingData, TrainingData
+  from tlm.train.batches import PretrainingData, TrainingData
 
   small = ["data.world_scale=0.2", f"data.cache_dir={tmp_path / 'cache'}", "train.batch_size=2"]
   corpus = tmp_path / "c.jsonl"
@@ -149,5 +154,8 @@ def test_pretrain_corpus_replaces_the_worlds_and_only_for_pretraining(tmp_path):
   assert "Kelvar" in text
   assert not np.array_equal(batch["encoder_input_tokens"], world["encoder_input_tokens"])
   with pytest.raises(ConfigError, match="data.pretrain_corpus is for the pre-training"):
-    TrainingData(configs.replace(configs.override(configs.get("tiny_temporal"), small),
-                                 "data.pretrain_corpus", str(corpus)))  # fmt: skip
+    TrainingData(
+      configs.replace(
+        configs.override(configs.get("tiny_temporal"), small), "data.pretrain_corpus", str(corpus)
+      )
+    )

@@ -15,13 +15,13 @@ import numpy as np
 import pytest
 
 from tlm import configs
+from tlm.configs.years import SLICES
 from tlm.data import fact_durations, templama
 from tlm.data.formatting import TextExample, templama_query_input
 from tlm.data.future_relations import RESOURCES
 from tlm.errors import DataError
-from tlm.eval import adaptation, experiments, measurements, reproduce, results, tables
-from tlm.eval.templama_eval import SLICES
-from tlm.train import task_eval
+from tlm.eval import adaptation, during_training, experiments, results, tables
+from tlm.miniature import measurements, reproduce
 
 FACTS = "tests/fixtures/data/templama_facts.tsv"
 ENTITIES = "tests/fixtures/data/templama_entities.tsv"
@@ -53,16 +53,21 @@ def data(tmp_path_factory):
   templama.build_templama(FACTS, ENTITIES, str(out))
   examples = [ex for split in templama.load_templama_splits(str(out)).values() for ex in split]
   examples = sorted(examples, key=lambda ex: ex.id)
-  news = {y: [TextExample(f"text {y} {i} <extra_id_0>.", "a b" if i else "c", y) for i in range(3)]
-          for y in NEWS_YEARS}  # fmt: skip
+  news = {
+    y: [TextExample(f"text {y} {i} <extra_id_0>.", "a b" if i else "c", y) for i in range(3)]
+    for y in NEWS_YEARS
+  }
   durations = fact_durations.durations_from_facts(fact_durations.read_fact_spans(FACTS), examples)
   return experiments.EvalData(examples, news, RESOURCES, durations)
 
 
 @pytest.fixture(scope="module")
 def model(data):
-  answers = {(templama_query_input(ex.query), ex.year): ex.answers[0][0]
-             for ex in data.templama if ex.year % 2 == 0}  # fmt: skip
+  answers = {
+    (templama_query_input(ex.query), ex.year): ex.answers[0][0]
+    for ex in data.templama
+    if ex.year % 2 == 0
+  }
   answers.update({(r.inputs, y): r.targets for y, rows in data.news.items() for r in rows[:1]})
   return _Model(answers)
 
@@ -150,8 +155,11 @@ def test_accessors_read_what_eval_and_eval_future_return_and_write(written, data
     _templama_accessors(read, written["eval" + suffix], data)
     _news_accessors(read, written["eval" + suffix])
     _future_accessors(read, written["future" + suffix], data)
-  public = {n for n, f in inspect.getmembers(results, inspect.isfunction)
-            if not n.startswith("_") and f.__module__ == results.__name__}  # fmt: skip
+  public = {
+    n
+    for n, f in inspect.getmembers(results, inspect.isfunction)
+    if not n.startswith("_") and f.__module__ == results.__name__
+  }
   assert checked == public
   # eval_future drew its figures from the same numbers.
   assert written["figure3"]["tiny_temporal"] == results.future_loglik_change(written["future"])
@@ -204,7 +212,7 @@ def test_every_reader_of_the_results_runs_on_them(written):
   sliced = adaptation.slices(result, 2019)
   assert sliced["2019"] == 0.0 and sliced["2010-18"] == results.templama_f1(result, "2010-18")
   assert sliced["news"]["2019"] == pytest.approx(1 / 3)
-  metrics = task_eval.task_metrics(result)
+  metrics = during_training.task_metrics(result)
   assert metrics["templama_f1"] == results.templama_f1(result)
   assert metrics["news_f1"] == pytest.approx(1 / 3)
   meas = measurements.collect(0, {"temporal": result}, future={"temporal": written["future"]})

@@ -8,35 +8,18 @@ import os
 import shutil
 import signal
 import subprocess
-import sys
 import time
 
 import numpy as np
 import orbax.checkpoint as ocp
 import pytest
 
-from tests.fixtures.train.fixture_sets import FIXTURE_DATA_SETS
+from tests.helpers import train_command
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 STEPS = 20
 
 pytestmark = pytest.mark.slow
-
-
-def train_command(workdir, *overrides):
-  sets = [
-    *FIXTURE_DATA_SETS,
-    "train.batch_size=8",
-    "train.checkpoint_every=4",
-    "train.keep_checkpoints=3",
-    "train.log_every=1",
-    "train.eval_every=10",
-    "model.dropout_rate=0.1",  # resumed runs must draw the same dropout masks
-    "model.num_layers=1",  # the mechanics, not the model, are under test: compile less
-    *overrides,
-  ]
-  return [sys.executable, "run.py", "--mode=train", "--config=tiny_temporal",
-          f"--workdir={workdir}"] + [f"--set={s}" for s in sets]  # fmt: skip
 
 
 @pytest.fixture(scope="module")
@@ -100,8 +83,9 @@ def test_sigkill_and_restart_is_bit_identical(uninterrupted, tmp_path, env):
   reference, _ = uninterrupted
   workdir = str(tmp_path / "killed")
   cmd = train_command(workdir, f"train.steps={STEPS}")
-  proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
-                          stderr=subprocess.DEVNULL)  # fmt: skip
+  proc = subprocess.Popen(
+    cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+  )
   deadline = time.time() + 300
   while not [s for s in steps_of(workdir) if s >= 4] and proc.poll() is None:
     assert time.time() < deadline, "no checkpoint within 300 s"
@@ -126,8 +110,9 @@ def test_sigkill_and_restart_is_bit_identical(uninterrupted, tmp_path, env):
 def test_sigterm_saves_the_current_step(tmp_path, env):
   workdir = str(tmp_path / "term")
   cmd = train_command(workdir, "train.steps=100000", "train.checkpoint_every=100000")
-  proc = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE,
-                          stderr=subprocess.PIPE, text=True)  # fmt: skip
+  proc = subprocess.Popen(
+    cmd, cwd=ROOT, env=env, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+  )
   path = os.path.join(workdir, "metrics.jsonl")
   deadline = time.time() + 300
   while proc.poll() is None and not (os.path.isfile(path) and len(open(path).readlines()) >= 3):
@@ -141,8 +126,12 @@ def test_sigterm_saves_the_current_step(tmp_path, env):
   step = int(last.split("at step ")[1].split()[0])
   assert step >= 3 and steps_of(workdir) == [step]
   assert int(restore(workdir, step, "opt_state")[0]["count"]) == step  # optax FactoredState
-  assert json.load(open(os.path.join(workdir, "checkpoints", str(step), "data_state",
-                                     "metadata")))["step"] == step  # fmt: skip
+  assert (
+    json.load(open(os.path.join(workdir, "checkpoints", str(step), "data_state", "metadata")))[
+      "step"
+    ]
+    == step
+  )
 
 
 def _params_file(workdir, step):
@@ -209,8 +198,9 @@ def test_no_intact_checkpoint_is_one_line_error(uninterrupted, tmp_path, env):
 def test_second_train_on_a_workdir_is_refused(tmp_path, env):
   workdir = str(tmp_path / "busy")
   cmd = train_command(workdir, "train.steps=100000", "train.checkpoint_every=100000")
-  first = subprocess.Popen(cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL,
-                           stderr=subprocess.DEVNULL)  # fmt: skip
+  first = subprocess.Popen(
+    cmd, cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL
+  )
   try:
     deadline = time.time() + 300
     while not os.path.isfile(os.path.join(workdir, ".tlm.lock")):

@@ -13,7 +13,7 @@ import numpy as np
 import pytest
 from scipy import stats
 
-from tests.test_decoding import MAX_DECODE, VOCAB, inputs, random_params
+from tests.helpers import MAX_DECODE, VOCAB, inputs, random_params
 from tlm.models import decoding, t5
 
 
@@ -220,12 +220,16 @@ def chi_square(counts, probs):
 def test_frequencies_match_the_softmax(small, temperature, top_k, top_p):
   cfg, params, x, first, second = small
   rows = np.repeat(x, ROWS, 0)
-  draws = np.concatenate([
-    np.asarray(decoding.temperature_sample(
-      cfg, params, rows, 2, seed=seed, temperature=temperature, top_k=top_k, top_p=top_p
-    ))
-    for seed in range(SEEDS)
-  ])  # fmt: skip
+  draws = np.concatenate(
+    [
+      np.asarray(
+        decoding.temperature_sample(
+          cfg, params, rows, 2, seed=seed, temperature=temperature, top_k=top_k, top_p=top_p
+        )
+      )
+      for seed in range(SEEDS)
+    ]
+  )
   counts = np.zeros((SMALL_V, SMALL_V))
   np.add.at(counts, (draws[:, 0], draws[:, 1]), 1)
   probs, margin = joint_probabilities(first, second, temperature, top_k, top_p)

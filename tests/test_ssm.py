@@ -4,12 +4,11 @@ import json
 import os
 import random
 import re
-import subprocess
-import sys
 
 import numpy as np
 import pytest
 
+from tests.helpers import run_tlm
 from tlm import configs
 from tlm.data import salient_spans, ssm, store
 from tlm.data.salient_spans import Gazetteer, Span, find_spans, split_sentences
@@ -282,13 +281,7 @@ def test_parse_news_date():
 
 
 def _run(*args):
-  return subprocess.run(
-    [sys.executable, os.path.join(ROOT, "run.py"), *args],
-    cwd=ROOT,
-    capture_output=True,
-    text=True,
-    timeout=120,
-  )
+  return run_tlm(*args, cwd=ROOT, timeout=120)
 
 
 def test_cli_build_ssm(tmp_path):

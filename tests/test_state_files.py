@@ -14,9 +14,9 @@ import os
 import subprocess
 import sys
 
-import numpy as np
 import pytest
 
+from tests.helpers import fake_step, write_file
 from tlm import checksums, safe_read
 from tlm.errors import CheckpointError, ConfigError, DataError
 from tlm.workdir_lock import LOCK_NAME, LockedError, WorkdirLock
@@ -26,25 +26,6 @@ ITEMS = ("params", "opt_state", "data_state")
 DIGEST = "0" * 64
 
 
-def _write(path, content: bytes | str) -> None:
-  os.makedirs(os.path.dirname(path), exist_ok=True)
-  with open(path, "wb") as f:
-    f.write(content.encode() if isinstance(content, str) else content)
-
-
-def fake_step(root, step: int = 1) -> str:
-  """A checkpoint step with orbax's item markers and a data file per item, and its manifest
-  (plain files: `checksums.check` needs no orbax)."""
-  step_dir = os.path.join(str(root), "checkpoints", str(step))
-  rs = np.random.RandomState(step)
-  for item in ("params", "opt_state"):
-    _write(os.path.join(step_dir, item, "_METADATA"), '{"tree": {}}')
-    _write(os.path.join(step_dir, item, "d", "abc"), rs.bytes(1024))
-  _write(os.path.join(step_dir, "data_state", "metadata"), json.dumps({"step": step}))
-  checksums.write_manifest(step_dir)
-  return step_dir
-
-
 def _manifest(step_dir) -> dict:
   with open(os.path.join(step_dir, checksums.MANIFEST)) as f:
     return json.load(f)
@@ -52,15 +33,20 @@ def _manifest(step_dir) -> dict:
 
 def _set_manifest(step_dir, manifest) -> None:
   raw = manifest if isinstance(manifest, (str, bytes)) else json.dumps(manifest)
-  _write(os.path.join(step_dir, checksums.MANIFEST), raw)
+  write_file(os.path.join(step_dir, checksums.MANIFEST), raw)
 
 
 def _check_in_subprocess(step_dir, items=ITEMS, timeout=60) -> str:
   """`checksums.check` in a fresh process: a FIFO or device opened by a regression times out
   (the test fails) instead of blocking the suite."""
   code = "import sys; from tlm import checksums; print(checksums.check(sys.argv[1], sys.argv[2:]))"
-  proc = subprocess.run([sys.executable, "-c", code, step_dir, *items], cwd=ROOT,
-                        capture_output=True, text=True, timeout=timeout)  # fmt: skip
+  proc = subprocess.run(
+    [sys.executable, "-c", code, step_dir, *items],
+    cwd=ROOT,
+    capture_output=True,
+    text=True,
+    timeout=timeout,
+  )
   assert proc.returncode == 0, proc.stderr[-2000:]
   return proc.stdout.strip()
 
@@ -72,9 +58,12 @@ def test_an_intact_fake_step_passes(tmp_path):
   step_dir = fake_step(tmp_path)
   assert checksums.check(step_dir, ITEMS) is None
   assert set(checksums.read_manifest(step_dir)) == {
-    "params/_METADATA", "params/d/abc", "opt_state/_METADATA", "opt_state/d/abc",
+    "params/_METADATA",
+    "params/d/abc",
+    "opt_state/_METADATA",
+    "opt_state/d/abc",
     "data_state/metadata",
-  }  # fmt: skip
+  }
 
 
 @pytest.mark.parametrize(
@@ -194,7 +183,7 @@ def test_every_file_of_a_checked_item_must_be_listed(tmp_path):
   )
   assert checksums.check(step_dir, ("opt_state",)) is None  # another item is unaffected
   step_dir = fake_step(tmp_path, step=2)
-  _write(os.path.join(step_dir, "params", ".DS_Store"), b"x")  # hidden names are not orbax's
+  write_file(os.path.join(step_dir, "params", ".DS_Store"), b"x")  # hidden names are not orbax's
   assert checksums.check(step_dir, ITEMS) is None
 
 
@@ -223,9 +212,9 @@ def test_an_index_name_that_is_a_fifo_is_refused_by_the_checkpoint_guard(tmp_pat
 
   os.mkfifo(tmp_path / "shard.safetensors")
   with pytest.raises(CheckpointError, match="'shard.safetensors' is a FIFO, not a file"):
-    guards.confined_path(str(tmp_path), "shard.safetensors", "model.safetensors.index.json")
+    safe_read.confined_path(str(tmp_path), "shard.safetensors", "model.safetensors.index.json")
   os.mkdir(tmp_path / "array")  # a directory (a T5X zarr array's) is its reader's to read
-  assert guards.confined_path(str(tmp_path), "array", "checkpoint") == str(tmp_path / "array")
+  assert safe_read.confined_path(str(tmp_path), "array", "checkpoint") == str(tmp_path / "array")
   with pytest.raises(CheckpointError, match="cannot read JSON \\(not a regular file"):
     guards.load_json(str(tmp_path / "shard.safetensors"))
 
@@ -257,7 +246,7 @@ def test_a_hostile_lock_file_is_a_one_line_error(tmp_path, case):
   content = HOSTILE_LOCKS[case]
   if isinstance(content, (dict, list)):
     content = json.dumps(content)
-  _write(str(tmp_path / LOCK_NAME), content)
+  write_file(str(tmp_path / LOCK_NAME), content)
   with pytest.raises(LockedError) as e:
     WorkdirLock(str(tmp_path), "train").acquire()
   message = str(e.value)
@@ -273,8 +262,13 @@ def test_a_lock_file_that_is_a_fifo_is_never_opened(tmp_path):
     "try: WorkdirLock(sys.argv[1], 'train').acquire()\n"
     "except LockedError as e: print(e)"
   )
-  proc = subprocess.run([sys.executable, "-c", code, str(tmp_path)], cwd=ROOT,
-                        capture_output=True, text=True, timeout=60)  # fmt: skip
+  proc = subprocess.run(
+    [sys.executable, "-c", code, str(tmp_path)],
+    cwd=ROOT,
+    capture_output=True,
+    text=True,
+    timeout=60,
+  )
   assert proc.stdout.strip() == (
     f"{tmp_path / LOCK_NAME}: unreadable lock file (not a regular file (a FIFO)); delete it if "
     f"no run is using {tmp_path}"
@@ -340,20 +334,21 @@ def test_a_hostile_best_json_is_a_one_line_error_saying_what_to_do(tmp_path, cas
 
   content = HOSTILE_BESTS[case]
   path = str(tmp_path / "best.json")
-  _write(path, content if isinstance(content, str) else json.dumps(content))
+  write_file(path, content if isinstance(content, str) else json.dumps(content))
   with pytest.raises(CheckpointError) as e:
     read_best(path)
   message = str(e.value)
   assert message.startswith(f"{path}: ") and "\n" not in message and len(message) < 400
-  assert message.endswith("delete it, and the best checkpoint is chosen again from this run's "
-                          "next records")  # fmt: skip
+  assert message.endswith(
+    "delete it, and the best checkpoint is chosen again from this run's next records"
+  )
 
 
 def test_a_good_best_json_reads_back(tmp_path):
   from tlm.train.best import read_best
 
   path = str(tmp_path / "best.json")
-  _write(path, json.dumps({**GOOD_BEST, "value": 3}))
+  write_file(path, json.dumps({**GOOD_BEST, "value": 3}))
   assert read_best(path) == {**GOOD_BEST, "value": 3.0}
 
 
@@ -365,8 +360,9 @@ def test_a_best_json_that_is_a_fifo_is_never_opened(tmp_path):
     "try: safe_read.read_json(sys.argv[1], 1000, error=CheckpointError, what='best.json')\n"
     "except CheckpointError as e: print(e)"
   )
-  proc = subprocess.run([sys.executable, "-c", code, path], cwd=ROOT, capture_output=True,
-                        text=True, timeout=60)  # fmt: skip
+  proc = subprocess.run(
+    [sys.executable, "-c", code, path], cwd=ROOT, capture_output=True, text=True, timeout=60
+  )
   assert proc.stdout.strip() == f"{path}: cannot read best.json (not a regular file (a FIFO))"
 
 
@@ -379,7 +375,7 @@ def test_a_hostile_best_json_stops_a_resumed_run_before_training(tmp_path):
   record = {"step": 1, "eval_loss": 2.0}
   assert keeper.update(record, {"w": jnp.ones(4)}, {"c": jnp.int32(0)}, {"step": 1})
   keeper.close()
-  _write(str(tmp_path / "best" / "best.json"), '{"metric": "eval_loss", "mode": "min"')
+  write_file(str(tmp_path / "best" / "best.json"), '{"metric": "eval_loss", "mode": "min"')
   with pytest.raises(CheckpointError, match="best.json: cannot read best.json"):
     BestKeeper(str(tmp_path), "eval_loss", main=True)
 
@@ -419,7 +415,7 @@ def test_a_data_state_of_another_step_or_type_falls_back_to_the_previous_checkpo
   root = os.path.join(str(tmp_path), "checkpoints")
   # Rewritten with a matching manifest: the file is intact, what it says is not.
   for step, content in ((3, "[]"), (2, '{"step": 7}')):
-    _write(os.path.join(root, str(step), "data_state", "metadata"), content)
+    write_file(os.path.join(root, str(step), "data_state", "metadata"), content)
     checksums.write_manifest(os.path.join(root, str(step)))
   warnings = []
   found = checksums.newest_good_step(
@@ -445,14 +441,14 @@ def _saved_config(tmp_path, edit=None) -> str:
   if edit is not None:
     edit(saved)
   path = str(tmp_path / "config.json")
-  _write(path, json.dumps(saved))
-  _write(str(tmp_path / "model_config.json"), "{}")
+  write_file(path, json.dumps(saved))
+  write_file(str(tmp_path / "model_config.json"), "{}")
   return path
 
 
 def test_a_saved_config_reads_back(tmp_path):
   from tlm import configs
-  from tlm.eval.trained_models import saved_config
+  from tlm.infer.trained_models import saved_config
 
   _saved_config(tmp_path)
   assert saved_config(str(tmp_path)) == configs.get("tiny_temporal")
@@ -467,9 +463,9 @@ def test_a_saved_config_reads_back(tmp_path):
     (lambda c: c.update(data=[]), "section 'data'"),
     (lambda c: c.update(extra=1), "unknown keys ['extra']"),
   ],
-)  # fmt: skip
+)
 def test_a_hostile_saved_config_is_a_one_line_error_naming_the_file(tmp_path, edit, fragment):
-  from tlm.eval.trained_models import saved_config
+  from tlm.infer.trained_models import saved_config
 
   path = _saved_config(tmp_path, edit)
   with pytest.raises(ConfigError) as e:
@@ -480,10 +476,10 @@ def test_a_hostile_saved_config_is_a_one_line_error_naming_the_file(tmp_path, ed
 
 @pytest.mark.parametrize("content", ["[]", "{", "[" * 50_000, " " * (1 << 21) + "{}"])
 def test_an_unreadable_saved_config_is_a_one_line_error(tmp_path, content):
-  from tlm.eval.trained_models import saved_config
+  from tlm.infer.trained_models import saved_config
 
-  _write(str(tmp_path / "config.json"), content)
-  _write(str(tmp_path / "model_config.json"), "{}")
+  write_file(str(tmp_path / "config.json"), content)
+  write_file(str(tmp_path / "model_config.json"), "{}")
   with pytest.raises(ConfigError) as e:
     saved_config(str(tmp_path))
   assert str(e.value).startswith(f"{tmp_path / 'config.json'}: cannot read the saved config (")
@@ -491,14 +487,19 @@ def test_an_unreadable_saved_config_is_a_one_line_error(tmp_path, content):
 
 def test_a_saved_config_that_is_a_fifo_is_never_opened(tmp_path):
   os.mkfifo(tmp_path / "config.json")
-  _write(str(tmp_path / "model_config.json"), "{}")
+  write_file(str(tmp_path / "model_config.json"), "{}")
   code = (
     "import sys\nfrom tlm.errors import ConfigError\n"
-    "from tlm.eval.trained_models import saved_config\n"
+    "from tlm.infer.trained_models import saved_config\n"
     "try: saved_config(sys.argv[1])\nexcept ConfigError as e: print(e)"
   )
-  proc = subprocess.run([sys.executable, "-c", code, str(tmp_path)], cwd=ROOT,
-                        capture_output=True, text=True, timeout=120)  # fmt: skip
+  proc = subprocess.run(
+    [sys.executable, "-c", code, str(tmp_path)],
+    cwd=ROOT,
+    capture_output=True,
+    text=True,
+    timeout=120,
+  )
   assert proc.stdout.strip() == (
     f"{tmp_path / 'config.json'}: cannot read the saved config (not a regular file (a FIFO))"
   ), proc.stderr[-2000:]
@@ -510,7 +511,7 @@ def test_a_hostile_model_config_of_an_init_checkpoint_is_a_one_line_error(tmp_pa
   from tlm.train.checkpointing import load_init_params
 
   (tmp_path / "checkpoints").mkdir()
-  _write(str(tmp_path / "model_config.json"), content)
+  write_file(str(tmp_path / "model_config.json"), content)
   with pytest.raises(CheckpointError) as e:
     load_init_params(str(tmp_path), t5.get_preset("tiny", vocab_size=40), None)
   assert str(e.value).startswith(f"{tmp_path / 'model_config.json'}: ")
@@ -523,19 +524,23 @@ def test_a_hostile_model_config_of_an_init_checkpoint_is_a_one_line_error(tmp_pa
 @pytest.fixture(scope="module")
 def seed_dir(written, tmp_path_factory):
   """A seed's results/ as reproduce writes them, from the evaluation of tests/test_results.py."""
-  from tlm.eval import measurements
+  from tlm.miniature import measurements
 
   directory = tmp_path_factory.mktemp("seed")
   result = written["eval"]
   files = {
-    "per_query.json": measurements.collect(0, {"temporal": result},
-                                           future={"temporal": written["future"]}),
-    "eval.json": {"tiny_temporal": {k: result[k] for k in ("templama", "news", "answer_baselines")
-                                    if k in result}},
+    "per_query.json": measurements.collect(
+      0, {"temporal": result}, future={"temporal": written["future"]}
+    ),
+    "eval.json": {
+      "tiny_temporal": {
+        k: result[k] for k in ("templama", "news", "answer_baselines") if k in result
+      }
+    },
     "seed_summary.json": {"configs": {"temporal": {"name": "tiny_temporal"}}},
-  }  # fmt: skip
+  }
   for name, content in files.items():
-    _write(str(directory / "results" / name), json.dumps(content))
+    write_file(str(directory / "results" / name), json.dumps(content))
   return directory
 
 
@@ -546,7 +551,7 @@ from tests.test_results import written as written  # noqa: E402
 
 
 def test_a_seed_as_reproduce_writes_it_loads(seed_dir):
-  from tlm.eval import measurements, over_seeds
+  from tlm.miniature import measurements, over_seeds
 
   with open(seed_dir / "results" / "per_query.json") as f:
     assert measurements.problem(json.load(f)) is None
@@ -558,35 +563,50 @@ def _edited(path, edit):
   with open(path) as f:
     value = json.load(f)
   edit(value)
-  _write(str(path), json.dumps(value))
+  write_file(str(path), json.dumps(value))
 
 
 @pytest.mark.parametrize(
   "name, edit, fragment",
   [
     ("per_query.json", lambda m: m.update(seed="0"), "'seed' is not an integer"),
-    ("per_query.json", lambda m: m["models"]["temporal"]["templama"]["f1"].__setitem__(0, "x"),
-     "models.temporal.templama.f1 holds 'x', not a number"),
-    ("per_query.json", lambda m: m["models"]["temporal"]["templama"]["year"].append(2010),
-     "columns differ in length"),
-    ("per_query.json", lambda m: m["entropy"]["temporal"].update(entropy={"soon": [1.0]}),
-     "not a year"),
+    (
+      "per_query.json",
+      lambda m: m["models"]["temporal"]["templama"]["f1"].__setitem__(0, "x"),
+      "models.temporal.templama.f1 holds 'x', not a number",
+    ),
+    (
+      "per_query.json",
+      lambda m: m["models"]["temporal"]["templama"]["year"].append(2010),
+      "columns differ in length",
+    ),
+    (
+      "per_query.json",
+      lambda m: m["entropy"]["temporal"].update(entropy={"soon": [1.0]}),
+      "not a year",
+    ),
     ("per_query.json", lambda m: m.update(adaptation=[]), "'adaptation' is not an object"),
-    ("per_query.json", lambda m: m["models"]["temporal"]["templama"].update(
-      answers=[["a"], [1]]), "templama.answers holds '[1]', not a list of strings"),
-    ("per_query.json", lambda m: m["models"]["temporal"]["templama"].update(extra=[]),
-     "does not have the columns"),
+    (
+      "per_query.json",
+      lambda m: m["models"]["temporal"]["templama"].update(answers=[["a"], [1]]),
+      "templama.answers holds '[1]', not a list of strings",
+    ),
+    (
+      "per_query.json",
+      lambda m: m["models"]["temporal"]["templama"].update(extra=[]),
+      "does not have the columns",
+    ),
     ("eval.json", lambda r: r["tiny_temporal"]["templama"].pop("metrics"), "tiny_temporal: "),
     ("eval.json", lambda r: r.update(tiny_temporal=[]), "not an object of evaluation results"),
     ("seed_summary.json", lambda s: s["configs"].update(temporal={"name": 3}), "no 'configs'"),
   ],
-)  # fmt: skip
+)
 def test_a_hostile_seed_result_is_a_one_line_error_naming_the_file(
   seed_dir, tmp_path, name, edit, fragment
 ):
   import shutil
 
-  from tlm.eval import over_seeds
+  from tlm.miniature import over_seeds
 
   copy = tmp_path / "seed"
   shutil.copytree(seed_dir, copy)
@@ -599,7 +619,7 @@ def test_a_hostile_seed_result_is_a_one_line_error_naming_the_file(
 
 
 def test_a_seed_result_beyond_its_bound_is_not_read(seed_dir, monkeypatch):
-  from tlm.eval import over_seeds
+  from tlm.miniature import over_seeds
 
   monkeypatch.setattr(over_seeds, "MAX_RESULT_BYTES", 100)
   with pytest.raises(DataError, match="cannot read a seed's results \\(larger than 100 bytes\\)"):
@@ -613,20 +633,23 @@ def test_an_integer_beyond_the_digit_limit_in_a_jsonl_line_is_a_data_error(tmp_p
   from tlm.files import read_jsonl
 
   path = str(tmp_path / "in.jsonl")
-  _write(path, '{"a": 1}\n{"a": ' + "9" * 5000 + "}\n")
+  write_file(path, '{"a": 1}\n{"a": ' + "9" * 5000 + "}\n")
   with pytest.raises(DataError, match=f"^{path}:2: malformed JSON \\(Exceeds the limit"):
     read_jsonl(path)
 
 
 def test_safe_read_refuses_special_files_and_nul_names(tmp_path):
   os.mkfifo(tmp_path / "fifo")
-  for path, kind in ((tmp_path / "fifo", "a FIFO"), ("/dev/null", "a character device"),
-                     (tmp_path, "a directory")):  # fmt: skip
+  for path, kind in (
+    (tmp_path / "fifo", "a FIFO"),
+    ("/dev/null", "a character device"),
+    (tmp_path, "a directory"),
+  ):
     with pytest.raises(safe_read.NotARegularFile, match=f"not a regular file \\({kind}\\)"):
       safe_read.read_bounded(str(path), 10)
   with pytest.raises(OSError, match="NUL"):
     safe_read.read_bounded(str(tmp_path / "a\x00b"), 10)
-  _write(str(tmp_path / "f"), b"x" * 11)
+  write_file(str(tmp_path / "f"), b"x" * 11)
   with pytest.raises(safe_read.FileTooLarge, match="larger than 10 bytes"):
     safe_read.read_bounded(str(tmp_path / "f"), 10)
   assert safe_read.read_bounded(str(tmp_path / "f"), 11) == b"x" * 11
@@ -640,7 +663,7 @@ def test_a_bad_metrics_line_keeps_the_records_before_it(tmp_path, capsys, bad_li
   from tlm.train.records import resume_metrics
 
   path = str(tmp_path / "metrics.jsonl")
-  _write(path, '{"step": 1, "loss": 3.0}\n{"step": 2, "loss": 2.0}\n' + bad_line + "\n" + after)
+  write_file(path, '{"step": 1, "loss": 3.0}\n{"step": 2, "loss": 2.0}\n' + bad_line + "\n" + after)
   assert resume_metrics(path, 9) == [{"step": 1, "loss": 3.0}, {"step": 2, "loss": 2.0}]
   err = capsys.readouterr().err.strip()
   if bad_line == "x" and not after:  # unparseable and last: a torn append, dropped quietly
@@ -654,6 +677,6 @@ def test_a_bad_metrics_line_keeps_the_records_before_it(tmp_path, capsys, bad_li
 def test_a_hostile_synthetic_build_info_is_a_one_line_error(tmp_path, content):
   from tlm.data import datasets
 
-  _write(str(tmp_path / datasets._BUILD_INFO), content)
+  write_file(str(tmp_path / datasets._BUILD_INFO), content)
   with pytest.raises(ConfigError, match="was not built by ensure_synthetic_data"):
     datasets._check_world(str(tmp_path), {"seed": 0})

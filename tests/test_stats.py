@@ -1,9 +1,9 @@
-"""The bootstrap intervals of `tlm.eval.stats` on constructed cases with known answers."""
+"""The bootstrap intervals of `tlm.miniature.stats` on constructed cases with known answers."""
 
 import numpy as np
 import pytest
 
-from tlm.eval import stats
+from tlm.miniature import stats
 
 
 def _mean_diff(a, b):
@@ -137,6 +137,7 @@ def test_replicates_keep_each_seed_and_each_output_apart():
   assert reps.shape == (50, 2, 2)
   np.testing.assert_array_equal(reps[:, :, 1], -reps[:, :, 0])
   assert set(np.unique(reps[:, :, 0])) == {1.0, 2.0}
-  se = stats.standard_error(lambda idx: float(np.mean(stats.take(np.arange(100.0), idx["q"]))),
-                            {"q": 100})  # fmt: skip
+  se = stats.standard_error(
+    lambda idx: float(np.mean(stats.take(np.arange(100.0), idx["q"]))), {"q": 100}
+  )
   assert se == pytest.approx(np.arange(100.0).std() / 10, rel=0.1)

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from tests import objstore
-from tests.fixtures.train.fixture_sets import DATA, FIXTURE_DATA_SETS
+from tests.helpers import DATA, FIXTURE_DATA_SETS
 from tlm import checksums, files, storage
 from tlm.errors import OutputError, UserError
 from tlm.workdir_lock import LOCK_NAME, LockedError, WorkdirLock
@@ -342,8 +342,13 @@ def _train_args(workdir, data):
 
 
 def _predict_args(checkpoint, input_file, output_file):
-  return ["--mode=predict", f"--checkpoint={checkpoint}", f"--input_file={input_file}",
-          f"--output_file={output_file}", "--max_decode_length=8"]  # fmt: skip
+  return [
+    "--mode=predict",
+    f"--checkpoint={checkpoint}",
+    f"--input_file={input_file}",
+    f"--output_file={output_file}",
+    "--max_decode_length=8",
+  ]
 
 
 @pytest.mark.slow
@@ -357,8 +362,13 @@ def test_train_kill_resume_predict_eval_on_the_object_store_equals_local(tmp_pat
   shutil.copy(tmp_path / "queries.jsonl", store / "bucket" / "queries.jsonl")
 
   def on_store(*args):
-    return [sys.executable, os.path.join(ROOT, "tests", "objstore.py"), str(store),
-            os.path.join(ROOT, "run.py"), *args]  # fmt: skip
+    return [
+      sys.executable,
+      os.path.join(ROOT, "tests", "objstore.py"),
+      str(store),
+      os.path.join(ROOT, "run.py"),
+      *args,
+    ]
 
   def run(cmd):
     proc = subprocess.run(cmd, cwd=cwd, env=env, capture_output=True, text=True, timeout=900)

@@ -14,7 +14,8 @@ import sys
 import numpy as np
 import pytest
 
-from tests.fixtures.train.fixture_sets import DATA
+from tests.fixtures.data.store import make_golden
+from tests.helpers import DATA
 from tlm.data import datasets, ssm, store, store_build, store_convert
 from tlm.data.packing import Batcher
 from tlm.data.sampling import MixtureSampler
@@ -30,15 +31,7 @@ VOCAB = os.path.join(DATA, "spiece.model")
 
 # Written by tests/fixtures/data/store/make_golden.py with the code of commit a1c6c45 (before
 # the store): name -> (split, conditioning, seed, years, new_years, alpha, packed, steps).
-GOLDEN_CASES = {
-  "train_temporal": ("train", "temporal", 0, range(2010, 2019), (), 0.0, True, range(6)),
-  "train_none": ("train", "none", 1, range(2010, 2019), (), 0.0, True, range(3)),
-  "train_in_text": ("train", "in_text", 2, range(2010, 2019), (), 0.0, True, range(2)),
-  "train_unpacked": ("train", "temporal", 0, range(2010, 2019), (), 0.0, False, range(3)),
-  "train_adapt": ("train", "temporal", 3, range(2010, 2018), (2018,), 0.3, True, range(3)),
-  "train_far_step": ("train", "temporal", 0, range(2010, 2019), (), 0.0, True, [123456]),
-  "val_temporal": ("val", "temporal", 0, range(2010, 2019), (), 0.0, True, range(2)),
-}
+GOLDEN_CASES = make_golden.CASES
 
 
 def _batcher(ssm_dir, case, cache_size=1 << 17):
@@ -47,11 +40,24 @@ def _batcher(ssm_dir, case, cache_size=1 << 17):
   sources = datasets.load_sources(
     ssm_dir, os.path.join(DATA, "templama"), years=years + tuple(new_years), split=split
   )
-  sampler = MixtureSampler(sources, seed=seed, years=years, conditioning=cond,
-                           source_weights={"news_ssm": 1000.0, "templama": 1.0},
-                           new_years=new_years, new_year_prob=alpha)  # fmt: skip
-  return Batcher(sampler, Vocabulary(VOCAB), rows=8, input_length=32, target_length=8,
-                 packed=packed, cache_size=cache_size)  # fmt: skip
+  sampler = MixtureSampler(
+    sources,
+    seed=seed,
+    years=years,
+    conditioning=cond,
+    source_weights={"news_ssm": 1000.0, "templama": 1.0},
+    new_years=new_years,
+    new_year_prob=alpha,
+  )
+  return Batcher(
+    sampler,
+    Vocabulary(VOCAB),
+    rows=8,
+    input_length=32,
+    target_length=8,
+    packed=packed,
+    cache_size=cache_size,
+  )
 
 
 @pytest.fixture(scope="module")
@@ -144,8 +150,14 @@ def test_build_identical_for_workers_and_shardings(tmp_path, monkeypatch, shards
   monkeypatch.setattr(store_build, "MIN_CHUNK_BYTES", 4096)  # many chunks of the 80 KB input
   assert len(store_build.plan_chunks([NEWS], 3)) > 6
   ref = None
-  runs = [(1, NEWS), (2, NEWS), (3, NEWS), (2, shards["list"]), (1, shards["glob"]),
-          (2, shards["gz"])]  # fmt: skip
+  runs = [
+    (1, NEWS),
+    (2, NEWS),
+    (3, NEWS),
+    (2, shards["list"]),
+    (1, shards["glob"]),
+    (2, shards["gz"]),
+  ]
   for workers, news in runs:
     out = str(tmp_path / f"out-{workers}-{len(news)}")
     ssm.build_ssm(news, out, gazetteer=ENTITIES, seed=7, vocab=vocab, num_workers=workers)
@@ -179,8 +191,7 @@ def test_beam_direct_runner_writes_the_same_store(tmp_path, monkeypatch):
   monkeypatch.setattr(store_build, "MIN_CHUNK_BYTES", 4096)
   local, beam = str(tmp_path / "local"), str(tmp_path / "beam")
   want = ssm.build_ssm(NEWS, local, gazetteer=ENTITIES, seed=3, vocab=VOCAB, num_workers=2)
-  got = ssm_beam.build(NEWS, beam, "--runner=DirectRunner", gazetteer=ENTITIES, seed=3,
-                       vocab=VOCAB)  # fmt: skip
+  got = ssm_beam.build(NEWS, beam, "--runner=DirectRunner", gazetteer=ENTITIES, seed=3, vocab=VOCAB)
   assert got == want
   assert _tree(beam) == _tree(local)
   bad = tmp_path / "bad.jsonl"
@@ -254,14 +265,26 @@ def _damage(path, how):
   elif how == "manifest_version":
     m["version"] = 99
   json.dump(m, open(manifest, "w"))
-  what = {"manifest_count": "examples need", "manifest_bytes": "manifest.json says",
-          "manifest_version": "format version 99"}[how]  # fmt: skip
+  what = {
+    "manifest_count": "examples need",
+    "manifest_bytes": "manifest.json says",
+    "manifest_version": "format version 99",
+  }[how]
   return (tokens if how == "manifest_bytes" else manifest), what
 
 
-HOSTILE = ["truncated_tokens", "truncated_index", "missing_index", "decreasing", "out_of_range",
-           "first_not_zero", "manifest_count", "manifest_bytes", "manifest_garbage",
-           "manifest_version"]  # fmt: skip
+HOSTILE = [
+  "truncated_tokens",
+  "truncated_index",
+  "missing_index",
+  "decreasing",
+  "out_of_range",
+  "first_not_zero",
+  "manifest_count",
+  "manifest_bytes",
+  "manifest_garbage",
+  "manifest_version",
+]
 
 
 @pytest.mark.parametrize("how", HOSTILE)
@@ -303,8 +326,14 @@ def test_verify_finds_a_changed_byte(tmp_path):
 
 def _run(*args, timeout=300):
   env = dict(os.environ, JAX_PLATFORMS="cpu")
-  return subprocess.run([sys.executable, os.path.join(ROOT, "run.py"), *args], cwd=ROOT,
-                        env=env, capture_output=True, text=True, timeout=timeout)  # fmt: skip
+  return subprocess.run(
+    [sys.executable, os.path.join(ROOT, "run.py"), *args],
+    cwd=ROOT,
+    env=env,
+    capture_output=True,
+    text=True,
+    timeout=timeout,
+  )
 
 
 @pytest.mark.parametrize("how", ["decreasing", "truncated_tokens"])
@@ -312,10 +341,16 @@ def test_train_refuses_a_hostile_store_before_any_step(tmp_path, how):
   path = _copy_store(tmp_path)
   named, _ = _damage(path, how)
   workdir = tmp_path / "wd"
-  sets = [f"data.ssm_dir={path}", f"data.templama_dir={DATA}/templama", f"data.vocab={VOCAB}",
-          "data.synthetic=false", "train.steps=2"]  # fmt: skip
-  proc = _run("--mode=train", "--config=tiny_temporal", f"--workdir={workdir}",
-              *[f"--set={s}" for s in sets])  # fmt: skip
+  sets = [
+    f"data.ssm_dir={path}",
+    f"data.templama_dir={DATA}/templama",
+    f"data.vocab={VOCAB}",
+    "data.synthetic=false",
+    "train.steps=2",
+  ]
+  proc = _run(
+    "--mode=train", "--config=tiny_temporal", f"--workdir={workdir}", *[f"--set={s}" for s in sets]
+  )
   assert proc.returncode == 1
   lines = proc.stderr.strip().splitlines()
   assert lines[-1].startswith(f"error: {named}: "), proc.stderr[-2000:]
@@ -373,8 +408,14 @@ def test_jsonl_directory_with_a_bad_line_is_not_converted(tmp_path):
 
 def test_cli_build_ssm_workers_vocab_and_check_store(tmp_path):
   out = tmp_path / "out"
-  proc = _run("--mode=build_ssm", f"--news={NEWS}", f"--output_dir={out}",
-              f"--entities={ENTITIES}", f"--vocab={VOCAB}", "--num_workers=2")  # fmt: skip
+  proc = _run(
+    "--mode=build_ssm",
+    f"--news={NEWS}",
+    f"--output_dir={out}",
+    f"--entities={ENTITIES}",
+    f"--vocab={VOCAB}",
+    "--num_workers=2",
+  )
   assert proc.returncode == 0, proc.stderr
   assert "2102 examples" in proc.stdout and "tokenized (uint16" in proc.stdout
   proc = _run("--mode=check_store", f"--data={out}")

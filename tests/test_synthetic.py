@@ -1,7 +1,8 @@
 """Tests of the embedded synthetic world (tlm/data/synthetic/, tlm/cli/world.py).
 
 The world's files are read back with small parsers written here, independently of the writer,
-and checked against the documented formats and against the properties DESIGN.md asks for:
+and checked against the documented formats and against the properties docs/reproduction.md
+(The synthetic world) asks for:
 determinism, never/always-changing relations, news growth, explicit-year share, every fact of a
 year stated in that year's news, the vocabulary. The change rates and the news sentences as
 records: test_synthetic_records.py.
@@ -330,9 +331,10 @@ def test_future_relations_sets(small):
       sets.setdefault(q["set"], []).append(q)
       # The object in 2018 (or the 2018 edition's host) is among the candidates.
       objs = [
-        names[f["o"]] for f in facts
+        names[f["o"]]
+        for f in facts
         if f["s"] == q["subject"] and f["rel"] == q["relation"] and valid_in_year(f, 2018)
-      ]  # fmt: skip
+      ]
       assert objs and all(o in candidates[q["candidates"]] for o in objs), q
   assert set(sets) == {"frequent", "rare", "never"}
   assert all(10 <= len(v) <= 30 for v in sets.values())
@@ -363,14 +365,14 @@ def test_every_probe_year_is_one_whole_piece(full):
   # world's vocabulary, in both ways the models read a year; otherwise the years the news
   # seldom names split into digits and Figures 3 and 4 show a step where the split starts.
   from tlm import configs
+  from tlm.configs import years as paper_years
   from tlm.data.formatting import format_input
-  from tlm.eval import claims, future
 
   path, _ = full
   vocab = Vocabulary(os.path.join(path, "spiece.model"))
   c = configs.get("tiny_temporal")
   years = set(c.data.train_years) | set(c.eval.years) | {c.adapt.new_year}
-  years |= set(future.FUTURE_YEARS) | {future.REFERENCE_YEAR} | set(claims.PROBE_YEARS)
+  years |= set(paper_years.PROBE_YEARS) | {paper_years.REFERENCE_YEAR}
   years |= set(range(2000, 2036))
   assert years <= set(synthetic.settings.YEAR_PIECES)
   query = "Zed Quux plays for _X_."
@@ -402,8 +404,11 @@ def test_refuses_to_replace_a_foreign_directory(tmp_path):
 def run_cli(*args):
   return subprocess.run(
     [sys.executable, os.path.join(ROOT, "run.py"), "--mode=build_world", *args],
-    capture_output=True, text=True, cwd=ROOT, timeout=120,
-  )  # fmt: skip
+    capture_output=True,
+    text=True,
+    cwd=ROOT,
+    timeout=120,
+  )
 
 
 def test_cli_builds_and_prints_counts(tmp_path):
@@ -479,8 +484,11 @@ def test_many_answers_change_inside_the_training_years(full):
       answers = set()
       for year in range(2010, 2019):
         mid = datetime.date(year, 7, 1)
-        held = [f for f in fs if (f["start"] or datetime.date.min) <= mid
-                and mid <= (f["end"] or datetime.date.max)]  # fmt: skip
+        held = [
+          f
+          for f in fs
+          if (f["start"] or datetime.date.min) <= mid and mid <= (f["end"] or datetime.date.max)
+        ]
         answers.add(tuple(sorted(f["o"] for f in held)))
       changing += len(answers) > 1
   assert changing >= 110, changing
@@ -522,9 +530,13 @@ def test_encyclopedia_states_the_snapshot_facts(full):
     text = " ".join(json.loads(line)["text"] for line in f)
   snapshot = datetime.date(2019, 12, 31)
   all_facts = read_facts(os.path.join(path, "facts.tsv"))
-  facts = [f for rel in TEMPLAMA for fs in group(all_facts, rel).values() for f in primaries(fs)
-           if (f["start"] or datetime.date.min) <= snapshot
-           and snapshot <= (f["end"] or datetime.date.max)]  # fmt: skip
+  facts = [
+    f
+    for rel in TEMPLAMA
+    for fs in group(all_facts, rel).values()
+    for f in primaries(fs)
+    if (f["start"] or datetime.date.min) <= snapshot and snapshot <= (f["end"] or datetime.date.max)
+  ]
   assert len(facts) > 50
   missing = [f for f in facts if names[f["o"]] not in text or names[f["s"]] not in text]
   assert not missing

@@ -68,7 +68,8 @@ def test_degree_lengths_match_the_configured_mean(big_facts):
 
 
 def test_change_rates_order_as_configured(big_facts):
-  """Head coaches change most often, party membership least (DESIGN.md)."""
+  """Head coaches change most often, party membership least (docs/reproduction.md,
+  The synthetic world)."""
   changes = {}
   for rel in ("P54", "P39", "P108", "P102", "P286", "P488", "P6", "P127"):
     subjects = group(big_facts, rel)

@@ -157,7 +157,7 @@ def test_per_layer_tables_all_equal_compute_the_shared_model(remat):
 
 
 def test_config_dict_round_trip_and_errors():
-  cfg = t5.get_preset("t5-v1_1-base", dtype="bfloat16", remat=True)
+  cfg = t5.get_preset("t5-v1_1-base", dtype="bfloat16", remat="full")
   assert t5.T5Config.from_dict(cfg.to_dict()) == cfg
   assert cfg.to_dict()["mlp_activations"] == ["gelu", "linear"]
   with pytest.raises(ConfigError, match="emb_size"):
@@ -324,4 +324,4 @@ def test_remat_wraps_every_layer_in_a_checkpoint():
   cfg = t5.get_preset("tiny-v1_1")
   assert checkpoints_in_gradient(cfg) == 0
   # One rematerialised block per layer (2 encoder + 2 decoder).
-  assert checkpoints_in_gradient(dataclasses.replace(cfg, remat=True)) == 2 + 2
+  assert checkpoints_in_gradient(dataclasses.replace(cfg, remat="full")) == 2 + 2

@@ -21,7 +21,7 @@ torch = pytest.importorskip("torch")
 transformers = pytest.importorskip("transformers")
 
 from tests import t5x_reference as ref  # noqa: E402
-from tests.test_decoding import BATCH, MAX_DECODE, VOCAB, inputs  # noqa: E402
+from tests.helpers import BATCH, MAX_DECODE, VOCAB, inputs  # noqa: E402
 from tlm import storage  # noqa: E402
 from tlm.models import checkpoints, decoding, t5  # noqa: E402
 from tlm.models.formats import t5x, t5x_msgpack  # noqa: E402
@@ -503,7 +503,7 @@ def test_model_init_checkpoint_takes_a_t5x_model_directory(tmp_path, scanned):
   from flax import linen as nn
 
   from tlm.models.t5 import Transformer
-  from tlm.train import partitioning
+  from tlm.sharding import partitioning
   from tlm.train.checkpointing import load_init_params
   from tlm.train.optim import make_optimizer
   from tlm.train.state import state_layout

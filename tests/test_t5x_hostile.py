@@ -263,7 +263,7 @@ def _ndarray_ext(shape, dtype: bytes, data: bytes) -> bytes:
                 "chunks": {"0": msgpack.ExtType(1, msgpack.packb(([2], b"float32", b"\0" * 8)))},
               }
             }
-          }  # fmt: skip
+          }
         )
       ),
       "chunked array of shape .1099511627776. holds 2 elements",

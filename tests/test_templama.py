@@ -2,11 +2,10 @@
 
 import json
 import os
-import subprocess
-import sys
 
 import pytest
 
+from tests.helpers import run_tlm
 from tlm.data import templama
 from tlm.data.formatting import TextExample, templama_text
 from tlm.data.wikidata_facts import Span, merge_spans
@@ -358,13 +357,7 @@ def test_builder_refuses_foreign_output_dir(tmp_path):
 
 
 def _run(*args):
-  return subprocess.run(
-    [sys.executable, os.path.join(ROOT, "run.py"), *args],
-    cwd=ROOT,
-    capture_output=True,
-    text=True,
-    timeout=120,
-  )
+  return run_tlm(*args, cwd=ROOT, timeout=120)
 
 
 def test_cli_prints_counts(tmp_path):

@@ -17,6 +17,7 @@ import ml_dtypes
 import numpy as np
 import pytest
 
+from tests.helpers import varint
 from tlm.errors import CheckpointError
 from tlm.models.formats import protowire, sstable, tensorbundle
 
@@ -173,15 +174,6 @@ def test_snappy_golden_block():
     sstable._snappy_decompress(bytes([5, 0x01, 0x09]))  # copy before any output
 
 
-def _varint(n: int) -> bytes:
-  out = bytearray()
-  while True:
-    out.append((n & 0x7F) | (0x80 if n > 0x7F else 0))
-    n >>= 7
-    if not n:
-      return bytes(out)
-
-
 def _block(entries, restart_interval=2) -> bytes:
   """A LevelDB block with prefix-compressed keys and a restart every `restart_interval`."""
   out, restarts, previous = bytearray(), [], b""
@@ -192,7 +184,7 @@ def _block(entries, restart_interval=2) -> bytes:
         shared += 1
     else:
       restarts.append(len(out))
-    out += _varint(shared) + _varint(len(key) - shared) + _varint(len(value))
+    out += varint(shared) + varint(len(key) - shared) + varint(len(value))
     out += key[shared:] + value
     previous = key
   return bytes(out) + b"".join(struct.pack("<I", r) for r in restarts + [len(restarts)])
@@ -200,7 +192,7 @@ def _block(entries, restart_interval=2) -> bytes:
 
 def _snappy_literal(data: bytes) -> bytes:
   # Valid snappy with no copies: one literal element with a 2-byte length.
-  return _varint(len(data)) + bytes([61 << 2]) + struct.pack("<H", len(data) - 1) + data
+  return varint(len(data)) + bytes([61 << 2]) + struct.pack("<H", len(data) - 1) + data
 
 
 def _with_trailer(contents: bytes, kind: int) -> bytes:
@@ -213,13 +205,13 @@ def test_table_with_snappy_blocks_and_restarts(tmp_path):
   entries = [(b"", b"header"), (b"layer/a", b"1"), (b"layer/ab", b"22"), (b"layer/b", b"333")]
   data_block = _snappy_literal(_block(entries))
   file = _with_trailer(data_block, 1)
-  handle = _varint(0) + _varint(len(data_block))
+  handle = varint(0) + varint(len(data_block))
   index = _block([(b"layer/b", handle)])
   index_offset = len(file)
   file += _with_trailer(index, 0)
   metaindex_offset = len(file)
   file += _with_trailer(_block([]), 0)
-  footer = _varint(metaindex_offset) + _varint(4) + _varint(index_offset) + _varint(len(index))
+  footer = varint(metaindex_offset) + varint(4) + varint(index_offset) + varint(len(index))
   file += footer + bytes(40 - len(footer)) + struct.pack("<Q", 0xDB4775248B80FB57)
   path = str(tmp_path / "t.index")
   open(path, "wb").write(file)

@@ -14,17 +14,20 @@ import torch
 import transformers
 from flax import linen as nn
 
-from tests.fixtures.train.fixture_sets import FIXTURE_DATA_SETS
+from tests.helpers import FIXTURE_DATA_SETS
 from tlm import configs
 from tlm.errors import CheckpointError, ConfigError
 from tlm.models import t5
 from tlm.models.formats.hf_config import to_hf_config
+from tlm.models.shapes import model_config
 from tlm.models.t5 import Transformer
-from tlm.train import loop, partitioning
+from tlm.sharding import partitioning
+from tlm.train import loop
+from tlm.train import step as train_step
+from tlm.train.batches import TrainingData
 from tlm.train.checkpointing import CheckpointManager, load_init_params
-from tlm.train.data import TrainingData
 from tlm.train.optim import factored_state, make_optimizer
-from tlm.train.state import TrainState, model_config, state_layout
+from tlm.train.state import TrainState, state_layout
 
 
 def tiny_config(*overrides):
@@ -45,7 +48,7 @@ def test_loss_sums_match_numpy():
   logits = rng.normal(size=(2, 3, 5)).astype(np.float32) * 3
   targets = np.array([[1, 4, 0], [2, 2, 3]], np.int32)
   weights = np.array([[1, 1, 0], [1, 0.5, 1]], np.float32)
-  got = jax.device_get(loop.loss_sums(jnp.asarray(logits), targets, weights, 1e-4))
+  got = jax.device_get(train_step.loss_sums(jnp.asarray(logits), targets, weights, 1e-4))
   log_z = np.log(np.exp(logits.astype(np.float64)).sum(-1))
   xent = log_z - np.take_along_axis(logits, targets[..., None], -1)[..., 0]
   z = 1e-4 * log_z**2
@@ -76,14 +79,19 @@ def tiny():
     p = jax.tree.map(jnp.asarray, params)
     return TrainState(jnp.zeros((), jnp.int32), p, optimizer.init(p))
 
-  step = jax.jit(loop.make_train_step(model, optimizer), donate_argnums=(0,))
-  return {"model": model, "optimizer": optimizer, "batch": batch, "state": fresh_state,
-          "step": step}  # fmt: skip
+  step = jax.jit(train_step.make_train_step(model, optimizer), donate_argnums=(0,))
+  return {
+    "model": model,
+    "optimizer": optimizer,
+    "batch": batch,
+    "state": fresh_state,
+    "step": step,
+  }
 
 
 def test_microbatches_accumulate_the_full_batch_gradient(tiny):
   one, m1 = tiny["step"](tiny["state"](), tiny["batch"])
-  step4 = jax.jit(loop.make_train_step(tiny["model"], tiny["optimizer"], microbatches=4))
+  step4 = jax.jit(train_step.make_train_step(tiny["model"], tiny["optimizer"], microbatches=4))
   four, m4 = step4(tiny["state"](), tiny["batch"])
   for k in ("loss", "weight", "correct", "grad_norm"):
     np.testing.assert_allclose(float(m4[k]), float(m1[k]), rtol=1e-5, err_msg=k)

@@ -1,4 +1,4 @@
-"""Where trained models are found and how each variant is wrapped (`tlm.eval.trained_models`),
+"""Where trained models are found and how each variant is wrapped (`tlm.infer.trained_models`),
 on directory layouts made by hand and a stand-in for the checkpoint loader."""
 
 import json
@@ -8,8 +8,8 @@ import pytest
 
 from tlm import configs
 from tlm.errors import ConfigError
-from tlm.eval import trained_models
-from tlm.eval.predictor import TimeConditioned, YearlyEnsemble
+from tlm.infer import trained_models
+from tlm.infer.conditioned import TimeConditioned, YearlyEnsemble
 
 
 def _training_workdir(path, step=4, config=None):

@@ -10,15 +10,13 @@ import json
 import os
 import re
 import shutil
-import subprocess
-import sys
 
 import jax
 import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from tests.fixtures.train.fixture_sets import DATA
+from tests.helpers import DATA, run_tlm
 from tlm import checksums
 from tlm.data.vocab import Vocabulary
 from tlm.errors import CheckpointError
@@ -47,8 +45,9 @@ def saved(tmp_path_factory):
   trees = {}
   for step in STEPS:
     trees[step] = _params(cfg, step)
-    manager.save(step, jax.tree.map(jnp.asarray, trees[step]), {"c": jnp.int32(step)},
-                 {"step": step})  # fmt: skip
+    manager.save(
+      step, jax.tree.map(jnp.asarray, trees[step]), {"c": jnp.int32(step)}, {"step": step}
+    )
   manager.close()
   (work / "model_config.json").write_text(json.dumps(cfg.to_dict()))
   shutil.copy(VOCAB, work / "spiece.model")
@@ -137,7 +136,7 @@ def test_init_checkpoint_is_verified_whatever_it_names(saved, tmp_path, capsys):
 
 def test_the_evaluations_predictor_loads_are_verified(saved, tmp_path):
   from tlm import configs
-  from tlm.eval.trained_models import checkpoint_predictor
+  from tlm.infer.trained_models import checkpoint_predictor
 
   work = _copy(saved, "work", tmp_path)
   _corrupt(str(work / "checkpoints" / "200"))
@@ -152,9 +151,7 @@ def test_the_evaluations_predictor_loads_are_verified(saved, tmp_path):
 
 
 def _run(*args):
-  env = dict(os.environ, JAX_PLATFORMS="cpu")
-  return subprocess.run([sys.executable, "run.py", *args], cwd=ROOT, env=env,
-                        capture_output=True, text=True, timeout=600)  # fmt: skip
+  return run_tlm(*args, cwd=ROOT, timeout=600)
 
 
 def _errors(proc):
@@ -203,18 +200,11 @@ def _corrupt_name(directory):
 # --- A full disk: tlm's one line, nothing else ------------------------------------------------
 
 
-from tests.test_faults import tmpfs as tmpfs  # noqa: E402 (mounts small tmpfs, root on Linux)
-
-
 @pytest.mark.slow
 def test_a_full_disk_while_training_prints_tlms_line_alone(tmpfs):
-  from tests.test_resume import train_command
+  from tests.helpers import full_disk_training
 
-  workdir = os.path.join(tmpfs("600k"), "w")
-  env = dict(os.environ, JAX_PLATFORMS="cpu")
-  env["XLA_FLAGS"] = "--xla_force_host_platform_device_count=1 --xla_backend_optimization_level=0"
-  proc = subprocess.run(train_command(workdir, "train.steps=4"), cwd=ROOT, env=env,
-                        capture_output=True, text=True, timeout=600)  # fmt: skip
+  workdir, proc = full_disk_training(tmpfs)
   assert proc.returncode == 1
   # No traceback of orbax's writer threads, before or after the line (there were hundreds of
   # lines of them, one run in four after tlm's).
@@ -255,11 +245,13 @@ def test_a_full_disk_while_converting_prints_tlms_line_alone(saved, tmpfs, fmt):
   # T5X's zarr arrays: tensorstore's ValueError quoting the errno was a traceback.
   disk = tmpfs("200k")
   out = os.path.join(disk, "out")
-  proc = _run("--mode=convert", f"--checkpoint={saved['model']}", f"--output_dir={out}",
-              f"--format={fmt}")  # fmt: skip
+  proc = _run(
+    "--mode=convert", f"--checkpoint={saved['model']}", f"--output_dir={out}", f"--format={fmt}"
+  )
   assert proc.returncode == 1
   lines = _errors(proc)
   reason = "(No space left on device|disk full or quota exceeded \\(RESOURCE_EXHAUSTED\\))"
-  assert len(lines) == 1 and re.fullmatch(f"error: {out}: cannot write \\({reason}\\); not written",
-                                          lines[0]), proc.stderr[-3000:]  # fmt: skip
+  assert len(lines) == 1 and re.fullmatch(
+    f"error: {out}: cannot write \\({reason}\\); not written", lines[0]
+  ), proc.stderr[-3000:]
   assert os.listdir(disk) == []

@@ -12,7 +12,7 @@ with a one-line warning naming each bad one and the one used, and a one-line err
 is left.
 
 The manifest is read as hostile input too (`read_manifest`): bounded in size, every entry a
-normalised relative name confined to the checkpoint (`guards.confined_path`: no `..`, no
+normalised relative name confined to the checkpoint (`safe_read.confined_path`: no `..`, no
 absolute path, no link out of it, no NUL) with an integer size and a hex SHA-256; every file
 of a checked item must be listed (so a manifest cut short cannot leave files unchecked), and
 only regular files are ever opened (a FIFO or a device named by an entry, or put in place of a
@@ -41,12 +41,11 @@ import hashlib
 import os
 import posixpath
 import re
-import sys
 from collections.abc import Callable, Iterable
 
 from tlm import safe_read, storage
+from tlm.console import warn
 from tlm.errors import CheckpointError
-from tlm.models.formats import guards
 
 MANIFEST = "tlm_checksums.json"
 _FORMAT = "tlm-checkpoint-checksums/1"
@@ -64,11 +63,6 @@ _MAX_FILE_SIZE = 2**63
 _SHA256 = re.compile(r"[0-9a-f]{64}")
 # Files hashed at once: hashlib releases the GIL, so these run on as many cores.
 _HASH_THREADS = max(1, min(8, os.cpu_count() or 1))
-
-
-def warn(message: str) -> None:
-  """Prints a one-line warning on stderr."""
-  print(f"warning: {message}", file=sys.stderr, flush=True)
 
 
 def _sha256(path: str) -> str:
@@ -134,9 +128,9 @@ def read_manifest(step_dir: str) -> dict[str, tuple[int, str]]:
   entries = {}
   for rel, want in files.items():
     # No `..`, absolute name, NUL or link out; a special file is `check`'s to find, per file.
-    guards.confined_path(step_dir, rel, path, refuse_special=False)
+    safe_read.confined_path(step_dir, rel, path, refuse_special=False)
     if posixpath.normpath(rel) != rel or "\\" in rel or rel == MANIFEST:
-      raise CheckpointError(f"{path}: file name {guards.shown(rel)} is not a normalised name")
+      raise CheckpointError(f"{path}: file name {safe_read.shown(rel)} is not a normalised name")
     size = want.get("size") if isinstance(want, dict) else None
     digest = want.get("sha256") if isinstance(want, dict) else None
     if (
@@ -147,7 +141,7 @@ def read_manifest(step_dir: str) -> dict[str, tuple[int, str]]:
       or not _SHA256.fullmatch(digest)
     ):
       raise CheckpointError(
-        f'{path}: entry {guards.shown(rel)} is not {{"size": bytes, "sha256": hex digest}}'
+        f'{path}: entry {safe_read.shown(rel)} is not {{"size": bytes, "sha256": hex digest}}'
       )
     entries[rel] = (size, digest)
   return entries

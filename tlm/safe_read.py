@@ -14,19 +14,25 @@ such a file:
 - `parse_json` / `read_json`: JSON (UTF-8) of bounded size and nesting depth, any problem one
   line naming the file, raised as the `UserError` subclass the caller names.
 
-Names read from inside a file are confined to their directory by
-`tlm.models.formats.guards.confined_path` before they reach these. Pure Python: the data layer
-and `tlm.checksums` use it without jax.
+- `read_json_object`: the same, for a file that must hold a JSON object.
+- `confined_path`: a file name read from inside a checkpoint (a `weight_map` shard, the
+  `model_checkpoint_path` of a TF `checkpoint` state file, an entry of tlm's checksum
+  manifest) resolved in the checkpoint directory, refusing names that lead out of it or to a
+  special file, so that an index cannot make tlm open `/etc/passwd`, `../../secret` or a FIFO.
+- `shown`: a string from a file, made safe to put into a one-line error message.
+
+Pure Python: the data layer and `tlm.checksums` use it without jax.
 """
 
 import errno
 import json
 import os
+import re
 import stat
 from typing import IO
 
 from tlm import storage
-from tlm.errors import DataError, UserError
+from tlm.errors import CheckpointError, DataError, UserError
 
 # No JSON tlm writes or reads nests deeper than a few levels (a safetensors header: 3, an
 # evaluation result: 6); 64 leaves room for anything legitimate and stays far below the
@@ -189,3 +195,101 @@ def read_json(
   except OSError as e:
     raise error(f"{path}: cannot read {what} ({e.strerror or e})") from None
   return parse_json(raw, path, max_depth, error, what)
+
+
+def read_json_object(
+  path: str,
+  max_bytes: int,
+  *,
+  error: type[UserError] = DataError,
+  what: str = "JSON",
+  max_depth: int = MAX_JSON_DEPTH,
+) -> dict:
+  """`read_json` of a file that must hold a JSON object.
+
+  Raises:
+    error: as `read_json`, and `path: cannot read WHAT (not a JSON object)` for any other value.
+  """
+  value = read_json(path, max_bytes, error=error, what=what, max_depth=max_depth)
+  if not isinstance(value, dict):
+    raise error(f"{path}: cannot read {what} (not a JSON object)")
+  return value
+
+
+def shown(text, limit: int = 80) -> str:
+  """`text` (from a file) quoted for a one-line message: control characters escaped, cut."""
+  text = repr(text) if isinstance(text, (str, bytes)) else repr(str(text))
+  return text if len(text) <= limit else text[: limit - 4] + "...'"
+
+
+def _inside(path: str, root: str) -> bool:
+  return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
+
+
+def _hub_blobs(directory: str) -> str | None:
+  """`.../models--x/blobs` for an HF hub cache snapshot `.../models--x/snapshots/REV`."""
+  parent = os.path.dirname(directory)
+  if os.path.basename(parent) != "snapshots":
+    return None
+  return os.path.join(os.path.dirname(parent), "blobs")
+
+
+def confined_path(directory: str, name, source: str, *, refuse_special: bool = True) -> str:
+  """The file `name` (read from inside a checkpoint) in `directory`, which it must not leave.
+
+  The name must be a relative path without `..` components; the file it names may be a
+  symlink only to a file inside `directory`, or, when `directory` is a snapshot of the HF hub
+  cache (`.../snapshots/REV`, whose files are symlinks to `../../blobs/HASH`), to a blob of
+  that cache. In a remote `directory` (`gs://...`: no symlinks) the name must not be a URI.
+
+  Args:
+    directory: the checkpoint directory.
+    name: the file name as read from the index or state file.
+    source: the index or state file, named in errors.
+    refuse_special: refuse a name that is a FIFO, device or socket (a regular file or a
+      directory is fine); False for a caller that checks each file itself, when it reads it.
+
+  Returns:
+    `directory/name`.
+
+  Raises:
+    CheckpointError: `source: ...` if the name is not a string, leads out of `directory` or
+      names a special file (a FIFO, a device, a socket).
+  """
+  if not isinstance(name, str):
+    raise CheckpointError(f"{source}: file name {shown(name)} is not a string")
+  parts = re.split(r"[\\/]", name)
+  remote = storage.is_remote(directory)
+  if (
+    not name
+    or "\0" in name
+    or os.path.isabs(name)
+    or ".." in parts
+    or re.match(r"^\w:", name)
+    # In a bucket, a URI (`gs://other-bucket/x`) would name another object store location.
+    or (remote and storage.scheme(name) is not None)
+  ):
+    raise CheckpointError(
+      f"{source}: file name {shown(name)} leads outside the checkpoint directory"
+    )
+  if remote:
+    # An object store has no symlinks: a relative key without `..` stays under the prefix.
+    return storage.join(directory, name)
+  path = os.path.join(directory, name)
+  real_dir = os.path.realpath(directory)
+  real = os.path.realpath(path)
+  blobs = _hub_blobs(real_dir)
+  if not _inside(real, real_dir) and not (blobs is not None and _inside(real, blobs)):
+    raise CheckpointError(
+      f"{source}: file name {shown(name)} is a link that leads outside the checkpoint directory"
+    )
+  # A FIFO would block the reader, a device never end: neither is ever opened. (A missing file
+  # is the reader's to report; a directory, say a zarr array's, its to read.)
+  if refuse_special:
+    try:
+      mode = os.stat(path).st_mode
+    except (OSError, ValueError):
+      mode = None
+    if mode is not None and not (stat.S_ISREG(mode) or stat.S_ISDIR(mode)):
+      raise CheckpointError(f"{source}: file name {shown(name)} is {kind(mode)}, not a file")
+  return path

@@ -38,11 +38,11 @@ import errno
 import json
 import os
 import socket
-import sys
 import time
 import uuid
 
 from tlm import safe_read, storage
+from tlm.console import warn
 from tlm.errors import UserError
 
 LOCK_NAME = ".tlm.lock"
@@ -58,10 +58,6 @@ _NO_LINKS = {errno.EPERM, errno.ENOTSUP, errno.EOPNOTSUPP, errno.ENOSYS, errno.E
 
 class LockedError(UserError):
   """The workdir is in use by another writer (named in the message)."""
-
-
-def _warn(message: str) -> None:
-  print(f"warning: {message}", file=sys.stderr, flush=True)
 
 
 def _process_start_time(pid: int) -> str | None:
@@ -298,7 +294,7 @@ class WorkdirLock:
         return False
     finally:
       storage.remove(marker)
-    _warn(f"{self.path}: took over the lock of {_describe(stale)}, which is no longer running")
+    warn(f"{self.path}: took over the lock of {_describe(stale)}, which is no longer running")
     return True
 
   def release(self) -> None:

@@ -24,10 +24,11 @@ writes results there.
 import os
 
 from tlm import configs
+from tlm.console import log_line
 from tlm.errors import ConfigError
-from tlm.eval.reproduce import DEFAULT_WORKDIR, seed_dir
-from tlm.eval.trained_models import saved_config
 from tlm.files import check_layout
+from tlm.infer.trained_models import saved_config
+from tlm.miniature.reproduce import DEFAULT_WORKDIR, seed_dir
 from tlm.train import preflight
 from tlm.workdir_lock import WorkdirLock, acquire_on_main
 
@@ -57,15 +58,12 @@ def _start(flags):
 
 def _dry_run(config, trains: bool) -> None:
   """`--dry_run`: the evaluation's (and, for modes that train, the train step's) memory."""
-  from tlm.train import dry_run
+  from tlm.infer import dry_run as infer_dry_run
+  from tlm.train import dry_run as train_dry_run
 
   if trains:
-    dry_run.dry_run(config)
-  dry_run.config_eval_dry_run(config)
-
-
-def _progress(message: str) -> None:
-  print(message, flush=True)
+    train_dry_run.dry_run(config)
+  infer_dry_run.config_eval_dry_run(config)
 
 
 def _experiment(flags, mode: str, fn, *, trains: bool, data=None, report=None) -> None:
@@ -86,10 +84,10 @@ def _experiment(flags, mode: str, fn, *, trains: bool, data=None, report=None) -
   check_layout(workdir, dirs=("results",))
   preflight.check_eval_batch(config)
   with acquire_on_main(workdir, mode):
-    result = fn(config, workdir, _progress, data)
+    result = fn(config, workdir, log_line, data)
   if report is not None:
     report(config, result)
-  _progress(f"results in {os.path.join(workdir, 'results')}")
+  log_line(f"results in {os.path.join(workdir, 'results')}")
 
 
 def evaluate(flags) -> None:
@@ -97,7 +95,7 @@ def evaluate(flags) -> None:
   from tlm.eval.results import answer_baselines
 
   def report(config, result):
-    _progress("\n" + tables.table2({config.name: result}, answer_baselines(result)))
+    log_line("\n" + tables.table2({config.name: result}, answer_baselines(result)))
 
   _experiment(flags, "eval", experiments.evaluate, trains=False, report=report)
 
@@ -112,7 +110,7 @@ def adapt(flags) -> None:
   from tlm.eval import adaptation
 
   def report(config, out):
-    _progress(f"adapted model matches the retrained one at step: {out['matched_at_step']}")
+    log_line(f"adapted model matches the retrained one at step: {out['matched_at_step']}")
 
   _experiment(flags, "adapt", adaptation.adapt, trains=True, report=report)
 
@@ -124,19 +122,19 @@ def cronquestions(flags) -> None:
 
 
 def reproduce(flags) -> None:
-  from tlm.eval.reproduce import reproduce as run
+  from tlm.miniature.reproduce import reproduce as run
 
   if flags.config:
-    _progress("note: --mode=reproduce uses the tiny configs; --config is ignored (use --set)")
+    log_line("note: --mode=reproduce uses the tiny configs; --config is ignored (use --set)")
   with WorkdirLock(flags.workdir or DEFAULT_WORKDIR, "reproduce"):
-    run(flags.set, flags.workdir, _progress)
+    run(flags.set, flags.workdir, log_line)
 
 
 def combine_seeds(flags) -> None:
   """--mode=combine_seeds: the claims, Tables 2 and 7 and Figures 2-5 with bands over seeds
   that ran separately (each a `--mode=reproduce --set=reproduce.seeds=S` run, e.g. in
   parallel), from their seed=S dirs."""
-  from tlm.eval import claim_summary, over_seeds
+  from tlm.miniature import claim_summary, over_seeds
 
   if len(flags.workdirs) < 1 or not flags.output_dir:
     raise ConfigError(
@@ -144,8 +142,8 @@ def combine_seeds(flags) -> None:
       "--mode=combine_seeds"
     )
   with WorkdirLock.beside(flags.output_dir, "combine_seeds"):
-    summary = over_seeds.combine_saved(flags.workdirs, flags.output_dir, _progress)
-  _progress(claim_summary.claims_table(summary))
+    summary = over_seeds.combine_saved(flags.workdirs, flags.output_dir, log_line)
+  log_line(claim_summary.claims_table(summary))
 
 
 def tables(flags) -> None:
@@ -156,5 +154,5 @@ def tables(flags) -> None:
     raise ConfigError("--workdirs=W1,W2,... and --output_dir are required for --mode=tables")
   with WorkdirLock.beside(flags.output_dir, "tables"):
     outputs = render.write_tables(flags.workdirs, flags.output_dir)
-  _progress(outputs["table3.md"])
-  _progress(f"tables in {flags.output_dir}")
+  log_line(outputs["table3.md"])
+  log_line(f"tables in {flags.output_dir}")

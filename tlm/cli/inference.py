@@ -19,7 +19,7 @@ tokenized T5-style: SentencePiece ids followed by EOS.
 `--checkpoint` is anything `tlm.models.checkpoints.load_checkpoint` reads (HF directory,
 Mesh-TF prefix, tlm model directory, training workdir). The vocabulary is `--vocab`, else the
 `spiece.model` stored with the checkpoint. It is loaded as the evaluations load theirs
-(`tlm.eval.trained_models.checkpoint_predictor`), and batching is `Predictor`'s: examples
+(`tlm.infer.trained_models.checkpoint_predictor`), and batching is `Predictor`'s: examples
 sorted by length, padded to power-of-two lengths and a fixed number of rows, so jit compiles
 once per length bucket; output in input order.
 
@@ -186,19 +186,21 @@ def _predictor(
   input and target lengths of the largest batch)."""
   # jax and the model are imported only once the inputs have been checked.
   from tlm.cli.train import initialize_distributed
-  from tlm.eval.trained_models import checkpoint_predictor
+  from tlm.infer.trained_models import checkpoint_predictor
 
   if flags.batch_size < 1:
     raise ConfigError(f"--batch_size must be >= 1, got {flags.batch_size}")
   initialize_distributed(flags.coordinator_address, flags.num_processes, flags.process_id)
-  from tlm.train import partitioning
+  from tlm.sharding import partitioning
 
   mesh = partitioning.make_mesh(settings.mesh.data, settings.mesh.model)
   # A short file is not padded to a whole --batch_size of rows.
   rows = min(flags.batch_size, 1 << max(n - 1, 0).bit_length())
   if flags.dry_run:
-    from tlm.train.dry_run import eval_dry_run, saved_model_config
+    from tlm.infer.dry_run import eval_dry_run, saved_model_config
+    from tlm.infer.programs import Decoding
 
+    sampling = {k: kwargs[k] for k in ("temperature", "top_k", "top_p", "seed") if k in kwargs}
     eval_dry_run(
       saved_model_config(flags.checkpoint),
       mesh,
@@ -207,7 +209,7 @@ def _predictor(
       batch_size=rows,
       input_length=lengths[0],
       target_length=lengths[1],
-      beam_size=kwargs.get("beam_size", 1),
+      decoding=Decoding(lengths[1], kwargs.get("beam_size", 1), **sampling),
     )
     return None
   return checkpoint_predictor(

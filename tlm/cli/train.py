@@ -75,6 +75,7 @@ def main(flags) -> None:
 
     dry_run(config)
     return
+  from tlm.eval import during_training
   from tlm.train import loop
   from tlm.workdir_lock import acquire_on_main
 
@@ -83,4 +84,4 @@ def main(flags) -> None:
       preflight.check_workdir(expert_config, expert_workdir)
   # One writer per workdir (process 0 of this job holds the lock; see tlm/workdir_lock.py).
   with acquire_on_main(flags.workdir, "train"):
-    loop.run(config, flags.workdir)
+    loop.run(config, flags.workdir, make_evaluators=during_training.evaluators)

@@ -1,6 +1,6 @@
 """`python run.py --mode=build_world --output_dir=D [--seed=0 --scale=1.0]`.
 
-Builds the embedded synthetic temporal world (tlm/data/synthetic/; DESIGN.md "The embedded
+Builds the embedded synthetic temporal world (tlm/data/synthetic/; docs/reproduction.md, "The
 synthetic world") and prints its headline counts, then the full counts as one JSON line.
 numpy only: this mode never imports jax.
 """

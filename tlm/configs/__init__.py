@@ -1,6 +1,8 @@
 """Experiment configs: the schema, the named configs and `--set` overrides.
 
-- `schema`: the frozen dataclasses (`Config` and one per section) and the valid ranges.
+- `schema`: the frozen dataclasses (`Config` and one per section) and the valid ranges;
+  `trained_years` (the years a run trains on) and `conditioning_of` (a variant's time input).
+- `years`: the paper's year slices, their names and the future probe years.
 - `overrides`: dotted keys: `override` (`--set`), `replace`, `validate` (ranges, limits,
   paths), `check_value` (one value against a key's range), `to_dict` / `from_dict` (a
   workdir's config.json).
@@ -27,7 +29,6 @@ from tlm.configs.overrides import (
 from tlm.configs.paper import paper_checkpoint
 from tlm.configs.registry import check_required, describe, get, names
 from tlm.configs.schema import (
-  PAPER_YEARS,
   PARAM_DTYPES,
   REMAT_POLICIES,
   SIZES,
@@ -40,7 +41,9 @@ from tlm.configs.schema import (
   ModelConfig,
   ReproduceConfig,
   TrainConfig,
+  conditioning_of,
   remat_policy,
+  trained_years,
 )
 from tlm.configs.tiny import (
   tiny_cbqa,
@@ -50,9 +53,10 @@ from tlm.configs.tiny import (
   tiny_uniform,
   tiny_yearly,
 )
+from tlm.configs.years import TRAIN_YEARS
 
 __all__ = [
-  "PAPER_YEARS",
+  "TRAIN_YEARS",
   "PARAM_DTYPES",
   "REMAT_POLICIES",
   "SIZES",
@@ -75,6 +79,7 @@ __all__ = [
   "override",
   "paper_checkpoint",
   "parse_value",
+  "conditioning_of",
   "remat_policy",
   "replace",
   "replace_many",
@@ -85,6 +90,7 @@ __all__ = [
   "tiny_uniform",
   "tiny_yearly",
   "to_dict",
+  "trained_years",
   "valid_keys",
   "validate",
 ]

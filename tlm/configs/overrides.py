@@ -1,6 +1,6 @@
 """Dotted keys ("train.steps"): `--set` overrides, typed replacement, validation and JSON.
 
-Config flow (STYLE.md): `get(name)` -> `override(config, ["train.steps=10", ...])` -> the train
+Config flow: `get(name)` -> `override(config, ["train.steps=10", ...])` -> the train
 CLI writes `WORKDIR/config.json` (`to_dict`) -> each function receives only its section; a
 workdir's config is read back with `from_dict`. Unknown keys and wrong types raise ConfigError
 listing the valid keys, values out of range one naming the key (`validate`); nothing falls
@@ -260,8 +260,8 @@ def _typed(key: str, value: Any, hint) -> Any:
     return tuple(_typed(key, v, kind) for v in value)
   if hint is float and isinstance(value, int) and not isinstance(value, bool):
     return float(value)
-  if key == "model.remat" and isinstance(value, bool):  # config.json of older workdirs
-    return remat_policy(value, key)
+  if key == "model.remat" and isinstance(value, bool):  # `--set=model.remat=true`: name the
+    return remat_policy(value, key)  # policies in the one-line error, not the type
   if type(value) is not hint:
     raise ConfigError(f"config key {key!r} expects {_type_name(hint)}, got {value!r}")
   return value

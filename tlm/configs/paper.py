@@ -21,7 +21,14 @@ step's FLOPs and memory.
 
 from typing import NamedTuple
 
-from tlm.configs.schema import Config, DataConfig, MeshConfig, ModelConfig, TrainConfig
+from tlm.configs.schema import (
+  Config,
+  DataConfig,
+  MeshConfig,
+  ModelConfig,
+  TrainConfig,
+  conditioning_of,
+)
 
 
 class _Size(NamedTuple):
@@ -34,15 +41,23 @@ class _Size(NamedTuple):
 
 
 _SIZES = {
-  "small": _Size("Small", "t5-v1_1-small", "google/t5-v1_1-small", "google/t5-small-ssm", 1,
-                 "none"),
-  "base": _Size("Base", "t5-v1_1-base", "google/t5-v1_1-base",
-                "google/t5-v1_1-base (no public Base SSM)", 1, "none"),
-  "large": _Size("Large", "t5-v1_1-large", "google/t5-v1_1-large", "google/t5-large-ssm", 1,
-                 "full"),
+  "small": _Size(
+    "Small", "t5-v1_1-small", "google/t5-v1_1-small", "google/t5-small-ssm", 1, "none"
+  ),
+  "base": _Size(
+    "Base",
+    "t5-v1_1-base",
+    "google/t5-v1_1-base",
+    "google/t5-v1_1-base (no public Base SSM)",
+    1,
+    "none",
+  ),
+  "large": _Size(
+    "Large", "t5-v1_1-large", "google/t5-v1_1-large", "google/t5-large-ssm", 1, "full"
+  ),
   "xl": _Size("XL", "t5-v1_1-xl", "google/t5-v1_1-xl", "google/t5-xl-ssm", 4, "full"),
   "xxl": _Size("XXL", "t5-v1_1-xxl", "google/t5-v1_1-xxl", "google/t5-xxl-ssm", 8, "full"),
-}  # fmt: skip
+}
 
 
 class Run(NamedTuple):
@@ -132,7 +147,7 @@ def config(run: Run) -> Config:
     model=ModelConfig(preset=size.preset, dropout_rate=0.1, dtype="bfloat16", remat=size.remat),
     data=DataConfig(
       synthetic=False,
-      conditioning="temporal" if run.variant == "temporal" else "none",
+      conditioning=conditioning_of(run.variant),
       news_to_templama=0.0 if cbqa else 1000.0,
     ),
     train=TrainConfig(steps=5_000 if cbqa else 300_000, checkpoint_every=500 if cbqa else 5000),

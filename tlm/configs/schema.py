@@ -8,24 +8,33 @@ import dataclasses
 from collections.abc import Callable
 from typing import Any
 
+from tlm.configs.years import EVAL_YEARS, TRAIN_YEARS
 from tlm.errors import ConfigError
 
-PAPER_YEARS = tuple(range(2010, 2019))  # the train slices (§2.1); 2019-2020 are held out
 VARIANTS = ("temporal", "uniform", "yearly", "cbqa_ft")
+
+
+def conditioning_of(variant: str) -> str:
+  """The time input a variant trains with (`data.conditioning`): Temporal's "year: 2014 "
+  prefix, none for the others (Uniform, Yearly, CBQA)."""
+  return "temporal" if variant == "temporal" else "none"
+
+
 SIZES = ("tiny", "small", "base", "large", "xl", "xxl")
+# Remat policies (T5X / MaxText): "none" stores every activation; "full" stores only each
+# layer's input and recomputes the layer in the backward pass; "dots" also stores the results
+# of the weight matmuls (dot_generals without batch dimensions, which the attention
+# scores/values einsums have), recomputing only the cheap elementwise work and attention.
 REMAT_POLICIES = ("none", "full", "dots")
-# The boolean `model.remat` of older configs and `--set=model.remat=true` command lines.
-_REMAT_BOOLEANS = {True: "full", False: "none", "true": "full", "false": "none"}
 
 
 MODEL_DTYPES = ("float32", "bfloat16")  # model.dtype (tlm.models.t5's activation dtypes)
 
 
 def remat_policy(value: Any, key: str) -> str:
-  """`value` as one of REMAT_POLICIES (booleans mapped); ConfigError naming `key` otherwise."""
+  """`value` as one of REMAT_POLICIES; ConfigError naming `key` otherwise."""
   if isinstance(value, str):
     value = value.strip().lower()
-  value = _REMAT_BOOLEANS.get(value, value)  # type: ignore[arg-type]
   if value not in REMAT_POLICIES:
     raise ConfigError(f"{key} must be one of {', '.join(REMAT_POLICIES)}, got {value!r}")
   return value
@@ -42,7 +51,6 @@ class ModelConfig:
     remat: what each layer keeps for the backward pass (T5X / MaxText remat policies):
       "none" keeps every activation, "full" recomputes the whole layer (gradient
       checkpointing), "dots" keeps the results of the weight matmuls and recomputes the rest.
-      The booleans of older configs are read as "full" (true) and "none" (false).
     init_checkpoint: weights to start from when the workdir has no checkpoint yet: an HF
       directory, a Mesh-TF checkpoint prefix, a tlm model directory or a tlm training workdir
       (anything `tlm.models.checkpoints.load_checkpoint` reads). "" starts from random weights.
@@ -121,7 +129,7 @@ class DataConfig:
   vocab: str = ""
   pretrain_corpus: str = ""
   conditioning: str = "temporal"
-  train_years: tuple[int, ...] = PAPER_YEARS
+  train_years: tuple[int, ...] = TRAIN_YEARS
   year: int = 0
   new_years: tuple[int, ...] = ()
   new_year_prob: float = 0.0
@@ -129,6 +137,12 @@ class DataConfig:
   input_length: int = 128
   target_length: int = 32
   seed: int = 0
+
+
+def trained_years(data: DataConfig) -> tuple[int, ...]:
+  """The years a run trains on: `data.year` alone when set (a Yearly expert), else
+  `data.train_years`. The task metrics during training are on these years too."""
+  return (int(data.year),) if data.year else tuple(int(y) for y in data.train_years)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -245,7 +259,7 @@ class EvalConfig:
   batch_size: int = 64
   max_decode_length: int = 32
   beam_size: int = 1
-  years: tuple[int, ...] = tuple(range(2010, 2021))
+  years: tuple[int, ...] = EVAL_YEARS
   split: str = "test"
   max_examples: int = 0
   finetune_steps: int = 5000
@@ -268,7 +282,7 @@ class ReproduceConfig:
       train.seed to S (a new world, sampling and initialisation) and runs in WORKDIR/seed=S/.
       The summary judges every claim on each seed and over all of them (paper: one run).
     workers: how many of a seed's independent trainings (and its two adaptations) run at once,
-      each in its own process (`tlm.eval.parallel`); 1 runs them one after the other in the
+      each in its own process (`tlm.miniature.parallel`); 1 runs them one after the other in the
       main process. The numbers do not depend on it.
   """
 
@@ -312,7 +326,7 @@ PATH_KEYS = (
   "eval.future_relations",
 )
 # The path keys that must be local: the synthetic world's cache is built and read with local
-# file operations (README, "Remote storage").
+# file operations (docs/operations.md, "Remote storage").
 LOCAL_PATH_KEYS = ("data.cache_dir",)
 
 # The limits of what the code can honour, each with its reason. `validate` checks them when the

@@ -4,8 +4,8 @@ The pipeline of the paper in small: `tiny_t5` plays the public T5 checkpoint, `t
 T5-CBQA one; Temporal, Uniform and the Yearly experts start from `tiny_t5` and train the same
 number of steps (each expert on its own year), as in the paper; `tiny_cbqa_ft` finetunes
 `tiny_cbqa` on TempLAMA alone. Where the settings depart from the paper's
-(`tlm.configs.paper`), the reason stands beside the value; README's "Deviations from the paper"
-sums them up, and its "Time" section has the measured run times.
+(`tlm.configs.paper`), the reason stands beside the value; docs/reproduction.md sums them up
+("Deviations from the paper") and has the measured run times ("Run time").
 """
 
 from collections.abc import Callable
@@ -17,6 +17,7 @@ from tlm.configs.schema import (
   EvalConfig,
   ModelConfig,
   TrainConfig,
+  conditioning_of,
 )
 
 # Steps per variant. Uniform, Temporal, each Yearly expert and the retrained model train the
@@ -26,8 +27,13 @@ from tlm.configs.schema import (
 # TempLAMA-train alone (~330 queries), so a few hundred steps are many epochs.
 STEPS = 2800
 _STEPS = {
-  "t5": 400, "cbqa": 300, "temporal": STEPS, "uniform": STEPS, "yearly": STEPS, "cbqa_ft": 300,
-}  # fmt: skip
+  "t5": 400,
+  "cbqa": 300,
+  "temporal": STEPS,
+  "uniform": STEPS,
+  "yearly": STEPS,
+  "cbqa_ft": 300,
+}
 # Adaptation to 2019: about a sixth of the training steps, the paper's 50K after 300K.
 ADAPT_STEPS = 480
 
@@ -46,7 +52,7 @@ def tiny(variant: str) -> Config:
     model=ModelConfig(preset="tiny-v1_1", dropout_rate=0.0, dtype="float32"),
     data=DataConfig(
       synthetic=True,
-      conditioning="temporal" if variant == "temporal" else "none",
+      conditioning=conditioning_of(variant),
       # 20:1, not 1000:1: the world's TempLAMA-train is ~330 queries, and the query format
       # must be seen within 800 steps.
       news_to_templama=0.0 if variant == "cbqa_ft" else 20.0,
@@ -79,7 +85,7 @@ def tiny_t5() -> Config:
   never a time-varying fact, a year or a news sentence (tlm/data/synthetic/pretrain.py).
 
   Command: python run.py --mode=train --config=tiny_t5 --workdir=W_T5
-  Run time: minutes on 2 CPU cores (README, "Time", has the measured run times).
+  Run time: minutes on 2 CPU cores (docs/reproduction.md, "Run time").
   Expected: a low span-corruption loss; it knows no time-varying fact (TempLAMA F1 near 0).
   """
   return tiny("t5")
@@ -105,7 +111,7 @@ def tiny_temporal() -> Config:
     [--set=model.init_checkpoint=W_T5] (a tiny_t5 workdir: the start --mode=reproduce uses)
   Run time: minutes on 2 CPU cores.
   Expected: above tiny_uniform on TempLAMA, most on 2019-20 (the paper's Table 2); whether
-  the miniature shows it is measured by `--mode=reproduce` (claims C1, C5; README, Results).
+  the miniature shows it is measured by `--mode=reproduce` (claims C1, C5; docs/results/README.md).
   """
   return tiny("temporal")
 
@@ -116,7 +122,7 @@ def tiny_uniform() -> Config:
   Command: python run.py --mode=train --config=tiny_uniform --workdir=W
     [--set=model.init_checkpoint=W_T5]
   Run time: as tiny_temporal.
-  Expected: below tiny_temporal on TempLAMA; averages over years (README, Results).
+  Expected: below tiny_temporal on TempLAMA; averages over years (docs/results/README.md).
   """
   return tiny("uniform")
 

@@ -22,8 +22,8 @@ import numpy as np
 
 from tlm.data.formatting import conditioning_prefix, format_input
 from tlm.data.sampling import MixtureSampler
-from tlm.data.vocab import EOS_ID, PAD_ID
 from tlm.errors import ConfigError, DataError
+from tlm.token_ids import EOS_ID, PAD_ID
 
 FEATURES = (
   "encoder_input_tokens",

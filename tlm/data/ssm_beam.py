@@ -4,7 +4,7 @@ The same units of work as the local builder (`tlm.data.store_build`): chunks of 
 scanned, the held-out plan is computed from the counts, chunks are turned into parts, tables
 are merged and the manifest written last, so the store is byte-identical to the one
 `--num_workers` processes write. Beam only schedules and retries them (DirectRunner in the
-tests; Dataflow, Flink or Spark in production: the runbook in the README has the commands).
+tests; Dataflow, Flink or Spark in production: docs/paper_scale.md has the commands).
 Parts and the store are written straight under the output directory, local or on an object
 store (gs://), through `tlm.storage`; the manifest is written last, so a pipeline that fails
 leaves no store (a stale manifest is deleted first), and the parts are deleted at the end.

@@ -26,7 +26,7 @@ What is checked when (every file is treated as hostile):
   manifest; and every offset of the .idx: starts at 0, never decreases, ends at the .bin's
   length. The offsets (16 bytes per example) are read in 2 MB chunks, not memory-mapped, so
   resident memory stays flat, and checked with vectorised numpy, so a hostile index fails
-  with one line naming it before any training step (the README's runbook has the cost).
+  with one line naming it before any training step (docs/paper_scale.md has the cost).
 - at every read: the example's offsets again (the file may have changed since) and, for text,
   its UTF-8; the caller checks token ids against its vocabulary.
 - the SHA-256 of each file: written at build time, verified by `verify` (`--mode=check_store`),
@@ -249,8 +249,9 @@ class _Field:
         raise DataError(f"{what}: {have} bytes, manifest.json says {want}", path)
     bin_bytes = files[file_name(split, year, field, "bin")]["bytes"]
     if bin_bytes % self.dtype.itemsize:
-      raise DataError(f"size {bin_bytes} is not a whole number of {self.dtype} elements",
-                      self.bin_path)  # fmt: skip
+      raise DataError(
+        f"size {bin_bytes} is not a whole number of {self.dtype} elements", self.bin_path
+      )
     if files[file_name(split, year, field, "idx")]["bytes"] != 8 * (2 * count + 1):
       raise DataError(
         f"manifest: {count} examples need {8 * (2 * count + 1)} bytes of offsets", manifest_path
@@ -471,8 +472,9 @@ def verify(path: str) -> dict:
     except (FileNotFoundError, OSError):
       raise DataError("missing store file (listed in manifest.json)", file_path) from None
     if digest != entry["sha256"]:
-      raise DataError("SHA-256 differs from manifest.json (the file changed or is damaged)",
-                      file_path)  # fmt: skip
+      raise DataError(
+        "SHA-256 differs from manifest.json (the file changed or is damaged)", file_path
+      )
     total_bytes += entry["bytes"]
   if store.vocab_path:
     if vocab_fingerprint(storage.read_bytes(store.vocab_path)) != store.vocab_sha256:

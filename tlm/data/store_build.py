@@ -327,8 +327,9 @@ def process_chunk(chunk: Chunk, chunk_plan: dict, options: Options, part_dir: st
       continue
     date, year, text = article
     if year not in heldout:
-      raise DataError("a year the first pass did not see: the file changed while being read",
-                      chunk.path, line_no)  # fmt: skip
+      raise DataError(
+        "a year the first pass did not see: the file changed while being read", chunk.path, line_no
+      )
     rank = offsets.get(year, 0) + seen[year]
     seen[year] += 1
     val, test = heldout[year]
@@ -464,8 +465,9 @@ def build(
   if num_workers > 1 and len(chunks) > 1:
     pool = multiprocessing.get_context("spawn").Pool(min(num_workers, len(chunks)))
   try:
-    plan = make_plan(chunks, _map(pool, scan_chunk, chunks), seed, heldout_articles,
-                     heldout_fraction)  # fmt: skip
+    plan = make_plan(
+      chunks, _map(pool, scan_chunk, chunks), seed, heldout_articles, heldout_fraction
+    )
     with atomic_output_dir(output_dir) as tmp:
       part_dir = os.path.join(tmp, _PARTS)
       work = [(c, plan.chunk_plan(c.index), options, part_dir) for c in chunks]

@@ -13,11 +13,11 @@ import fcntl
 import os
 import re
 import shutil
-import sys
 import tempfile
 from collections.abc import Iterator
 
 from tlm import storage
+from tlm.console import notice
 from tlm.data import store, store_build, store_write
 from tlm.errors import DataError, UserError
 from tlm.files import atomic_output_dir, check_replaceable, iter_jsonl
@@ -82,20 +82,26 @@ def _write(src: str, out_dir: str, vocab_path: str | None) -> dict:
         itemsize = 1 if field == store.TEXT else 2 if token_dtype == "uint16" else 4
         prefixes = [writer.prefix(split, year, field)] if (split, year, field) in written else []
         merged = store_write.merge_table(out_dir, split, year, field, itemsize, prefixes)
-        manifest_tables[store.table_key(split, year)] = {"examples": merged["examples"],
-                                                         "fields": fields}  # fmt: skip
+        manifest_tables[store.table_key(split, year)] = {
+          "examples": merged["examples"],
+          "fields": fields,
+        }
         files.update(merged["files"])
   vocab_entry = None
   if vocab is not None:
     with store_write._open_write(storage.join(out_dir, store.VOCAB_FILE)) as f:
       f.write(vocab.serialized_model)
-    vocab_entry = {"sha256": store.vocab_fingerprint(vocab.serialized_model),
-                   "vocab_size": vocab.vocab_size}  # fmt: skip
+    vocab_entry = {
+      "sha256": store.vocab_fingerprint(vocab.serialized_model),
+      "vocab_size": vocab.vocab_size,
+    }
   store_write.write_manifest(
     out_dir, store_write.manifest_bytes(manifest_tables, files, token_dtype, vocab_entry)
   )
-  return {"tables": len(manifest_tables),
-          "examples": sum(t["examples"] for t in manifest_tables.values())}  # fmt: skip
+  return {
+    "tables": len(manifest_tables),
+    "examples": sum(t["examples"] for t in manifest_tables.values()),
+  }
 
 
 def convert(src: str, output_dir: str, vocab: str | None = None) -> dict:
@@ -155,12 +161,10 @@ def _convert_in_place(directory: str) -> None:
         os.replace(src, dst)
   finally:
     shutil.rmtree(stage, ignore_errors=True)
-  print(
-    f"notice: converted the JSON-lines SSM directory {directory} to the example store, once "
+  notice(
+    f"converted the JSON-lines SSM directory {directory} to the example store, once "
     f"({summary['examples']} examples in {summary['tables']} tables, written beside the .jsonl "
-    "files, which are no longer read)",
-    file=sys.stderr,
-    flush=True,
+    "files, which are no longer read)"
   )
 
 

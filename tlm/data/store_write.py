@@ -149,8 +149,9 @@ def part_prefix(directory: str, unit: int, split: str, year: int, field: str) ->
   return storage.join(directory, f"{unit:08d}", f"{split}-{int(year)}.{field}")
 
 
-class _HashingWriter:
-  """Writes a file and hashes what it writes."""
+class HashedFile:
+  """Writes a file (local, or an object uploaded when closed) and hashes what it writes;
+  `close` returns its manifest entry, {"bytes", "sha256"}."""
 
   def __init__(self, path: str):
     self.f = _open_write(path)
@@ -190,8 +191,8 @@ def merge_table(
   """
   bin_name = file_name(split, year, field, "bin")
   idx_name = file_name(split, year, field, "idx")
-  data = _HashingWriter(storage.join(out_dir, bin_name))
-  index = _HashingWriter(storage.join(out_dir, idx_name))
+  data = HashedFile(storage.join(out_dir, bin_name))
+  index = HashedFile(storage.join(out_dir, idx_name))
   index.write(np.zeros(1, OFFSET_DTYPE).tobytes())
   base, examples = 0, 0
   try:

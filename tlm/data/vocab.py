@@ -18,10 +18,8 @@ import sentencepiece as spm
 
 from tlm import safe_read, storage
 from tlm.errors import DataError
+from tlm.token_ids import EOS_ID, PAD_ID, UNK_ID
 
-PAD_ID = 0
-EOS_ID = 1
-UNK_ID = 2
 NUM_EXTRA_IDS = 100
 _SENTINEL = re.compile(r"<extra_id_(\d+)>")
 # The largest SentencePiece model read (t5's spiece.model: 0.8 MB, mT5's: 4.3 MB, 250k-piece

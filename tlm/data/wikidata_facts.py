@@ -1,6 +1,7 @@
 """Wikidata-style facts for building TempLAMA without SLING: the two TSV inputs and time spans.
 
-Formats (DESIGN.md): facts `relation<TAB>subject<TAB>object<TAB>qualifier...` with qualifiers
+Formats (docs/ARCHITECTURE.md, On-disk formats): facts
+`relation<TAB>subject<TAB>object<TAB>qualifier...` with qualifiers
 `P580=YYYY[MM[DD]]` (start time) and `P582=...` (end time), like the `kb.cfacts` file of the
 public `sling2facts.py` (google-research/language, language/templama); entities
 `qid<TAB>name<TAB>popularity`, where popularity stands in for the public script's number of

@@ -24,32 +24,38 @@ results in `WORKDIR/results/adapt.json` and `figure5.png`.
 
 import math
 import os
+from collections.abc import Mapping, Sequence
 
 from tlm import configs, storage
 from tlm.configs import Config
+from tlm.configs.years import FUTURE_SLICE, TRAIN_SLICE
 from tlm.errors import ConfigError
 from tlm.eval import experiments, figures
 from tlm.eval.results import has_news, news_f1, news_f1_by_year, templama_f1, templama_f1_by_year
-from tlm.eval.trained_models import load_model, require_model
 from tlm.files import write_json
+from tlm.infer.trained_models import load_model, require_model
 
-SEEN = "2010-18"
 # (source, slice) pairs on which an adapted model must reach the retrained one to match it.
-MATCH_SLICES = (("templama", "2019-20"), ("templama", SEEN), ("news", "2019-20"), ("news", SEEN))
+MATCH_SLICES = (
+  ("templama", FUTURE_SLICE),
+  ("templama", TRAIN_SLICE),
+  ("news", FUTURE_SLICE),
+  ("news", TRAIN_SLICE),
+)
 
 
 def slices(result: dict, new_year: int) -> dict:
   """TempLAMA (and news) F1 of an evaluation on the old years, the new year and 2019-20."""
   out = {
-    SEEN: templama_f1(result, SEEN),
+    TRAIN_SLICE: templama_f1(result, TRAIN_SLICE),
     str(new_year): templama_f1_by_year(result).get(int(new_year)),
-    "2019-20": templama_f1(result, "2019-20"),
+    FUTURE_SLICE: templama_f1(result, FUTURE_SLICE),
   }
   if has_news(result):
     out["news"] = {
-      SEEN: news_f1(result, SEEN),
+      TRAIN_SLICE: news_f1(result, TRAIN_SLICE),
       str(new_year): news_f1_by_year(result).get(int(new_year)),
-      "2019-20": news_f1(result, "2019-20"),
+      FUTURE_SLICE: news_f1(result, FUTURE_SLICE),
     }
   return out
 
@@ -121,6 +127,7 @@ def adapt(config: Config, workdir: str, log=print, data=None) -> dict:
      curve at which the adapted model reaches the retrained one on every one of
      `MATCH_SLICES`, or None, "matched_by_slice": that step per slice (`match_steps`)}.
   """
+  from tlm.eval import during_training
   from tlm.train.loop import train
 
   if config.variant not in ("temporal", "uniform"):
@@ -149,7 +156,8 @@ def adapt(config: Config, workdir: str, log=print, data=None) -> dict:
     for k in range(1, points + 1):
       steps = round(a.steps * k / points)
       log(f"adapting {config.name} with alpha={alpha:g}: to step {steps} of {a.steps}")
-      train(adapted_config(config, alpha, workdir, steps), path, log=log)
+      adapted = adapted_config(config, alpha, workdir, steps)
+      train(adapted, path, evaluators=during_training.evaluators(adapted), log=log)
       result = evaluate(path, f"{config.name} alpha={alpha:g} step {steps}")
       if points > 1:
         out["curve"][steps] = result
@@ -158,7 +166,7 @@ def adapt(config: Config, workdir: str, log=print, data=None) -> dict:
   start = retrain.model.init_checkpoint or "random initialisation"
   log(f"retraining {config.name} on {min(config.data.train_years)}-{new} from {start}")
   retrained = retrained_dir(workdir)
-  train(retrain, retrained, log=log)
+  train(retrain, retrained, evaluators=during_training.evaluators(retrain), log=log)
   out["retrained"] = evaluate(retrained, f"{config.name} retrained")
   out["retrained_steps"] = retrain.train.steps
   out["retrained_from"] = start
@@ -174,10 +182,36 @@ def adapt(config: Config, workdir: str, log=print, data=None) -> dict:
 
 def draw_figure5(results: dict, path: str, log=print) -> None:
   """Figure 5 from {model name: adapt() result}: F1 against alpha on TempLAMA and, where it was
-  evaluated, the news, on 2010-18 and on the new year (`over_seeds.figure5_inputs`)."""
-  from tlm.eval import over_seeds
-
+  evaluated, the news, on 2010-18 and on the new year (`figure5_inputs`)."""
   try:
-    figures.figure5(*over_seeds.figure5_inputs([results]), path)
+    figures.figure5(*figure5_inputs([results]), path)
   except figures.FiguresUnavailable as e:
     log(f"note: {e}")
+
+
+def _figure5_panels(slices: Mapping, new_year) -> dict:
+  """One adapted or retrained model's Figure 5 numbers: F1 on TempLAMA and, where evaluated,
+  the news (the paper's CustomNews panel), on 2010-18 and on the new year."""
+  out = {}
+  for source, part in (("TempLAMA", slices), ("news", slices.get("news") or {})):
+    for name in (TRAIN_SLICE, str(new_year)):
+      if part.get(name) is not None:
+        out[f"{source} {name}"] = part[name]
+  return out
+
+
+def figure5_inputs(per_seed: Sequence[Mapping[str, Mapping]]) -> tuple[dict, dict]:
+  """`figures.figure5`'s inputs from `adaptation.adapt` results, one {model name: result} per
+  seed: ({model: {alpha: {panel: [F1 per seed]}}}, {model: {panel: [F1 per seed]}}), a panel
+  per source (TempLAMA, news) and slice (2010-18, the new year)."""
+  adapted, retrained = [], []
+  for results in per_seed:
+    a, r = {}, {}
+    for name, res in results.items():
+      new = res["new_year"]
+      a[name] = {float(x): _figure5_panels(s, new) for x, s in res["alphas"].items()}
+      if res.get("retrained"):
+        r[name] = _figure5_panels(res["retrained"], new)
+    adapted.append(a)
+    retrained.append(r)
+  return figures.stack(adapted), figures.stack(retrained)

@@ -22,8 +22,8 @@ from tlm.data.vocab import Vocabulary
 from tlm.errors import ConfigError
 from tlm.eval import tables
 from tlm.eval.experiments import writes_results
-from tlm.eval.trained_models import predictor, require_model
 from tlm.files import atomic_output_file, write_json
+from tlm.infer.trained_models import predictor, require_model
 
 _SOURCE = "cronquestions"
 
@@ -56,7 +56,7 @@ class QuestionAnsweringData:
     )
 
   def train_batch(self, step: int, start: int, stop: int):
-    from tlm.train.data import local_batch
+    from tlm.train.batches import local_batch
 
     return local_batch(self._batcher, step, start, stop)
 
@@ -94,6 +94,7 @@ def cronquestions(config: Config, workdir: str, log=print, data: str | None = No
     data: the CronQuestions release directory (`--data`: questions/ and kg/); unlike the
       TempLAMA experiments' data, no config names it, so it is required.
   """
+  from tlm.eval import during_training
   from tlm.train.loop import train
 
   if not data:
@@ -113,7 +114,8 @@ def cronquestions(config: Config, workdir: str, log=print, data: str | None = No
   )
   pairs = [to_inputs_targets(q) for q in train_questions]
   log(f"finetuning {config.name} on {len(pairs)} CronQuestions for {ft_config.train.steps} steps")
-  train(ft_config, ft_dir, data=QuestionAnsweringData(pairs, vocab, ft_config), log=log)
+  data = QuestionAnsweringData(pairs, vocab, ft_config)
+  train(ft_config, ft_dir, data=data, evaluators=during_training.evaluators(ft_config), log=log)
   log(f"answering {len(test_questions)} test questions")
   result = evaluate_questions(predictor(ft_dir, config), test_questions)
   result["model"] = config.name
@@ -122,8 +124,10 @@ def cronquestions(config: Config, workdir: str, log=print, data: str | None = No
   out = os.path.join(workdir, "results")
   write_json(os.path.join(out, "table4.json"), result)
   with atomic_output_file(os.path.join(out, "table4.md")) as f:
-    f.write(tables.markdown_table(
-      ["Model", "EM", "F1"], [[config.name, 100 * result["em"], 100 * result["f1"]]]
-    ))  # fmt: skip
+    f.write(
+      tables.markdown_table(
+        ["Model", "EM", "F1"], [[config.name, 100 * result["em"], 100 * result["f1"]]]
+      )
+    )
   log(f"CronQuestions test: EM {100 * result['em']:.1f}, F1 {100 * result['f1']:.1f}")
   return result

@@ -11,7 +11,7 @@
 - `yearly_gap_curves(...)`: Figure 2, left (each yearly expert on every year).
 
 The models are loaded, and queried as the paper queries each variant, by
-`tlm.eval.trained_models`; the results are read back through `tlm.eval.results`.
+`tlm.infer.trained_models`; the results are read back through `tlm.eval.results`.
 """
 
 import dataclasses
@@ -22,6 +22,7 @@ import numpy as np
 
 from tlm import configs, safe_read, storage
 from tlm.configs import Config
+from tlm.configs.years import REFERENCE_YEAR, SLICES
 from tlm.data import datasets, fact_durations, metrics
 from tlm.data.formatting import templama_query_input
 from tlm.data.future_relations import RESOURCES, FutureRelations, load_future_relations
@@ -30,9 +31,9 @@ from tlm.data.templama import load_templama
 from tlm.errors import ConfigError, DataError
 from tlm.eval import figures, future, results, tables
 from tlm.eval.tables import MAX_EVAL_BYTES
-from tlm.eval.templama_eval import SLICES, answer_baselines, evaluate_news, evaluate_templama
-from tlm.eval.trained_models import expert_dir, load_expert, load_model, require_model
+from tlm.eval.templama_eval import answer_baselines, evaluate_news, evaluate_templama
 from tlm.files import atomic_output_file, write_json
+from tlm.infer.trained_models import expert_dir, load_expert, load_model, require_model
 
 Log = Callable[[str], None]
 
@@ -60,7 +61,7 @@ class EvalData:
 
 def eval_data(config: Config) -> EvalData:
   """Loads the config's held-out TempLAMA and news data (building the world if needed)."""
-  from tlm.train.data import resolve_sources, synthetic_cache_dir
+  from tlm.data.locations import resolve_sources, synthetic_cache_dir
 
   data, ec = config.data, config.eval
   sources = resolve_sources(data)
@@ -81,7 +82,7 @@ def eval_data(config: Config) -> EvalData:
   ssm_dir = sources.ssm_dir or (data.ssm_dir if storage.isdir(data.ssm_dir) else "")
   if ssm_dir:
     loaded = datasets.load_sources(ssm_dir, None, years=ec.years, split=ec.split)[NEWS_SSM]
-    news = {y: _spread(rows, ec.max_examples) for y, rows in loaded.items()}
+    news = {y: spread(rows, ec.max_examples) for y, rows in loaded.items()}
   # Without a facts file (a released TempLAMA), durations come from the TempLAMA buckets.
   durations = (
     fact_durations.durations_from_facts(fact_durations.read_fact_spans(facts), templama)
@@ -91,10 +92,11 @@ def eval_data(config: Config) -> EvalData:
   return EvalData(templama, news, future_dir, durations)
 
 
-def _spread(rows: list, k: int) -> list:
-  """At most k rows, evenly spaced (the files are in date order: a prefix would be January)."""
+def spread(rows: list, k: int) -> list:
+  """At most k rows, evenly spaced (the files are in date order: a prefix would be January);
+  all of them if k is 0 or enough."""
   if not k or len(rows) <= k:
-    return rows
+    return list(rows)
   return [rows[i * len(rows) // k] for i in range(k)]
 
 
@@ -177,9 +179,10 @@ def _predictions_2018(config: Config, workdir: str, data: EvalData, log: Log) ->
   if not storage.isfile(eval_path):
     log(f"{eval_path} not found: decoding the 2018 TempLAMA queries first")
     model = load_model(config, workdir)
-    queries_2018 = [ex for ex in data.templama if ex.year == future.REFERENCE_YEAR]
-    preds = model.predict([templama_query_input(ex.query) for ex in queries_2018],
-                          [ex.year for ex in queries_2018])  # fmt: skip
+    queries_2018 = [ex for ex in data.templama if ex.year == REFERENCE_YEAR]
+    preds = model.predict(
+      [templama_query_input(ex.query) for ex in queries_2018], [ex.year for ex in queries_2018]
+    )
     return {ex.id: p for ex, p in zip(queries_2018, preds)}
   saved = safe_read.read_json(eval_path, MAX_EVAL_BYTES, error=DataError, what="an eval.json")
   try:

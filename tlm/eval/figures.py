@@ -9,13 +9,23 @@ function raises `FiguresUnavailable`, whose message says how to install it, and 
 their JSON results anyway. The Agg backend is forced so figures render on headless machines.
 """
 
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 
 from tlm.errors import UserError
 
 
 class FiguresUnavailable(UserError):
   """matplotlib is not installed."""
+
+
+def stack(values: Sequence):
+  """Nested dicts of numbers, one per seed -> the same nesting with a list of numbers at each
+  leaf (a key absent from a seed, or None, is left out of that leaf's list)."""
+  present = [v for v in values if v is not None]
+  if present and all(isinstance(v, Mapping) for v in present):
+    keys = list(dict.fromkeys(k for v in present for k in v))
+    return {k: stack([v.get(k) for v in present]) for k in keys}
+  return [float(v) for v in present]
 
 
 def _pyplot():
@@ -133,8 +143,9 @@ def figure5(
   import math
 
   plt = _pyplot()
-  panels = list(dict.fromkeys(p for curves in adapted.values() for row in curves.values()
-                              for p in row))  # fmt: skip
+  panels = list(
+    dict.fromkeys(p for curves in adapted.values() for row in curves.values() for p in row)
+  )
   cols = max(1, min(2, len(panels)))
   rows = math.ceil(len(panels) / cols)
   fig, axes = plt.subplots(rows, cols, figsize=(4.5 * cols, 3.8 * rows), squeeze=False)

@@ -19,13 +19,11 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from tlm.configs.years import PROBE_YEARS, REFERENCE_YEAR
 from tlm.data import metrics
 from tlm.data.formatting import templama_query_input
 from tlm.data.future_relations import SETS, FutureRelations
 from tlm.data.templama import TempLamaExample
-
-REFERENCE_YEAR = 2018
-FUTURE_YEARS = tuple(range(2019, 2030))
 
 
 def answer_counts(examples: Sequence[TempLamaExample]) -> dict[tuple[str, str], int]:
@@ -49,7 +47,7 @@ def loglik_change(
   model,
   examples: Sequence[TempLamaExample],
   predictions_2018: dict[str, str],
-  years: Sequence[int] = FUTURE_YEARS,
+  years: Sequence[int] = PROBE_YEARS,
 ) -> dict:
   """Figure 3 for one model.
 
@@ -89,7 +87,7 @@ def loglik_change(
 
 
 def future_entropy(
-  model, future: FutureRelations, years: Sequence[int] = (REFERENCE_YEAR,) + FUTURE_YEARS
+  model, future: FutureRelations, years: Sequence[int] = (REFERENCE_YEAR,) + PROBE_YEARS
 ) -> dict:
   """Figure 4 for one model.
 

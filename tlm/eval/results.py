@@ -10,7 +10,7 @@ An evaluation result (`experiments.evaluate`, written to `WORKDIR/results/eval.j
    "answer_baselines": {name: {slice: ...}}, "config": {...}}
 
 where a TempLAMA slice is one of `TEMPLAMA_SLICES` and a news slice one of
-`templama_eval.SLICES` (present when the evaluated years include one of its years). A future
+`tlm.configs.years.SLICES` (present when the evaluated years include one of its years). A future
 result (`experiments.future_results`) is {"loglik_change": ..., "entropy": {"entropy", ...}}.
 
 Every accessor raises `MissingResult` naming the missing key (and the keys that are there),
@@ -21,7 +21,7 @@ accessors return None (or an empty dict) when the result has no news.
 
 from collections.abc import Mapping
 
-from tlm.eval.templama_eval import SLICES
+from tlm.configs.years import SLICES
 
 # The slices `templama_eval.aggregate` scores: every query, Table 2's two, and the seen years
 # split by fact duration (§3.1, "short-lived" facts).
@@ -133,14 +133,18 @@ def news_by_year(result: Mapping) -> dict[int, Mapping]:
 
 def news_f1_by_year(result: Mapping) -> dict[int, float]:
   """{year: news SSM F1} (empty without news)."""
-  return {year: float(_walk(v, "f1", what=f"news year {year}")) for year, v in
-          news_by_year(result).items()}  # fmt: skip
+  return {
+    year: float(_walk(v, "f1", what=f"news year {year}"))
+    for year, v in news_by_year(result).items()
+  }
 
 
 def news_perplexity_by_year(result: Mapping) -> dict[int, float]:
   """{year: perplexity of the masked spans} (Table 7; empty without news)."""
-  return {year: float(_walk(v, "perplexity", what=f"news year {year}")) for year, v in
-          news_by_year(result).items()}  # fmt: skip
+  return {
+    year: float(_walk(v, "perplexity", what=f"news year {year}"))
+    for year, v in news_by_year(result).items()
+  }
 
 
 def news_f1_overall(result: Mapping) -> float | None:

@@ -9,6 +9,7 @@ import os
 from collections.abc import Mapping, Sequence
 
 from tlm import safe_read, storage
+from tlm.configs.years import SLICES
 from tlm.errors import ConfigError, DataError
 from tlm.eval.results import (
   MissingResult,
@@ -18,7 +19,6 @@ from tlm.eval.results import (
   news_perplexity_by_year,
   templama_f1,
 )
-from tlm.eval.templama_eval import SLICES
 from tlm.files import atomic_output_dir, check_replaceable
 
 # An eval.json holds one record per TempLAMA query: tens of megabytes at the paper's scale.
@@ -38,6 +38,14 @@ def markdown_table(headers: Sequence[str], rows: Sequence[Sequence]) -> str:
   return "\n".join(lines) + "\n"
 
 
+# Table 2's columns (and Table 3's after its "Size"): news, then TempLAMA, on each slice.
+TABLE2_HEADERS = (
+  "Model",
+  *(f"News F1 {s}" for s in SLICES),
+  *(f"TempLAMA F1 {s}" for s in SLICES),
+)
+
+
 def _pct(x) -> float | None:
   return None if x is None else 100.0 * float(x)
 
@@ -51,16 +59,13 @@ def table2_row(name: str, result: Mapping) -> list:
 
 def table2(results: Mapping[str, Mapping], baselines: Mapping[str, Mapping] | None = None) -> str:
   """Table 2 from {model name: eval result}, plus the answer baselines' rows if given."""
-  headers = ["Model", "News F1 2010-18", "News F1 2019-20", "TempLAMA F1 2010-18",
-             "TempLAMA F1 2019-20"]  # fmt: skip
   rows = [table2_row(n, r) for n, r in results.items()]
-  return markdown_table(headers, rows + answer_baseline_rows(baselines or {}))
+  return markdown_table(TABLE2_HEADERS, rows + answer_baseline_rows(baselines or {}))
 
 
 def table3(results: Mapping[str, Mapping[str, Mapping]]) -> str:
   """Table 3 from {size: {model name: eval result}}: Table 2 per size."""
-  headers = ["Size", "Model", "News F1 2010-18", "News F1 2019-20", "TempLAMA F1 2010-18",
-             "TempLAMA F1 2019-20"]  # fmt: skip
+  headers = ["Size", *TABLE2_HEADERS]
   rows = [[size] + table2_row(n, r) for size, models in results.items() for n, r in models.items()]
   return markdown_table(headers, rows)
 

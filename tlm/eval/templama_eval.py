@@ -12,18 +12,18 @@ News: the held-out salient-span-masking examples of each year are decoded (F1 / 
 masked span) and scored (token-level perplexity of the span, Table 7).
 
 A "model" is anything with `predict(queries, years)` and `log_likelihood(queries, years,
-targets)`: `tlm.eval.predictor.TimeConditioned` or `YearlyEnsemble`.
+targets)`: `tlm.infer.conditioned.TimeConditioned` or `YearlyEnsemble`.
 """
 
 from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from tlm.configs.years import SLICES, TRAIN_SLICE
 from tlm.data import metrics
 from tlm.data.formatting import templama_query_input
 from tlm.data.templama import TempLamaExample, fact_durations
 
-SLICES = {"2010-18": tuple(range(2010, 2019)), "2019-20": (2019, 2020)}
 SHORT_LIVED_YEARS = 5  # "queries whose answers persist for less than 5 years" (§3.1)
 
 
@@ -76,8 +76,8 @@ def aggregate(records: Sequence[dict]) -> dict:
     ("short", lambda r: r["duration"] < SHORT_LIVED_YEARS),
     ("long", lambda r: r["duration"] >= SHORT_LIVED_YEARS),
   ):
-    seen = [r for r in records if slice_of(r["year"]) == "2010-18" and keep(r)]
-    out[f"2010-18_{name}_lived"] = metrics.summarize(seen)
+    seen = [r for r in records if slice_of(r["year"]) == TRAIN_SLICE and keep(r)]
+    out[f"{TRAIN_SLICE}_{name}_lived"] = metrics.summarize(seen)
   return out
 
 

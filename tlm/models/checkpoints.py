@@ -11,7 +11,7 @@ from the shapes, scanned layers unstacked), a tlm model directory (`model_config
 newest step). Each may be local or on an object store (`gs://...`): files are read through
 `tlm.storage`, by ranged reads where the format allows. Every file is read as possibly
 hostile: file names taken from an index (`weight_map`), a TF `checkpoint` state file or a T5X
-tensorstore spec must stay inside the checkpoint directory (formats/guards.py), JSON and
+tensorstore spec must stay inside the checkpoint directory (`safe_read.confined_path`), JSON and
 msgpack are size- and depth-limited, and configs must be within `CHECKPOINT_LIMITS`.
 tlm's own checkpoints (a workdir's steps, a model directory) are checked against their checksum
 manifests (`tlm.checksums`) before anything is restored: a workdir falls back to its newest
@@ -27,7 +27,8 @@ import re
 
 import numpy as np
 
-from tlm import checksums, storage
+from tlm import checksums, safe_read, storage
+from tlm.console import warn
 from tlm.errors import CheckpointError, ConfigError
 from tlm.files import atomic_output_dir, atomic_output_file, write_json
 from tlm.models import t5
@@ -41,20 +42,18 @@ from tlm.models.param_convert import check_params as check_params
 from tlm.models.param_convert import flatten as flatten
 from tlm.models.param_convert import infer_mesh_tf_config as infer_mesh_tf_config
 from tlm.models.param_convert import infer_t5x_config as infer_t5x_config
-from tlm.models.param_convert import param_shapes as param_shapes
 from tlm.models.param_convert import params_from_hf as params_from_hf
 from tlm.models.param_convert import params_from_mesh_tf as params_from_mesh_tf
 from tlm.models.param_convert import params_from_t5x as params_from_t5x
 from tlm.models.param_convert import params_to_hf as params_to_hf
 from tlm.models.param_convert import unflatten as unflatten
 from tlm.models.param_map import MESH_TF_IGNORED
+from tlm.models.shapes import param_shapes as param_shapes
 
 
 def _read_json(path: str) -> dict:
-  obj = guards.load_json(path)  # size- and depth-limited: see guards
-  if not isinstance(obj, dict):
-    raise CheckpointError(f"{path}: expected a JSON object")
-  return obj
+  # size- and depth-limited: see safe_read
+  return safe_read.read_json_object(path, guards.MAX_JSON_BYTES, error=CheckpointError)
 
 
 def _shard_files(index: str, directory: str) -> list[str]:
@@ -65,10 +64,10 @@ def _shard_files(index: str, directory: str) -> list[str]:
   for name, shard in weight_map.items():
     if not isinstance(shard, str):
       raise CheckpointError(
-        f"{index}: weight_map[{guards.shown(name)}] is a {type(shard).__name__}, not a file name"
+        f"{index}: weight_map[{safe_read.shown(name)}] is a {type(shard).__name__}, not a file name"
       )
   # Each name is confined to the directory: an index must not make tlm read other files.
-  return [guards.confined_path(directory, s, index) for s in sorted(set(weight_map.values()))]
+  return [safe_read.confined_path(directory, s, index) for s in sorted(set(weight_map.values()))]
 
 
 def _read_hf_tensors(directory: str) -> tuple[dict[str, np.ndarray], str, bool]:
@@ -90,7 +89,7 @@ def _read_hf_tensors(directory: str) -> tuple[dict[str, np.ndarray], str, bool]:
         part = reader(shard)
         twice = sorted(set(part) & set(tensors))
         if twice:
-          raise CheckpointError(f"{shard}: tensor {guards.shown(twice[0])} is in two shards")
+          raise CheckpointError(f"{shard}: tensor {safe_read.shown(twice[0])} is in two shards")
         tensors.update(part)
       return tensors, index, is_flax
   raise CheckpointError(
@@ -123,11 +122,11 @@ def _mesh_tf_prefix(path: str) -> str | None:
       relative = _relative_state_prefix(path, prefix)
       if relative is None:
         raise CheckpointError(
-          f"{state}: model_checkpoint_path {guards.shown(prefix)} is outside this directory; "
+          f"{state}: model_checkpoint_path {safe_read.shown(prefix)} is outside this directory; "
           f"pass the checkpoint prefix itself, e.g. "
           f"{storage.join(path, os.path.basename(prefix))}"
         )
-      return guards.confined_path(path, relative + ".index", state)[: -len(".index")]
+      return safe_read.confined_path(path, relative + ".index", state)[: -len(".index")]
   return None
 
 
@@ -166,7 +165,7 @@ def _verify_model_dir(path: str) -> None:
   if (reason := checksums.check(path, ("params",))) is not None:
     raise CheckpointError(f"{path}: checkpoint is {reason}")
   if not checksums.has_manifest(path):
-    checksums.warn(
+    warn(
       f"checkpoint {path} has no {checksums.MANIFEST} (an older tlm wrote it); using it "
       "unverified (convert it again with --mode=convert --format=tlm to add one)"
     )

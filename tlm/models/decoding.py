@@ -25,8 +25,8 @@ from flax import linen as nn
 from jax import lax
 
 from tlm.models.t5 import T5Config, Transformer
+from tlm.token_ids import EOS_ID
 
-EOS_ID = 1
 # Log-probability of impossible beams (finite, as T5X, so sums never become NaN).
 NEG_INF = -1.0e7
 # T5X's MIN_TEMPERATURE: at or below it sampling is greedy (dividing by it would overflow).

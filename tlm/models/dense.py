@@ -24,10 +24,10 @@ def _matmul(x: Array, kernel: Array) -> Array:
 
   On the CPU backend its kernel gradient is computed as `(dy^T x)^T` (`_matmul_cpu`): plain
   autodiff asks for `x^T dy`, and XLA's CPU backend then materialises `dy` transposed (a
-  strided `[out, tokens]` copy fused into the activation gradient), which benchmarks/train.py
-  measured as a sixth of the CPU train step. Elsewhere plain autodiff is used: the custom rule
-  was never measured on an accelerator, and it hides the matmuls from remat policies and
-  from the compilers' own layout choices. The sums are the same either way
+  strided `[out, tokens]` copy fused into the activation gradient), a large share of the CPU
+  train step (benchmarks/train.py, `--matmul`, measures it). Elsewhere plain autodiff is used:
+  the custom rule was never measured on an accelerator, and it hides the matmuls from remat
+  policies and from the compilers' own layout choices. The sums are the same either way
   (tests/test_remat.py, tests/test_hf_parity.py).
   """
   if jax.default_backend() == "cpu":

@@ -8,12 +8,9 @@ checked against the config, and any problem raises one `CheckpointError` listing
 missing, unexpected and mismatched keys. Nothing is re-initialised silently.
 """
 
-import functools
 import re
 from collections.abc import Callable
 
-import jax
-import jax.numpy as jnp
 import numpy as np
 from flax import traverse_util
 
@@ -28,18 +25,7 @@ from tlm.models.param_map import (
   MESH_TF_IGNORED,
   expand_map,
 )
-
-
-@functools.lru_cache(maxsize=16)
-def param_shapes(cfg: t5.T5Config) -> dict[str, tuple[int, ...]]:
-  """Flat `{path: shape}` of a config's parameters, from abstract shapes (nothing allocated)."""
-  ones = jax.ShapeDtypeStruct((1, 1), jnp.int32)
-  abstract = jax.eval_shape(
-    lambda x, y: t5.Transformer(cfg).init(jax.random.key(0), x, y, enable_dropout=False),
-    ones,
-    ones,
-  )
-  return {path: tuple(leaf.shape) for path, leaf in flatten(abstract["params"])}
+from tlm.models.shapes import param_shapes
 
 
 def flatten(tree) -> list[tuple[str, object]]:

@@ -27,16 +27,11 @@ import jax
 import jax.numpy as jnp
 from flax import linen as nn
 
+from tlm.configs.schema import REMAT_POLICIES
 from tlm.errors import ConfigError
 from tlm.models import layers
 
 _DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
-
-# Remat policies (T5X / MaxText): "none" stores every activation; "full" stores only each
-# layer's input and recomputes the layer in the backward pass; "dots" also stores the results
-# of the weight matmuls (dot_generals without batch dimensions, which the attention
-# scores/values einsums have), recomputing only the cheap elementwise work and attention.
-REMAT_POLICIES = ("none", "full", "dots")
 
 
 def _remat(layer_cls: type, policy: str, static_argnums: tuple[int, ...]) -> type:
@@ -93,9 +88,6 @@ class T5Config:
 
   def __post_init__(self):
     object.__setattr__(self, "mlp_activations", tuple(self.mlp_activations))
-    # model_config.json of older workdirs, and callers, may give the old boolean.
-    if isinstance(self.remat, bool):
-      object.__setattr__(self, "remat", "full" if self.remat else "none")
     for f in dataclasses.fields(self):
       value = getattr(self, f.name)
       if f.type in (int, "int") and (

@@ -36,12 +36,13 @@ from typing import Any
 import jax
 import numpy as np
 import orbax.checkpoint as ocp
-from flax import traverse_util
 
 from tlm import checksums, safe_read, storage
+from tlm.console import warn
 from tlm.errors import CheckpointError
 from tlm.files import io_error_reason
 from tlm.models.formats import orbax_failures
+from tlm.sharding.partitioning import place_params
 
 # orbax's background threads log the failure of a save with their tracebacks, which
 # `_io_errors` reports as one line: they stay off the terminal.
@@ -176,7 +177,7 @@ class CheckpointManager:
         while storage.exists(target):
           target, n = f"{path}.bad{n}", n + 1
         storage.move_tree(path, target)
-      checksums.warn(f"moved the bad checkpoint(s) {bad} in {self.directory} aside to STEP.bad")
+      warn(f"moved the bad checkpoint(s) {bad} in {self.directory} aside to STEP.bad")
     if jax.process_count() > 1:
       from jax.experimental import multihost_utils
 
@@ -274,13 +275,6 @@ class CheckpointManager:
         ),
       )
     except (ValueError, KeyError, TypeError) as e:
-      step_dir = storage.join(self.directory, str(step))
-      if _opt_layout_changed(step_dir, abstract_params, abstract_opt_state):
-        raise CheckpointError(
-          f"{self.directory}/{step}: optimizer state layout changed (written by an earlier tlm, "
-          "before Adafactor's state became optax's); use a new workdir, or restore params only "
-          f"with model.init_checkpoint={storage.dirname(self.directory)} in a new workdir"
-        ) from None
       raise CheckpointError(
         f"{self.directory}/{step}: does not match the model and optimizer of this config "
         f"({str(e).splitlines()[0][:300]}); use another workdir"
@@ -357,23 +351,6 @@ def _unreadable(directory: str, step: int, e: Exception) -> str:
   )
 
 
-def _opt_layout_changed(step_dir: str, abstract_params: Any, abstract_opt_state: Any) -> bool:
-  """Whether a checkpoint's parameters have this config's names but its optimizer state not.
-
-  The optimizer state of checkpoints written before tlm used optax's Adafactor is a dict
-  `{count, v_row, v_col, v}`; optax's is a tuple holding one `FactoredState`.
-  """
-  keys = lambda tree: set(ocp.tree.to_flat_dict(tree))
-  try:
-    saved = [
-      keys(ocp.StandardCheckpointer().metadata(storage.join(step_dir, item)).item_metadata)
-      for item in ("params", "opt_state")
-    ]
-  except (OSError, ValueError, KeyError, TypeError, AttributeError):
-    return False
-  return saved[0] == keys(abstract_params) and saved[1] != keys(abstract_opt_state)
-
-
 def check_architecture(model_config: Any, checkpoint_config: Any, path: str) -> None:
   """Raises CheckpointError if the checkpoint's architecture differs from the config's preset.
 
@@ -390,38 +367,6 @@ def check_architecture(model_config: Any, checkpoint_config: Any, path: str) -> 
       f"{path}: architecture differs from model.preset ({details}); set model.preset to the "
       "checkpoint's size"
     )
-
-
-def place_params(params: Any, abstract_params: Any, path: str) -> Any:
-  """Puts host (numpy) parameters onto the abstract tree's shardings, strictly.
-
-  Every process reads the whole tree and keeps the shards its devices hold.
-
-  Raises:
-    CheckpointError: listing missing, unexpected and mis-shaped parameters.
-  """
-  have = traverse_util.flatten_dict(params, sep="/")
-  want = traverse_util.flatten_dict(abstract_params, sep="/")
-  missing = sorted(set(want) - set(have))
-  unexpected = sorted(set(have) - set(want))
-  shapes = sorted(
-    f"{k} {tuple(np.shape(have[k]))} != {tuple(want[k].shape)}"
-    for k in set(want) & set(have)
-    if tuple(np.shape(have[k])) != tuple(want[k].shape)
-  )
-  if missing or unexpected or shapes:
-    raise CheckpointError(
-      f"{path}: parameters do not match the model: missing {missing}, unexpected {unexpected}, "
-      f"wrong shapes {shapes}"
-    )
-
-  def put(arr, spec):
-    arr = np.asarray(arr)
-    return jax.make_array_from_callback(
-      spec.shape, spec.sharding, lambda idx: np.asarray(arr[idx], dtype=spec.dtype)
-    )
-
-  return traverse_util.unflatten_dict({k: put(have[k], v) for k, v in want.items()}, sep="/")
 
 
 def load_init_params(path: str, model_config: Any, abstract_params: Any) -> Any:

@@ -2,7 +2,7 @@
 
 Mirrors T5X's `trainer.py` and big_vision's `train.py`, cut into sections (mesh, data,
 state/restore, compile, loop); the step itself (loss, microbatches, dropout keys, sharded jit)
-is `tlm.train.step`, whose names this module re-exports.
+is `tlm.train.step`.
 
 - The loop only dispatches steps; their metrics stay on the device until a log, eval or save
   boundary fetches them all at once (no host sync per step). A non-finite loss found
@@ -10,7 +10,7 @@ is `tlm.train.step`, whose names this module re-exports.
   checkpoint is the last good one; SIGTERM saves the current step.
 - The loop's sections: `_step` (dispatch), `_fetch` (metrics to the host, NaN check), `_log`
   (the record: loss, z-loss, accuracy, learning rate, tokens/s, MFU), `_evaluate` (held-out
-  loss; TempLAMA / news F1 with `train.eval_examples`, `tlm.train.task_eval`), `_save`
+  loss, then the evaluators the caller hands it: `tlm.train.evaluators`), `_save`
   (checkpoint, and the best one with `train.keep_best`, `tlm.train.best`) and `_write`.
 - Only process 0 prints (step, loss, tokens/s, MFU, ETA) and writes WORKDIR files:
   metrics.jsonl (appended: `tlm.train.records.MetricsLog`), TensorBoard scalars in
@@ -24,7 +24,7 @@ is `tlm.train.step`, whose names this module re-exports.
 import dataclasses
 import os
 import time
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 import jax
 import jax.numpy as jnp
@@ -33,31 +33,28 @@ from flax import linen as nn
 
 from tlm import configs, storage
 from tlm.configs import Config
+from tlm.console import log_line
 from tlm.errors import ConfigError, UserError
 from tlm.files import atomic_output_file, write_json
+from tlm.models.shapes import model_config, param_count
 from tlm.models.t5 import Transformer
-from tlm.train import mfu, partitioning, preflight, task_eval
+from tlm.sharding import cost, partitioning
+from tlm.train import mfu, preflight
 from tlm.train.best import BestKeeper, check_metric
 from tlm.train.checkpointing import CheckpointManager, load_init_params
 from tlm.train.data_state import check_data_state, data_state
+from tlm.train.evaluators import Evaluator, fields_of
 from tlm.train.optim import make_optimizer
 from tlm.train.preemption import Preempted, Preemption
 from tlm.train.profiling import ProfileWindow, check_window
-from tlm.train.records import MetricsLog, Window, log_line, logged_fields, progress_line
-from tlm.train.state import (
-  TrainState,
-  init_state,
-  model_config,
-  param_count,
-  state_from_params,
-  state_layout,
+from tlm.train.records import MetricsLog, Window, logged_fields, progress_line
+from tlm.train.state import TrainState, init_state, state_from_params, state_layout
+from tlm.train.step import (
+  compile_train_step,
+  configured_train_step,
+  lower_train_step,
+  make_eval_step,
 )
-from tlm.train.step import compile_train_step, configured_train_step, lower_train_step
-
-# Re-exported: the step's names were this module's before `tlm.train.step`.
-from tlm.train.step import loss_sums as loss_sums
-from tlm.train.step import make_eval_step as make_eval_step
-from tlm.train.step import make_train_step as make_train_step
 from tlm.train.tensorboard_writer import ScalarWriter
 
 # Steps whose metrics may wait on the device for the next log or save boundary.
@@ -90,16 +87,27 @@ class Trainer:
       checkpoints/ and, as configured, tensorboard/, best/ and profile/ go (shared by all
       processes).
     data: a batch source with `vocab`, `train_batch(step, start, stop)` and
-      `eval_batches(start, stop)` (`tlm.train.data.TrainingData`, built from the config when
+      `eval_batches(start, stop)` (`tlm.train.batches.TrainingData`, built from the config when
       None).
+    evaluators: called at each evaluation step after the held-out loss
+      (`tlm.train.evaluators.Evaluator`; `tlm.eval.during_training.evaluators(config)` builds
+      the paper's task metrics for `train.eval_examples`).
     log: where process 0's progress lines go.
 
   Raises:
     UserError: bad config, data or checkpoint.
   """
 
-  def __init__(self, config: Config, workdir: str, *, data=None, log: Callable = log_line):
-    from tlm.train.data import training_data
+  def __init__(
+    self,
+    config: Config,
+    workdir: str,
+    *,
+    data=None,
+    evaluators: Sequence[Evaluator] = (),
+    log: Callable = log_line,
+  ):
+    from tlm.train.batches import training_data
 
     configs.check_required(config)
     tc = config.train
@@ -109,8 +117,13 @@ class Trainer:
       raise ConfigError(f"train.eval_examples must be >= 0, got {tc.eval_examples}")
     if config.model.init_optimizer_state and not config.model.init_checkpoint:
       raise ConfigError("model.init_optimizer_state needs model.init_checkpoint (a T5X checkpoint)")
+    if tc.eval_every > 0 and tc.eval_examples > 0 and not evaluators:
+      raise ConfigError(
+        f"train.eval_examples={tc.eval_examples} needs evaluators: build them with "
+        "tlm.eval.during_training.evaluators(config), as run.py --mode=train does"
+      )
     check_window(tc.profile_steps)
-    check_metric(tc.keep_best, logged_fields(tc))
+    check_metric(tc.keep_best, logged_fields(tc, evaluators))
     self.config, self.log = config, log
     self.workdir = storage.abspath(workdir)
     preflight.check_workdir(config, self.workdir)
@@ -151,9 +164,7 @@ class Trainer:
       self.manager.close()
       raise
     self.peak_flops = mfu.peak_flops(jax.local_devices()[0].device_kind)
-    self.task_evaluator = None
-    if self.eval_step is not None and tc.eval_examples > 0:
-      self.task_evaluator = task_eval.TaskEvaluator(config, self.model_config, self.data.vocab)
+    self.evaluators = tuple(evaluators) if self.eval_step is not None else ()
     self.metrics = None
     if self.main:
       write_json(os.path.join(self.workdir, "config.json"), configs.to_dict(config))
@@ -177,12 +188,12 @@ class Trainer:
     """FLOPs per device of one train step (XLA's cost analysis), for MFU."""
     tc = self.config.train
     if tc.microbatches == 1:
-      return mfu.compiled_flops(self.train_step)
+      return cost.compiled_flops(self.train_step)
     # XLA counts a loop's body once, so the compiled microbatch scan would count 1/M of the
     # step: count the same step without microbatches, lowered (before SPMD partitioning, so
     # for the whole mesh) but not compiled.
     whole = configured_train_step(model, optimizer, dataclasses.replace(tc, microbatches=1))
-    flops = mfu.compiled_flops(lower_train_step(whole, self.layout, abstract_batch, self.mesh))
+    flops = cost.compiled_flops(lower_train_step(whole, self.layout, abstract_batch, self.mesh))
     return flops / self.mesh.devices.size if flops else None
 
   def _restore_or_init(self, model, optimizer):
@@ -227,7 +238,8 @@ class Trainer:
         if tc.keep_best:
           self.best = BestKeeper(self.workdir, tc.keep_best, self.main)
         if self.main:
-          self.scalars = ScalarWriter(self.workdir, self.start, self.log)
+          eval_fields = ("eval_loss",) + fields_of(self.evaluators)
+          self.scalars = ScalarWriter(self.workdir, self.start, self.log, eval_fields)
       return self._loop(preemption)
     finally:
       close_data = getattr(self.data, "close", None)
@@ -330,9 +342,9 @@ class Trainer:
       sums = [jax.device_get(self.eval_step(self.state.params, b)) for b in run.eval_batches]
       weight = max(sum(float(s["weight"]) for s in sums), 1.0)
       record["eval_loss"] = run.last["eval_loss"] = sum(float(s["loss"]) for s in sums) / weight
-    if self.task_evaluator is not None:
+    for evaluate in self.evaluators:
       with jax.set_mesh(self.mesh):
-        record.update(self.task_evaluator(self.state.params))
+        record.update(evaluate(self.state.params, self.model_config, self.data.vocab))
     # Evaluation time is not training time: the next window starts after it.
     run.window.start += time.perf_counter() - t0
 
@@ -367,12 +379,20 @@ class Trainer:
     if self.scalars is not None:
       self.scalars.write(record)
     best_metric = self.best.metric if self.best is not None else None
-    self.log(progress_line(record, self.config.train.steps, best_metric))
+    percent = fields_of(self.evaluators)
+    self.log(progress_line(record, self.config.train.steps, best_metric, percent))
 
 
-def train(config: Config, workdir: str, *, data=None, log: Callable = log_line) -> dict:
+def train(
+  config: Config,
+  workdir: str,
+  *,
+  data=None,
+  evaluators: Sequence[Evaluator] = (),
+  log: Callable = log_line,
+) -> dict:
   """Trains (or resumes) one model in `workdir`; see `Trainer` and `Trainer.fit`."""
-  return Trainer(config, workdir, data=data, log=log).fit()
+  return Trainer(config, workdir, data=data, evaluators=evaluators, log=log).fit()
 
 
 def expert_runs(config: Config, workdir: str) -> list[tuple[Config, str]]:
@@ -383,17 +403,28 @@ def expert_runs(config: Config, workdir: str) -> list[tuple[Config, str]]:
   """
   if config.variant != "yearly":
     return [(config, workdir)]
-  years = (config.data.year,) if config.data.year else tuple(config.data.train_years)
+  years = configs.trained_years(config.data)
   return [
     (configs.replace(config, "data.year", y), os.path.join(workdir, f"year={y}")) for y in years
   ]
 
 
-def run(config: Config, workdir: str, log: Callable[[str], None] = log_line) -> list[dict]:
-  """Trains every model of `config` (see `expert_runs`); returns their summaries."""
+def run(
+  config: Config,
+  workdir: str,
+  *,
+  make_evaluators: Callable[[Config], Sequence[Evaluator]] = lambda config: (),
+  log: Callable[[str], None] = log_line,
+) -> list[dict]:
+  """Trains every model of `config` (see `expert_runs`); returns their summaries.
+
+  `make_evaluators(config)` builds each model's evaluators from its own config: a Yearly
+  expert is evaluated on its own year (`tlm.eval.during_training.evaluators`).
+  """
   results = []
   for sub_config, sub_workdir in expert_runs(config, workdir):
     if jax.process_index() == 0 and sub_workdir != workdir:
       log(f"Yearly expert {sub_config.data.year}: {sub_workdir}")
-    results.append(train(sub_config, sub_workdir, log=log))
+    evaluators = make_evaluators(sub_config)
+    results.append(train(sub_config, sub_workdir, evaluators=evaluators, log=log))
   return results

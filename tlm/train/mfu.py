@@ -6,10 +6,9 @@ by the devices: XLA counts a loop's body once); with `model.remat` they include 
 forward pass, so the figure is closer to PaLM's "hardware FLOP utilisation" than to 6 * N * D.
 The peaks are the vendors' dense bfloat16 figures per JAX device (a TPU v3 device is one of
 the chip's two cores; v4 and v5p devices are whole megacore chips). A device not in the table
-has no MFU: the progress line leaves it out and `metrics.jsonl` has no `mfu` field.
+has no MFU: the progress line leaves it out and `metrics.jsonl` has no `mfu` field. The FLOPs
+themselves are `tlm.sharding.cost.compiled_flops`.
 """
-
-from typing import Any
 
 # (substring of the lower-cased jax device_kind, peak bf16 FLOP/s per device); the first match
 # wins, so the specific names come before the general ones.
@@ -35,20 +34,6 @@ def peak_flops(device_kind: str) -> float | None:
     if pattern in kind:
       return peak
   return None
-
-
-def compiled_flops(compiled: Any) -> float | None:
-  """FLOPs of a compiled computation (per device) or of a lowered one (the whole program), by
-  XLA's cost analysis; None if unknown. XLA counts a loop's body once, whatever its trip count.
-  """
-  try:
-    cost = compiled.cost_analysis()
-  except Exception:  # some backends do not implement it; MFU is then unknown
-    return None
-  if isinstance(cost, list):  # older jax returned one dict per computation
-    cost = cost[0] if cost else None
-  flops = float((cost or {}).get("flops", 0.0))
-  return flops if flops > 0 else None
 
 
 def utilisation(flops_per_step: float | None, seconds_per_step: float, peak: float | None):

@@ -31,7 +31,7 @@ from tlm.errors import ConfigError
 # not imported, so that `check_workdir` runs before jax is imported.
 WORKDIR_FILES = ("config.json", "model_config.json", "spiece.model", "metrics.jsonl")
 WORKDIR_DIRS = ("checkpoints", "tensorboard")
-# Per row of `tlm.train.partitioning.abstract_batch`: 3 int32 arrays of the input length
+# Per row of `tlm.sharding.partitioning.abstract_batch`: 3 int32 arrays of the input length
 # (tokens, segment ids, positions), 5 of 4 bytes of the target length (tokens, inputs, segment
 # ids, positions, loss weights).
 _INPUT_ARRAYS, _TARGET_ARRAYS, _BYTES = 3, 5, 4
@@ -54,7 +54,7 @@ def _size(n: float) -> str:
 def _parameters_floor(config: Config) -> int:
   """Parameters of the model's weight matrices (norms and position biases left out), with the
   smallest embedding table the preset can have (the vocabulary is known only after the data)."""
-  from tlm.train.state import model_config
+  from tlm.models.shapes import model_config
 
   t5 = model_config(config.model, 1)
   e, inner, mlp = t5.emb_dim, t5.num_heads * t5.head_dim, t5.mlp_dim
@@ -76,7 +76,7 @@ def memory_floor(config: Config, data_devices: int, devices: int) -> dict[str, i
   Returns:
     {"batches", "attention", "parameters", "total"} in bytes per device.
   """
-  from tlm.train.state import model_config
+  from tlm.models.shapes import model_config
 
   tc, dc = config.train, config.data
   t5 = model_config(config.model, 1)
@@ -141,7 +141,7 @@ def check_memory(config: Config, mesh, host_rows: int) -> None:
     )
 
 
-# `tlm.eval.predictor` pads every batch to eval.batch_size rows of at least this many int32
+# `tlm.infer.predictor` pads every batch to eval.batch_size rows of at least this many int32
 # input tokens (its lengths are powers of two >= 8).
 _EVAL_MIN_INPUT = 8
 

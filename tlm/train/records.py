@@ -10,12 +10,13 @@ the window's time the loop spent waiting for its input batches).
 
 import dataclasses
 import json
-import sys
 import time
+from collections.abc import Sequence
 
 from tlm import configs, storage
+from tlm.console import notice, warn
 from tlm.files import write_jsonl
-from tlm.train import task_eval
+from tlm.train.evaluators import Evaluator, fields_of
 from tlm.train.step import SUMS
 
 # The fields of a metrics.jsonl record (`Window.record`; "mfu" only on a device of known peak).
@@ -32,18 +33,12 @@ TRAIN_FIELDS = (
 )
 
 
-def log_line(text: str) -> None:
-  """Prints a progress line at once, also when stdout is a pipe or a file (cluster logs)."""
-  print(text, flush=True)
-
-
-def logged_fields(tc: configs.TrainConfig) -> tuple[str, ...]:
-  """The numeric fields of this run's metrics.jsonl records (what `train.keep_best` may name)."""
+def logged_fields(tc: configs.TrainConfig, evaluators: Sequence[Evaluator] = ()) -> tuple[str, ...]:
+  """The numeric fields of this run's metrics.jsonl records (what `train.keep_best` may name):
+  the training fields, and with `train.eval_every` the held-out loss and the evaluators'."""
   fields = TRAIN_FIELDS
   if tc.eval_every > 0:
-    fields += ("eval_loss",)
-    if tc.eval_examples > 0:
-      fields += task_eval.FIELDS
+    fields += ("eval_loss",) + fields_of(evaluators)
   return fields
 
 
@@ -93,11 +88,14 @@ class Window:
     }
 
 
-def progress_line(record: dict, steps: int, best_metric: str | None = None) -> str:
-  """The line printed for a record of a run to `steps` (`best_metric`: `train.keep_best`)."""
+def progress_line(
+  record: dict, steps: int, best_metric: str | None = None, percent: Sequence[str] = ()
+) -> str:
+  """The line printed for a record of a run to `steps` (`best_metric`: `train.keep_best`;
+  `percent`: the evaluators' fields, fractions shown as percentages)."""
   eta = (steps - record["step"]) * record["seconds_per_step"]
   extra = f" eval_loss {record['eval_loss']:.4f}" if "eval_loss" in record else ""
-  extra += "".join(f" {k} {100 * record[k]:.1f}" for k in task_eval.FIELDS if k in record)
+  extra += "".join(f" {k} {100 * record[k]:.1f}" for k in percent if k in record)
   utilisation = f" MFU {100 * record['mfu']:.1f}%" if "mfu" in record else ""
   best = f" (best {best_metric})" if "best_step" in record else ""
   return (
@@ -121,7 +119,7 @@ def resume_metrics(path: str, step: int) -> list[dict]:
   try:
     lines = storage.read_bytes(path).split(b"\n")
   except OSError as e:
-    _notice(f"{path}: cannot read ({e.strerror or e}); starting a new one")
+    notice(f"{path}: cannot read ({e.strerror or e}); starting a new one")
     return []
   for i, line in enumerate(lines):
     if not line.strip():
@@ -130,13 +128,13 @@ def resume_metrics(path: str, step: int) -> list[dict]:
       record = json.loads(line)
     except (ValueError, RecursionError):
       if not any(rest.strip() for rest in lines[i + 1 :]):
-        _notice(f"{path}: dropped a torn last line (a write cut short by a crash)")
+        notice(f"{path}: dropped a torn last line (a write cut short by a crash)")
       else:
-        _warn(f"{path}:{i + 1}: malformed JSON; keeping the {len(kept)} records before it")
+        warn(f"{path}:{i + 1}: malformed JSON; keeping the {len(kept)} records before it")
       break
     problem = _record_problem(record)
     if problem:
-      _warn(f"{path}:{i + 1}: {problem}; keeping the {len(kept)} records before it")
+      warn(f"{path}:{i + 1}: {problem}; keeping the {len(kept)} records before it")
       break
     if record["step"] <= step:
       kept.append(record)
@@ -149,14 +147,6 @@ def _record_problem(record) -> str | None:
   if not isinstance(record.get("step"), int) or isinstance(record["step"], bool):
     return "no integer 'step'"
   return None
-
-
-def _notice(message: str) -> None:
-  print(f"notice: {message}", file=sys.stderr, flush=True)
-
-
-def _warn(message: str) -> None:
-  print(f"warning: {message}", file=sys.stderr, flush=True)
 
 
 class MetricsLog:

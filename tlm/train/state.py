@@ -1,8 +1,8 @@
-"""The training state (step, parameters, Adafactor state): its model, shapes and shardings.
+"""The training state (step, parameters, Adafactor state): its shapes and shardings.
 
 As in big_vision and T5X, the state is never materialised on one device and then split: its
 shapes come from `jax.eval_shape` of the initialiser, its shardings from the model's logical
-axis names through `tlm.train.partitioning.AXIS_RULES`, and the random initialisation runs
+axis names through `tlm.sharding.partitioning.AXIS_RULES`, and the random initialisation runs
 under `jax.jit(..., out_shardings=...)` so that each device creates only its own shards.
 """
 
@@ -12,19 +12,14 @@ from typing import Any
 import flax
 import jax
 import jax.numpy as jnp
-import numpy as np
 from flax import linen as nn
 from jax.sharding import Mesh, NamedSharding, PartitionSpec
 
-from tlm.configs import ModelConfig
 from tlm.errors import ConfigError
-from tlm.models.t5 import T5Config, Transformer, get_preset
-from tlm.train import partitioning
+from tlm.models.shapes import abstract_variables, unboxed
+from tlm.models.t5 import Transformer
+from tlm.sharding import partitioning
 from tlm.train.optim import Adafactor
-
-# The embedding table is padded to a multiple of this (T5: 32100 ids in a 32128-row table),
-# so that it splits evenly over any model axis up to 128.
-_VOCAB_MULTIPLE = 128
 
 
 @flax.struct.dataclass
@@ -40,49 +35,6 @@ class TrainState:
   step: jax.Array
   params: Any
   opt_state: Any
-
-
-def model_config(model: ModelConfig, vocab_size: int) -> T5Config:
-  """The T5Config of a model section: the preset, its sizes overridden where the section sets
-  them, and an embedding table that fits the vocabulary.
-
-  Args:
-    model: the config's model section.
-    vocab_size: ids of the vocabulary (SentencePiece pieces + sentinels).
-
-  Raises:
-    ConfigError: if a published preset's table is smaller than the vocabulary.
-  """
-  base = get_preset(model.preset)
-  if model.preset.startswith("tiny"):
-    size = -(-vocab_size // _VOCAB_MULTIPLE) * _VOCAB_MULTIPLE
-  else:
-    size = base.vocab_size
-    if size < vocab_size:
-      raise ConfigError(
-        f"model.preset {model.preset!r} has {size} embeddings but the vocabulary has "
-        f"{vocab_size} ids; set data.vocab to the checkpoint's spiece.model"
-      )
-  sizes = {
-    "emb_dim": model.emb_dim,
-    "num_heads": model.num_heads,
-    "head_dim": model.head_dim,
-    "mlp_dim": model.mlp_dim,
-    "num_encoder_layers": model.num_layers,
-    "num_decoder_layers": model.num_layers,
-  }
-  bad = [k for k, v in sizes.items() if v < 0]
-  if bad:
-    raise ConfigError(f"model sizes must be >= 0 (0 keeps the preset's): {bad}")
-  return dataclasses.replace(
-    base,
-    vocab_size=size,
-    dropout_rate=model.dropout_rate,
-    dtype=model.dtype,
-    remat=model.remat,
-    relpos_bias_per_layer=model.relpos_bias_per_layer,
-    **{k: v for k, v in sizes.items() if v > 0},
-  )
 
 
 def _init_variables(model: Transformer, rng: jax.Array) -> Any:
@@ -110,20 +62,19 @@ class StateLayout:
 
 def state_layout(model: Transformer, optimizer: Adafactor, mesh: Mesh) -> StateLayout:
   """Derives the state's shapes and shardings without allocating it."""
-  boxed = jax.eval_shape(lambda: _init_variables(model, jax.random.key(0)))
+  boxed = abstract_variables(model.config)
   logical_specs = nn.get_partition_spec(boxed)
   param_specs = partitioning.logical_to_mesh(logical_specs)
-  # The metadata boxes' own `unbox` adds sharding constraints, which need traced values.
-  is_box = lambda x: isinstance(x, nn.meta.AxisMetadata)
-  params_shape = jax.tree.map(lambda x: x.value if is_box(x) else x, boxed, is_leaf=is_box)
+  params_shape = unboxed(boxed)
   opt_shape = jax.eval_shape(optimizer.init, params_shape)
   # The optimizer's slots take the logical axis names of the parameter dims they keep, mapped
   # by the same rules as the parameters.
   opt_logical = optimizer.state_partition_specs(logical_specs, params_shape)
   opt_specs = partitioning.logical_to_mesh(opt_logical)
   specs = TrainState(step=PartitionSpec(), params=param_specs, opt_state=opt_specs)
-  shapes = TrainState(step=jax.ShapeDtypeStruct((), jnp.int32), params=params_shape,
-                      opt_state=opt_shape)  # fmt: skip
+  shapes = TrainState(
+    step=jax.ShapeDtypeStruct((), jnp.int32), params=params_shape, opt_state=opt_shape
+  )
   is_spec = lambda x: isinstance(x, PartitionSpec)
   shardings = jax.tree.map(lambda s: NamedSharding(mesh, s), specs, is_leaf=is_spec)
   abstract = jax.tree.map(
@@ -160,8 +111,3 @@ def state_from_params(params: Any, optimizer: Adafactor, layout: StateLayout) ->
   opt_state = jax.jit(optimizer.init, out_shardings=layout.shardings.opt_state)(params)
   step = jax.device_put(jnp.zeros((), jnp.int32), layout.shardings.step)
   return TrainState(step, params, opt_state)
-
-
-def param_count(params: Any) -> int:
-  """Number of parameters of a (possibly abstract) parameter tree."""
-  return int(sum(np.prod(x.shape, dtype=np.int64) for x in jax.tree.leaves(params)))

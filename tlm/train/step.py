@@ -27,7 +27,7 @@ from flax import linen as nn
 from jax.sharding import NamedSharding, PartitionSpec
 
 from tlm.models.t5 import Transformer
-from tlm.train import partitioning
+from tlm.sharding import partitioning
 from tlm.train.optim import Adafactor
 from tlm.train.state import TrainState, seed_key
 

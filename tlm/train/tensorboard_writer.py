@@ -17,13 +17,11 @@ flush (the files are small: a few scalars per logged step).
 import os
 import shutil
 import tempfile
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 
 from tlm import storage
 
 INSTALL = "pip install tensorboardX==2.6.5"
-# Record fields logged under eval/ (the rest go under train/).
-EVAL_FIELDS = ("eval_loss", "templama_f1", "templama_em", "news_f1")
 
 
 def tensorboard_dir(workdir: str) -> str:
@@ -31,11 +29,12 @@ def tensorboard_dir(workdir: str) -> str:
   return storage.join(storage.abspath(workdir), "tensorboard")
 
 
-def tag(field: str) -> str:
-  """The TensorBoard tag of a `metrics.jsonl` field."""
+def tag(field: str, eval_fields: Sequence[str] = ("eval_loss",)) -> str:
+  """The TensorBoard tag of a `metrics.jsonl` field: `eval/...` for the evaluation's fields
+  (`eval_fields`: the held-out loss and the evaluators'), `train/...` for the rest."""
   if field == "eval_loss":
     return "eval/loss"
-  return f"eval/{field}" if field in EVAL_FIELDS else f"train/{field}"
+  return f"eval/{field}" if field in eval_fields else f"train/{field}"
 
 
 class ScalarWriter:
@@ -45,10 +44,18 @@ class ScalarWriter:
     workdir: the training workdir (events go to WORKDIR/tensorboard/).
     start_step: the step the run starts from; > 0 purges earlier events at or after it.
     log: where the one line about a missing tensorboardX goes.
+    eval_fields: the fields tagged `eval/...` (`tag`).
   """
 
-  def __init__(self, workdir: str, start_step: int, log: Callable[[str], None]):
+  def __init__(
+    self,
+    workdir: str,
+    start_step: int,
+    log: Callable[[str], None],
+    eval_fields: Sequence[str] = ("eval_loss",),
+  ):
     self.directory = tensorboard_dir(workdir)
+    self.eval_fields = tuple(eval_fields)
     self._staging = None
     try:
       from tensorboardX import SummaryWriter
@@ -76,7 +83,7 @@ class ScalarWriter:
     step = int(record["step"])
     for field, value in record.items():
       if field != "step" and isinstance(value, int | float):
-        self._writer.add_scalar(tag(field), float(value), step)
+        self._writer.add_scalar(tag(field, self.eval_fields), float(value), step)
     self._writer.flush()
     self._upload()
 

@@ -4,7 +4,7 @@ The paper trains on dated news (CustomNews, not public) and probes with time-sco
 (TempLAMA, built from a Wikidata dump). This world gives the pipeline the same shapes to run on
 without downloads: entities whose facts change over time at realistic rates, dated news that
 states them, a KB in Wikidata's TSV form, future-relations query sets and two pre-training
-corpora, all a pure function of (seed, scale). DESIGN.md "The embedded synthetic world".
+corpora, all a pure function of (seed, scale). docs/reproduction.md, "The synthetic world".
 
 The modules: `settings.py` (the numbers and their reasons), `records.py` (entities, facts,
 random streams), `names.py`, `facts.py` (the change processes), `templates.py` and `news.py`

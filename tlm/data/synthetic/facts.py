@@ -323,10 +323,11 @@ class _Builder:
     employers = self.companies + self.universities
     self.run_relation("P108", self.professionals, renewal("P108"), self.another(employers))
     self.run_relation(
-      "P69", self.students,
+      "P69",
+      self.students,
       lambda subj, loyal: self.study_segments(relations["P69"], loyal),
       self.another(self.universities),
-    )  # fmt: skip
+    )
     n = self.n_subjects
     reuse = self.settings.reuse_shares
     coach = self.staff(self.coaches, "coach", reuse["coach"])

@@ -26,35 +26,93 @@ _RESERVED = frozenset(
 COUNTRY_SUFFIXES = ("ia", "ia", "a", "and", "ar", "ora", "istan", "ea")
 CITY_SUFFIXES = ("", "", "", "", "", "ton", "burg", "ville", "ford", "stad", "wick")
 TEAM_SUFFIXES = (
-  "United", "Rovers", "Athletic", "Wanderers", "Rangers", "Falcons", "Lions", "Albion", "Hawks",
-  "Dynamo", "Olympic", "Town",
-)  # fmt: skip
+  "United",
+  "Rovers",
+  "Athletic",
+  "Wanderers",
+  "Rangers",
+  "Falcons",
+  "Lions",
+  "Albion",
+  "Hawks",
+  "Dynamo",
+  "Olympic",
+  "Town",
+)
 COMPANY_SUFFIXES = (
-  "Systems", "Group", "Holdings", "Motors", "Energy", "Airlines", "Foods", "Pharma", "Telecom",
-  "Logistics", "Capital", "Industries",
-)  # fmt: skip
+  "Systems",
+  "Group",
+  "Holdings",
+  "Motors",
+  "Energy",
+  "Airlines",
+  "Foods",
+  "Pharma",
+  "Telecom",
+  "Logistics",
+  "Capital",
+  "Industries",
+)
 ORGANISATION_FORMS = (
-  "{} Foundation", "{} Society", "{} Chamber of Commerce", "{} Football Association",
-  "{} Trust", "{} Arts Council", "{} Medical Association", "{} Olympic Committee",
-)  # fmt: skip
+  "{} Foundation",
+  "{} Society",
+  "{} Chamber of Commerce",
+  "{} Football Association",
+  "{} Trust",
+  "{} Arts Council",
+  "{} Medical Association",
+  "{} Olympic Committee",
+)
 CITY_EVENT_FORMS = (
-  "{} Cup", "{} Film Festival", "{} Music Awards", "{} Games", "{} Trophy", "{} Expo",
-  "{} Book Fair", "{} Jazz Festival",
-)  # fmt: skip
+  "{} Cup",
+  "{} Film Festival",
+  "{} Music Awards",
+  "{} Games",
+  "{} Trophy",
+  "{} Expo",
+  "{} Book Fair",
+  "{} Jazz Festival",
+)
 COUNTRY_EVENT_FORMS = ("{} Summit", "{} Forum", "{} Congress", "{} Song Contest")
 LANDMARK_FORMS = (
-  "{} Tower", "{} Bridge", "{} Cathedral", "{} Palace", "{} Gardens", "{} Museum",
-  "{} Lighthouse", "{} Arch", "{} Opera House", "{} Castle",
-)  # fmt: skip
+  "{} Tower",
+  "{} Bridge",
+  "{} Cathedral",
+  "{} Palace",
+  "{} Gardens",
+  "{} Museum",
+  "{} Lighthouse",
+  "{} Arch",
+  "{} Opera House",
+  "{} Castle",
+)
 PARTY_IDEOLOGIES = (
-  "Liberal", "Conservative", "Social Democratic", "Green", "Progressive", "National", "Labour",
-  "Christian Democratic", "Reform", "People's",
-)  # fmt: skip
+  "Liberal",
+  "Conservative",
+  "Social Democratic",
+  "Green",
+  "Progressive",
+  "National",
+  "Labour",
+  "Christian Democratic",
+  "Reform",
+  "People's",
+)
 PARTY_NOUNS = ("Party", "Alliance", "Union", "Movement", "Front")
 PORTFOLIOS = (
-  "Finance", "Health", "Defence", "Education", "Transport", "Energy", "Justice", "Agriculture",
-  "Culture", "Trade", "Tourism", "the Interior",
-)  # fmt: skip
+  "Finance",
+  "Health",
+  "Defence",
+  "Education",
+  "Transport",
+  "Energy",
+  "Justice",
+  "Agriculture",
+  "Culture",
+  "Trade",
+  "Tourism",
+  "the Interior",
+)
 
 
 class NameGenerator:

@@ -21,18 +21,34 @@ from tlm.data.synthetic.settings import NewsSettings
 
 # Distractor slots filled with an entity of this kind (or person category).
 _SLOT_KINDS = {
-  "team": "team", "player": "player", "politician": "politician", "city": "city",
-  "country": "country", "party": "party", "company": "company", "person": "person",
-  "university": "university", "organisation": "organisation", "event": "event",
+  "team": "team",
+  "player": "player",
+  "politician": "politician",
+  "city": "city",
+  "country": "country",
+  "party": "party",
+  "company": "company",
+  "person": "person",
+  "university": "university",
+  "organisation": "organisation",
+  "event": "event",
   "landmark": "landmark",
-}  # fmt: skip
+}
 _PLACES = ("city", "country", "landmark", "event")
 # The distractor area of a document, by its topic's kind or person category.
 _AREAS = {
-  "player": "sports", "team": "sports", "coach": "sports", "politician": "politics",
-  "city": "politics", "country": "politics", "party": "politics", "leader": "politics",
-  "company": "business", "professional": "business", "investor": "business",
-}  # fmt: skip
+  "player": "sports",
+  "team": "sports",
+  "coach": "sports",
+  "politician": "politics",
+  "city": "politics",
+  "country": "politics",
+  "party": "politics",
+  "leader": "politics",
+  "company": "business",
+  "professional": "business",
+  "investor": "business",
+}
 
 
 class _Fields(dict):
@@ -184,11 +200,20 @@ class _Writer:
         detail = e.role.split(":")[1]
         role = {"city": "mayor", "country": "prime minister"}.get(detail, detail)
     return _Fields(
-      self, subject, d, False, (subject, obj), s=subject_entity.mention,
-      o=object_entity.mention, S=subject_entity.name, O=object_entity.name,
-      role=role, Role=role[:1].upper() + role[1:],
-      a_role=("an " if role[:1] in "aeiou" else "a ") + role, Y=year_of(d),
-    )  # fmt: skip
+      self,
+      subject,
+      d,
+      False,
+      (subject, obj),
+      s=subject_entity.mention,
+      o=object_entity.mention,
+      S=subject_entity.name,
+      O=object_entity.name,
+      role=role,
+      Role=role[:1].upper() + role[1:],
+      a_role=("an " if role[:1] in "aeiou" else "a ") + role,
+      Y=year_of(d),
+    )
 
   def filler(self, key: str, fields: _Fields):
     """A value for a template slot that the fact does not fix (another team, a weekday...)."""
@@ -380,10 +405,13 @@ class _Writer:
   def same_year(self, topic: str, d: int) -> Sentence:
     year = year_of(d)
     started = [
-      f for f in self.primaries(topic)
-      if f.relation in templates.STARTED and f.start is not None and f.start <= d
+      f
+      for f in self.primaries(topic)
+      if f.relation in templates.STARTED
+      and f.start is not None
+      and f.start <= d
       and year_of(f.start) == year
-    ]  # fmt: skip
+    ]
     if started:
       f = started[-1]
       fields = self.fields(f.subject, f.obj, d)
@@ -412,10 +440,13 @@ class _Writer:
     r = self.uniform()
     if r < 0.35:
       current = [
-        f for f in facts
-        if f.relation in templates.SINCE and f.valid_on(d) and f.start is not None
+        f
+        for f in facts
+        if f.relation in templates.SINCE
+        and f.valid_on(d)
+        and f.start is not None
         and year_of(f.start) < year
-      ]  # fmt: skip
+      ]
       if current:
         f = current[0]
         fields = self.fields(f.subject, f.obj, d)

@@ -9,7 +9,7 @@ on Wikipedia). The miniature needs both starting points, from text of its own wo
   relations that never change), and general statements that hold at any time. It never states
   a fact that changes over time and never names a year: it gives the model the language and the
   names of the world, not its temporal knowledge (the knowledge the paper's models are probed
-  for comes from the news; see the README's Deviations table).
+  for comes from the news; see docs/reproduction.md, "Deviations from the paper").
 - `encyclopedia_texts`: the "Wikipedia" snapshot. One short article per entity, written at
   `SNAPSHOT` (the end of 2019, about when Roberts et al. (2020) built their SSM checkpoints):
   what the entity is, the never-changing facts, and every time-varying fact that holds on the
@@ -19,8 +19,8 @@ on Wikipedia). The miniature needs both starting points, from text of its own wo
 Neither corpus contains a news sentence (the templates differ from the news templates, and
 tests/test_synthetic.py checks it) nor a year. Both are pure functions of the world and seed.
 
-`dated_generic_texts` (not written by `build_world`; a lever of issue 13, README "What would
-get there") is the generic corpus with years added, as C4 names them.
+`dated_generic_texts` (not written by `build_world`; a lever of the lever study,
+research/levers/README.md) is the generic corpus with years added, as C4 names them.
 """
 
 import numpy as np

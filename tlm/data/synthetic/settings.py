@@ -2,9 +2,8 @@
 
 The values were fixed for realism before any model was trained on the world: never tune them to
 make a model look good. Counts are at scale 1 (`build_world`'s `scale` multiplies them); the
-floors keep every kind of entity and every relation at small scales. The sizes follow DESIGN.md's
-sizing data point: a 2+2-layer d_model-128 T5 memorises about a hundred subjects x nine years
-within minutes of CPU training.
+floors keep every kind of entity and every relation at small scales. The world is sized so that
+the tiny models (`tlm.configs.tiny`) converge in minutes: docs/reproduction.md, Deviations.
 """
 
 import dataclasses
@@ -87,51 +86,103 @@ WORLD = WorldSettings(
   relations={
     # Contracts run 2-5 years; 12% of tenures carry a 5-11 month loan (two answers that year).
     "P54": RelationSpec(
-      "P54", "member of sports team", "renewal", mean_years=3.0, shape=3.0, loyal_share=_LOYAL,
-      secondary_prob=0.12, secondary_months=(5, 11),
+      "P54",
+      "member of sports team",
+      "renewal",
+      mean_years=3.0,
+      shape=3.0,
+      loyal_share=_LOYAL,
+      secondary_prob=0.12,
+      secondary_months=(5, 11),
     ),
     # Ministers are reshuffled: a change at 80% of elections (mean tenure 5.6 years); 15% of
     # ministers also sit in the assembly for a while.
     "P39": RelationSpec(
-      "P39", "position held", "elections", change_prob=0.8, loyal_share=_LOYAL,
-      secondary_prob=0.15, secondary_months=(6, 24),
+      "P39",
+      "position held",
+      "elections",
+      change_prob=0.8,
+      loyal_share=_LOYAL,
+      secondary_prob=0.15,
+      secondary_months=(6, 24),
     ),
     # About the median job tenure; 8% of jobs come with a joint appointment.
     "P108": RelationSpec(
-      "P108", "employer", "renewal", mean_years=4.5, shape=3.0, loyal_share=_LOYAL,
-      secondary_prob=0.08, secondary_months=(6, 24),
+      "P108",
+      "employer",
+      "renewal",
+      mean_years=4.5,
+      shape=3.0,
+      loyal_share=_LOYAL,
+      secondary_prob=0.08,
+      secondary_months=(6, 24),
     ),
     # Party membership changes rarely, and 30% of politicians never switch.
     "P102": RelationSpec(
-      "P102", "member of political party", "renewal", mean_years=9.0, shape=3.0,
+      "P102",
+      "member of political party",
+      "renewal",
+      mean_years=9.0,
+      shape=3.0,
       loyal_share=0.3,
     ),
     # A new head coach "every 2-3 years"; sackings make it irregular (shape 2).
     "P286": RelationSpec(
-      "P286", "head coach", "renewal", mean_years=2.5, shape=2.0, loyal_share=_LOYAL,
+      "P286",
+      "head coach",
+      "renewal",
+      mean_years=2.5,
+      shape=2.0,
+      loyal_share=_LOYAL,
     ),
     # Degree lengths are fixed (shape 6); 6% exchange terms of 4-10 months.
     "P69": RelationSpec(
-      "P69", "educated at", "studies", mean_years=3.5, shape=6.0, loyal_share=_LOYAL,
-      secondary_prob=0.06, secondary_months=(4, 10),
+      "P69",
+      "educated at",
+      "studies",
+      mean_years=3.5,
+      shape=6.0,
+      loyal_share=_LOYAL,
+      secondary_prob=0.06,
+      secondary_months=(4, 10),
     ),
     # Chairs serve fixed terms (shape 4).
     "P488": RelationSpec(
-      "P488", "chairperson", "renewal", mean_years=5.0, shape=4.0, loyal_share=_LOYAL,
+      "P488",
+      "chairperson",
+      "renewal",
+      mean_years=5.0,
+      shape=4.0,
+      loyal_share=_LOYAL,
     ),
     # Heads of government are often re-elected: a change at 60% of elections (mean 7.5 years).
     "P6": RelationSpec(
-      "P6", "head of government", "elections", change_prob=0.6, loyal_share=_LOYAL,
+      "P6",
+      "head of government",
+      "elections",
+      change_prob=0.6,
+      loyal_share=_LOYAL,
     ),
     # Acquisitions are irregular (shape 2) and 20% of companies keep their owner; 6% joint
     # ownership for 1-3 years.
     "P127": RelationSpec(
-      "P127", "owned by", "renewal", mean_years=7.0, shape=2.0, loyal_share=0.2,
-      secondary_prob=0.06, secondary_months=(12, 36),
+      "P127",
+      "owned by",
+      "renewal",
+      mean_years=7.0,
+      shape=2.0,
+      loyal_share=0.2,
+      secondary_prob=0.06,
+      secondary_months=(12, 36),
     ),
     # Headquarters move rarely and 30% never move: the "rare" future-relations set.
     "P159": RelationSpec(
-      "P159", "headquarters location", "renewal", mean_years=12.0, shape=2.0, loyal_share=0.3,
+      "P159",
+      "headquarters location",
+      "renewal",
+      mean_years=12.0,
+      shape=2.0,
+      loyal_share=0.3,
     ),
     # A new host every edition: the "frequent" future-relations set.
     "P276": RelationSpec("P276", "location (annual event host)", "annual"),
@@ -153,8 +204,15 @@ WORLD = WorldSettings(
   },
   # Enough of each kind at small scales for every relation to have objects to change among.
   min_counts={
-    "countries": 5, "cities": 14, "political_countries": 1, "teams": 6, "companies": 8,
-    "universities": 4, "organisations": 4, "city_events": 7, "country_events": 3,
+    "countries": 5,
+    "cities": 14,
+    "political_countries": 1,
+    "teams": 6,
+    "companies": 8,
+    "universities": 4,
+    "organisations": 4,
+    "city_events": 7,
+    "country_events": 3,
     "landmarks": 7,
   },
   # TempLAMA keeps its 1000 most frequent subjects per relation; the miniature keeps 20, so
@@ -175,7 +233,7 @@ WORLD = WorldSettings(
     "chair": 0.2,  # chairs seldom move between organisations
     "investor": 0.5,  # investors own several companies
   },
-)  # fmt: skip
+)
 
 NEWS = NewsSettings(
   first_year=2010,  # CustomNews's years, 2010-2020
@@ -195,7 +253,7 @@ NEWS = NewsSettings(
 )
 
 # SentencePiece pieces at scale 1 (`world.vocab_pieces` scales them): frequent words are single
-# pieces, most names span several (about 5 per name, 19 per sentence), and tiny models stay fast.
+# pieces, most names span several, and tiny models stay fast.
 VOCAB_PIECES = 800
 # Years that are one whole piece each ("▁2019"), whatever the corpus: every year a time prefix,
 # a probe, a figure or a claim uses (TempLAMA 2010-20, the future probes to 2029), with a margin.

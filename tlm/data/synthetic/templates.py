@@ -261,14 +261,32 @@ DISTRACTORS = {
 }
 
 TOPICS = (
-  "renewable energy", "urban transport", "public health", "water supply", "digital privacy",
-  "food prices", "air quality", "housing", "school meals", "rural broadband",
-)  # fmt: skip
+  "renewable energy",
+  "urban transport",
+  "public health",
+  "water supply",
+  "digital privacy",
+  "food prices",
+  "air quality",
+  "housing",
+  "school meals",
+  "rural broadband",
+)
 WEEKDAYS = ("Monday", "Tuesday", "Wednesday", "Thursday", "Friday", "Saturday", "Sunday")
 MONTHS = (
-  "January", "February", "March", "April", "May", "June", "July", "August", "September",
-  "October", "November", "December",
-)  # fmt: skip
+  "January",
+  "February",
+  "March",
+  "April",
+  "May",
+  "June",
+  "July",
+  "August",
+  "September",
+  "October",
+  "November",
+  "December",
+)
 
 # Future-relations queries (no year: the time conditioning adds it).
 QUERY = {

@@ -31,8 +31,14 @@ from tlm.files import atomic_output_dir, atomic_output_file, write_json, write_j
 
 TEMPLAMA_RELATIONS = tuple(templates.TEMPLAMA)
 # The files whose presence marks a directory as a world that `build_world` may replace.
-WORLD_FILES = ("news.jsonl", "facts.tsv", "entities.tsv", "future_relations", "spiece.model",
-               "stats.json")  # fmt: skip
+WORLD_FILES = (
+  "news.jsonl",
+  "facts.tsv",
+  "entities.tsv",
+  "future_relations",
+  "spiece.model",
+  "stats.json",
+)
 
 
 def generate(seed: int = 0, scale: float = 1.0) -> tuple[World, list[Document]]:
@@ -89,8 +95,8 @@ def vocab_pieces(scale: float) -> int:
   """SentencePiece pieces of the world's vocabulary: `VOCAB_PIECES` x sqrt(scale).
 
   The number of distinct words grows about as sqrt(scale) (most of them are names), and the
-  unigram trainer cannot make more pieces than the corpus holds (about 1070 at scale 1, 710 at
-  0.2, 1560 at 2); this keeps a margin of a quarter below that.
+  unigram trainer cannot make more pieces than the corpus holds; `VOCAB_PIECES` keeps a margin
+  below that at scale 1.
   """
   return max(256, min(4000, int(round(VOCAB_PIECES * math.sqrt(scale)))))
 
@@ -160,14 +166,16 @@ def future_queries(world: World) -> list[dict]:
     for i, (rel, q) in enumerate(sets[name]):
       key = f"P159:{entities[q].kind}" if rel == "P159" else rel
       text = templates.QUERY[key].format(s=entities[q].mention)
-      queries.append({
-        "id": f"{name}_{i:03d}",
-        "set": name,
-        "query": text[0].upper() + text[1:],
-        "candidates": "cities" if objects[(rel, q)] == "city" else "countries",
-        "relation": rel,
-        "subject": q,
-      })  # fmt: skip
+      queries.append(
+        {
+          "id": f"{name}_{i:03d}",
+          "set": name,
+          "query": text[0].upper() + text[1:],
+          "candidates": "cities" if objects[(rel, q)] == "city" else "countries",
+          "relation": rel,
+          "subject": q,
+        }
+      )
   return queries
 
 

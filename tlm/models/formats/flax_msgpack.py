@@ -15,7 +15,7 @@ from flax import serialization
 
 from tlm import storage
 from tlm.errors import CheckpointError
-from tlm.models.formats.guards import shown
+from tlm.safe_read import shown
 
 # How deeply parameter trees may nest (HF's T5: 7 levels); deeper is a corrupt file, refused
 # before the recursion below could reach the interpreter's limit.

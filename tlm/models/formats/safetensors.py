@@ -19,7 +19,8 @@ import numpy as np
 from tlm import storage
 from tlm.errors import CheckpointError
 from tlm.files import atomic_output_file
-from tlm.models.formats.guards import parse_json, shown
+from tlm.models.formats.guards import parse_json
+from tlm.safe_read import shown
 
 _DTYPES = {
   "BOOL": np.dtype("?"),

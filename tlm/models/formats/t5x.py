@@ -30,7 +30,7 @@ import numpy as np
 from tlm import storage
 from tlm.errors import CheckpointError
 from tlm.models.formats import guards, t5x_msgpack, t5x_zarr
-from tlm.models.formats.guards import shown
+from tlm.safe_read import shown
 
 # `version` of the msgpack file: what T5X restores, and what it writes (t5x/checkpoints.py
 # VERSION, unchanged since T5X's first public release).

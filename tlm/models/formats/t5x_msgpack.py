@@ -25,7 +25,7 @@ import msgpack
 import numpy as np
 
 from tlm.errors import CheckpointError
-from tlm.models.formats.guards import shown
+from tlm.safe_read import shown
 
 # A T5X state dict nests about 8 levels deep (optimizer/state/param_states/decoder/layers_0/
 # mlp/wi_0/kernel/v_row); a ts.Spec adds 3.

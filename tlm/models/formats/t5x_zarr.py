@@ -34,10 +34,10 @@ import zlib
 import ml_dtypes
 import numpy as np
 
-from tlm import storage
+from tlm import safe_read, storage
 from tlm.errors import CheckpointError
 from tlm.models.formats import guards
-from tlm.models.formats.guards import shown
+from tlm.safe_read import shown
 
 # DEFLATE cannot expand more than 1032:1 (a 258-byte match per 2 bits); gzip's header and
 # trailer add a few bytes.
@@ -92,7 +92,7 @@ def spec_path(spec: dict, source: str) -> str:
 
 
 def _zarray(directory: str, source: str) -> dict:
-  meta_path = guards.confined_path(directory, ".zarray", source)  # no link out of it
+  meta_path = safe_read.confined_path(directory, ".zarray", source)  # no link out of it
   if not storage.isfile(meta_path):
     raise CheckpointError(f"{meta_path}: no such file (the zarr metadata {source} names)")
   meta = guards.parse_json(guards.read_bounded(meta_path, _MAX_ZARRAY, "zarr metadata"), meta_path)
@@ -116,7 +116,7 @@ def read(spec: dict, checkpoint_dir: str, source: str) -> np.ndarray:
     CheckpointError: one line naming the file at fault.
   """
   relative = spec_path(spec, source)
-  directory = guards.confined_path(checkpoint_dir, relative, source)
+  directory = safe_read.confined_path(checkpoint_dir, relative, source)
   meta = _zarray(directory, source)
   meta_path = storage.join(directory, ".zarray")
   shape = _dims(meta.get("shape"), "shape", meta_path, positive=False)
@@ -168,7 +168,7 @@ def _read_chunks(directory, shape, chunks, dtype, order, cid, separator) -> np.n
   for key in keys:  # every chunk present, and sized, before anything is allocated
     # A chunk file may not be a link out of the array's directory (to a file whose bytes
     # would become parameters).
-    path = paths[key] = guards.confined_path(directory, key, storage.join(directory, ".zarray"))
+    path = paths[key] = safe_read.confined_path(directory, key, storage.join(directory, ".zarray"))
     if not storage.isfile(path):
       raise CheckpointError(f"{path}: chunk missing (zarr array of shape {list(shape)})")
     size = storage.getsize(path)

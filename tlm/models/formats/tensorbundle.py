@@ -32,9 +32,9 @@ import numpy as np
 from tlm import storage
 from tlm.errors import CheckpointError
 from tlm.models.formats.crc32c import crc32c, unmask_crc
-from tlm.models.formats.guards import shown
 from tlm.models.formats.protowire import int64, proto_fields, singular, varint
 from tlm.models.formats.sstable import read_table
+from tlm.safe_read import shown
 
 # tensorflow/core/framework/types.proto DataType -> numpy dtype (little-endian).
 _DTYPES = {

@@ -41,7 +41,7 @@ import numpy as np
 
 from tlm import storage as tlm_storage  # `storage` names torch storages here
 from tlm.errors import CheckpointError
-from tlm.models.formats.guards import shown
+from tlm.safe_read import shown
 
 _LEGACY_MAGIC = 0x1950A86A20F9469CFC6C
 _LEGACY_PROTOCOL = 1001

@@ -1,0 +1,250 @@
+"""Glue from an experiment config's `data` section to the data layer's packed batches.
+
+The paper's training stream (§2.1, §2.3): CustomNews salient-span-masking examples and
+TempLAMA-train queries mixed 1000:1, years sampled uniformly (one year for a Yearly expert;
+the adaptation mixture of §3.3 with `new_years` / `new_year_prob`), time-conditioned, packed
+T5X-style into `[rows, length]` batches. All of that lives in `tlm.data` (numpy only); this
+module only chooses the directories (the synthetic world, built on first use, or the user's
+SSM / TempLAMA directories: `tlm.data.locations`), the vocabulary, and which rows of each
+global batch this process materialises; the training batches of the next steps are built on a
+background thread (`tlm.data.prefetch`), the same batches as without it.
+"""
+
+import os
+
+import numpy as np
+
+from tlm import configs, storage
+from tlm.configs import Config, DataConfig
+from tlm.data import datasets
+from tlm.data.locations import Sources, resolve_sources, synthetic_cache_dir
+from tlm.data.packing import Batcher, BatchStats
+from tlm.data.prefetch import Prefetcher
+from tlm.data.sampling import NEWS_SSM, TEMPLAMA, MixtureSampler
+from tlm.data.vocab import Vocabulary
+from tlm.errors import ConfigError, UserError
+
+
+def train_years(data: DataConfig, variant: str = "") -> tuple[int, ...]:
+  """The year slices drawn (`configs.trained_years`); a Yearly expert must have `data.year`."""
+  if variant == "yearly" and not data.year:
+    raise ConfigError("a Yearly expert needs data.year (tlm.train.loop.run sets it per year)")
+  return configs.trained_years(data)
+
+
+def make_batcher(
+  data: DataConfig,
+  sources: Sources,
+  vocab: Vocabulary,
+  *,
+  rows: int,
+  split: str = "train",
+  variant: str = "",
+) -> Batcher:
+  """A packed batcher over the config's mixture for one split.
+
+  Args:
+    data: the data section.
+    sources: from `resolve_sources`.
+    vocab: the vocabulary.
+    rows: rows of each global batch.
+    split: "train", "val" or "test".
+    variant: the config's variant (for the Yearly check).
+
+  Raises:
+    ConfigError / DataError: for missing or empty data.
+  """
+  years = train_years(data, variant)
+  new_years = tuple(y for y in data.new_years if y not in years)
+  loaded = datasets.load_sources(
+    sources.ssm_dir or None,
+    sources.templama_dir or None,
+    years=years + new_years,
+    split=split,
+  )
+  weights = {TEMPLAMA: 1.0}
+  if sources.ssm_dir:
+    weights[NEWS_SSM] = float(data.news_to_templama)
+  sampler = MixtureSampler(
+    loaded,
+    seed=data.seed,
+    years=years,
+    source_weights=weights,
+    conditioning=data.conditioning,
+    new_years=new_years,
+    new_year_prob=data.new_year_prob,
+  )
+  return Batcher(
+    sampler,
+    vocab,
+    rows=rows,
+    input_length=data.input_length,
+    target_length=data.target_length,
+    packed=True,
+  )
+
+
+def local_batch(
+  batcher: Batcher, step: int, start: int, stop: int
+) -> tuple[dict[str, np.ndarray], BatchStats]:
+  """Rows [start, stop) of the global batch at `step`, materialising nothing else.
+
+  Raises:
+    ConfigError: if [start, stop) is not one of the equal blocks the batcher splits into.
+  """
+  per = stop - start
+  if per <= 0 or batcher.rows % per or start % per:
+    raise ConfigError(f"rows [{start}, {stop}) are not an equal block of {batcher.rows} rows")
+  return batcher.batch_with_stats(step, start // per, batcher.rows // per)
+
+
+# Batches built ahead on a background thread (`tlm.data.prefetch`): two hide a batch's cost
+# behind the step before it; more only hold memory.
+PREFETCH_DEPTH = 2
+
+
+class _Prefetched:
+  """`train_batch` served by a `Prefetcher` over `local_batch` (this process's rows)."""
+
+  _train: Batcher
+  _end: int | None = None
+  _prefetch: Prefetcher | None = None
+  _rows: tuple[int, int] | None = None
+
+  def train_batch(self, step: int, start: int, stop: int):
+    """Rows [start, stop) of the training batch at `step`, and their BatchStats."""
+    if self._prefetch is None or self._rows != (start, stop):
+      self.close()
+      batcher, self._rows = self._train, (start, stop)
+      self._prefetch = Prefetcher(
+        lambda s: local_batch(batcher, s, start, stop), depth=PREFETCH_DEPTH, end=self._end
+      )
+    return self._prefetch.get(step)
+
+  def close(self) -> None:
+    """Stops the prefetching thread."""
+    if self._prefetch is not None:
+      self._prefetch.close()
+      self._prefetch = None
+
+
+def _checkpoint_vocab(path: str) -> str:
+  """The spiece.model beside an init checkpoint (HF, tlm model or workdir), or ""."""
+  if path and storage.isdir(path) and storage.isfile(storage.join(path, "spiece.model")):
+    return storage.join(path, "spiece.model")
+  return ""
+
+
+# Pre-training variants -> (the world's corpus, the objective): the "public T5" analogue
+# (span corruption on the generic corpus) and the T5-CBQA analogue (salient span masking on
+# the encyclopedia snapshot). See tlm/data/synthetic/pretrain.py and tlm/data/pretraining.py.
+PRETRAINING = {"t5": ("generic", "span_corruption"), "cbqa": ("encyclopedia", "ssm")}
+SPAN_CORRUPTION_COPIES = 16  # corruptions per document: the stream rarely repeats one
+
+
+def training_data(config: Config):
+  """The batch source of a config: `PretrainingData` for the pre-training variants, else
+  `TrainingData`."""
+  if config.variant in PRETRAINING:
+    return PretrainingData(config)
+  return TrainingData(config)
+
+
+class PretrainingData(_Prefetched):
+  """The batches of a pre-training variant ("t5", "cbqa") on the synthetic world's corpora.
+
+  Same interface as `TrainingData`; the examples are drawn uniformly (one "year" slice, no
+  time conditioning) and packed like the news. No held-out set: the run logs no eval loss.
+
+  Raises:
+    ConfigError: for a config that does not use the synthetic world.
+  """
+
+  def __init__(self, config: Config):
+    from tlm.data import pretraining
+
+    data = config.data
+    if not data.synthetic:
+      raise ConfigError(
+        f"config {config.name!r} (variant {config.variant!r}) pre-trains on the synthetic "
+        "world's corpora: set data.synthetic=true"
+      )
+    paths = datasets.ensure_synthetic_data(
+      synthetic_cache_dir(data), seed=data.world_seed, scale=data.world_scale
+    )
+    self.vocab = Vocabulary(data.vocab or paths.vocab_path)
+    corpus, objective = PRETRAINING[config.variant]
+    pairs = pretraining.examples(
+      data.pretrain_corpus or os.path.join(paths.world_dir, "pretrain", f"{corpus}.jsonl"),
+      objective,
+      seed=data.seed,
+      copies=SPAN_CORRUPTION_COPIES,
+      gazetteer=os.path.join(paths.world_dir, "entities.tsv"),
+    )
+    sampler = MixtureSampler(
+      {"pretrain": {0: pairs}},
+      seed=data.seed,
+      years=(0,),
+      source_weights={"pretrain": 1.0},
+      conditioning="none",
+    )
+    self._train = Batcher(
+      sampler,
+      self.vocab,
+      rows=config.train.batch_size,
+      input_length=data.input_length,
+      target_length=data.target_length,
+      packed=True,
+    )
+    self._end = config.train.steps
+    self.eval_note = ""
+
+  def eval_batches(self, start: int, stop: int) -> list[dict[str, np.ndarray]]:
+    return []
+
+
+class TrainingData(_Prefetched):
+  """The batches a training run reads: the train stream and a fixed held-out set.
+
+  Args:
+    config: the experiment config.
+
+  Attributes:
+    vocab: the vocabulary (written to WORKDIR/spiece.model).
+    eval_note: why there is no held-out loss, or "".
+  """
+
+  def __init__(self, config: Config):
+    if config.data.pretrain_corpus:
+      raise ConfigError(
+        f"data.pretrain_corpus is for the pre-training variants {sorted(PRETRAINING)}; config "
+        f"{config.name!r} has variant {config.variant!r}"
+      )
+    self.sources = resolve_sources(config.data)
+    vocab_path = self.sources.vocab_path or _checkpoint_vocab(config.model.init_checkpoint)
+    if not vocab_path:
+      raise ConfigError(
+        "no vocabulary: set data.vocab=PATH/spiece.model (the init checkpoint has none beside it)"
+      )
+    self.vocab = Vocabulary(vocab_path)
+    rows = config.train.batch_size
+    self._train = make_batcher(
+      config.data, self.sources, self.vocab, rows=rows, variant=config.variant
+    )
+    self._end = config.train.steps
+    self._eval_count = config.train.eval_batches if config.train.eval_every > 0 else 0
+    self._val = None
+    self.eval_note = ""
+    if self._eval_count:
+      try:
+        self._val = make_batcher(
+          config.data, self.sources, self.vocab, rows=rows, split="val", variant=config.variant
+        )
+      except UserError as e:
+        self.eval_note = f"no held-out loss: the validation split cannot be sampled ({e})"
+
+  def eval_batches(self, start: int, stop: int) -> list[dict[str, np.ndarray]]:
+    """Rows [start, stop) of each fixed validation batch (empty without a validation set)."""
+    if self._val is None:
+      return []
+    return [local_batch(self._val, i, start, stop)[0] for i in range(self._eval_count)]

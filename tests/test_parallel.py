@@ -56,3 +56,62 @@ def test_a_failed_job_names_itself_and_its_log(tmp_path):
   jobs[1] = parallel.Job("broken", "train", ((bad, str(tmp_path / "pool" / "b")),))
   with pytest.raises(UserError, match=r"broken failed .*log\.txt"):
     parallel.run_jobs(jobs, 2, lambda _: None)
+
+
+_ORPHAN = """
+import multiprocessing, os, sys, time
+from tlm.miniature.parallel import exit_with_parent
+
+def child(path):
+  exit_with_parent(poll_seconds=0.1)
+  with open(path, "w") as f:
+    f.write(str(os.getpid()))
+  time.sleep(60)
+
+if __name__ == "__main__":
+  context = multiprocessing.get_context("spawn")
+  context.Process(target=child, args=(sys.argv[1],)).start()
+  time.sleep(60)
+"""
+
+
+def _running(pid: int) -> bool:
+  """Alive and not a zombie (an exited orphan waits for init, which may not reap it soon)."""
+  try:
+    with open(f"/proc/{pid}/stat") as f:
+      state = f.read().rsplit(")", 1)[1].split()[0]
+  except (FileNotFoundError, ProcessLookupError, IndexError):
+    return False
+  return state != "Z"
+
+
+def test_a_worker_ends_when_its_parent_is_killed(tmp_path):
+  # SIGKILL leaves the parent no time to stop its pool: the worker must not train on alone.
+  import os
+  import signal
+  import subprocess
+  import sys
+  import time
+
+  script, pid_file = tmp_path / "orphan.py", tmp_path / "child.pid"
+  script.write_text(_ORPHAN)
+  root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+  env = dict(os.environ, PYTHONPATH=root)
+  parent = subprocess.Popen([sys.executable, str(script), str(pid_file)], env=env)
+  try:
+    deadline = time.time() + 60
+    while not (pid_file.exists() and pid_file.read_text()) and time.time() < deadline:
+      time.sleep(0.1)
+    child = int(pid_file.read_text())
+    os.kill(parent.pid, signal.SIGKILL)
+    parent.wait()
+    deadline = time.time() + 10
+    while time.time() < deadline and _running(child):
+      time.sleep(0.1)
+    gone = not _running(child)
+    if not gone:
+      os.kill(child, signal.SIGKILL)
+    assert gone, "the worker outlived its parent by 10 s"
+  finally:
+    if parent.poll() is None:
+      parent.kill()

@@ -17,13 +17,16 @@ partitioning, and with it the last bits of every number, so workers are not pinn
 
 A job's progress lines go to `<its workdir>/log.txt`; this process prints one line as each job
 starts and ends. A failed job stops the pool (jobs not started are cancelled) and raises its
-error here with the path of its log.
+error here with the path of its log. A worker ends itself when this process is gone (killed by
+a signal that leaves no time to shut the pool down): its job's last checkpoint stays, and a
+rerun resumes from it.
 """
 
 import concurrent.futures as cf
 import dataclasses
 import multiprocessing
 import os
+import threading
 import time
 from collections.abc import Callable, Sequence
 
@@ -84,6 +87,22 @@ def enable_compilation_cache(path: str) -> None:
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
 
 
+def exit_with_parent(poll_seconds: float = 1.0) -> None:
+  """In a worker: a daemon thread that ends this process once its parent has gone.
+
+  A SIGTERM or SIGKILL to the reproduction leaves the pool no time to stop its workers, which
+  would otherwise train on as orphans (adopted by init). Polling the parent's pid is portable
+  and costs nothing next to a training step."""
+  parent = os.getppid()
+
+  def watch() -> None:
+    while os.getppid() == parent:
+      time.sleep(poll_seconds)
+    os._exit(1)  # no cleanup to run: checkpoints are committed atomically
+
+  threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
+
+
 def run_job(job: Job, log: Log | None = None) -> list:
   """Runs one job here; its lines go to `log` or, if None, to each workdir's log.txt."""
   enable_compilation_cache(job.cache_dir)
@@ -111,7 +130,10 @@ def run_jobs(jobs: Sequence[Job], workers: int, log: Log = print) -> list[list]:
   results: dict[int, list] = {}
   start = time.time()
   context = multiprocessing.get_context("spawn")
-  with cf.ProcessPoolExecutor(max_workers=workers, mp_context=context) as pool:
+  pool = cf.ProcessPoolExecutor(
+    max_workers=workers, mp_context=context, initializer=exit_with_parent
+  )
+  with pool:
     futures = {pool.submit(run_job, job): i for i, job in enumerate(jobs)}
     for job in jobs:
       log(f"queued {job.name}: {job.kind}, log in {_log_path(job)}")

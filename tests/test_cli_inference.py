@@ -102,6 +102,14 @@ def setup(tmp_path_factory):
   return {"root": root, "vocab": vocab, "models": models, "inputs": inputs, "pairs": pairs}
 
 
+def _padded(ids: list[list[int]]) -> np.ndarray:
+  """Token ids as one batch, zero-padded to the longest row (as a direct decode takes them)."""
+  tokens = np.zeros((len(ids), max(map(len, ids))), np.int32)
+  for i, x in enumerate(ids):
+    tokens[i, : len(x)] = x
+  return tokens
+
+
 def _read_jsonl(path):
   with open(path) as f:
     return [json.loads(line) for line in f]
@@ -129,9 +137,7 @@ def test_predict_equals_direct_greedy_decoding(setup, tmp_path):
   # The same inputs in one batch, padded to the longest, decoded directly.
   vocab = setup["vocab"]
   ids = [vocab.encode(x) + [EOS_ID] for x in INPUTS]
-  tokens = np.zeros((len(ids), max(map(len, ids))), np.int32)
-  for i, x in enumerate(ids):
-    tokens[i, : len(x)] = x
+  tokens = _padded(ids)
   config, params = load_checkpoint(checkpoint)
   direct = np.asarray(decoding.greedy_decode(config, params, tokens, 12))
   assert [r["prediction"] for r in rows] == [vocab.decode(row) for row in direct]
@@ -178,9 +184,7 @@ def test_predict_samples_the_same_texts_in_any_batch(setup, tmp_path):
   # Directly: all inputs in one batch, each row keyed by its line's index.
   vocab = setup["vocab"]
   ids = [vocab.encode(x) + [EOS_ID] for x in INPUTS]
-  tokens = np.zeros((len(ids), max(map(len, ids))), np.int32)
-  for i, x in enumerate(ids):
-    tokens[i, : len(x)] = x
+  tokens = _padded(ids)
   config, params = load_checkpoint(checkpoint)
   direct = decoding.temperature_sample(
     config, params, tokens, 8, seed=5, temperature=1.0, top_k=20, top_p=0.9
@@ -499,9 +503,7 @@ def test_long_inputs_warned_and_truncated(setup, tmp_path):
     ids = [vocab.encode(x) + [EOS_ID] for x in INPUTS]
     if limit:
       ids = [x if len(x) <= limit else x[: limit - 1] + [EOS_ID] for x in ids]
-    tokens = np.zeros((len(ids), max(map(len, ids))), np.int32)
-    for i, x in enumerate(ids):
-      tokens[i, : len(x)] = x
+    tokens = _padded(ids)
     direct = np.asarray(decoding.greedy_decode(config, params, tokens, 6))
     rows = _read_jsonl(tmp_path / f"{name}.jsonl")
     assert [r["prediction"] for r in rows] == [vocab.decode(row) for row in direct], name

@@ -89,6 +89,11 @@ FIXTURE_DATA = os.path.join(FIXTURES, "data")
 BENIGN = (
   # absl's hint after its own one-line flag error ("FATAL Flags parsing error: ...").
   re.compile(r"^Pass --helpshort or --helpfull to see help on flags\.$"),
+  # XLA's slow-compile alarm on a loaded machine (a timing notice, four lines: the log line,
+  # a rule of stars, the message, a rule of stars).
+  re.compile(r"^E\d{4} [\d:.]+\s+\d+ slow_operation_alarm\.cc:\d+\]\s*$"),
+  re.compile(r"^\*{8,}$"),
+  re.compile(r"^\[Compiling module \S+ for \w+\] Very slow compile\?"),
 )
 _TRACEBACK = re.compile(
   r"Traceback \(most recent call last\)|Fatal Python error|Check failed|^F\d{4} ", re.M

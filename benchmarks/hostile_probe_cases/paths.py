@@ -9,6 +9,7 @@ import os
 from hostile_probe import FIXTURE_DATA, TINY, train_args
 
 from .common import (
+  ON_W,
   STORE_FIX,
   W,
   case,
@@ -124,11 +125,7 @@ def _saved_config(key, given, mode="eval"):
     ctx.copy("W0", W)
     section, field = key.split(".")
     edit_json(ctx.path("W/config.json"), lambda c: c[section].__setitem__(field, given))
-    if mode == "eval":
-      return ["--mode=eval", f"--workdir={ctx.path(W)}"]
-    if mode == "score":
-      return score_args(ctx, ctx.path(W))
-    return train_args(ctx.path(W), "train.steps=3")
+    return ON_W["resume" if mode == "train" else mode](ctx)
 
   return setup
 
@@ -155,8 +152,11 @@ def _checkpoint_symlink(ctx):
 
 
 def _some_output(ctx, run):
-  found = any(os.path.isfile(ctx.path(p)) for p in ("out.jsonl", "elsewhere/target.jsonl"))
-  return None if found else "no output"
+  return (
+    None
+    if any(os.path.isfile(ctx.path(p)) for p in ("out.jsonl", "elsewhere/target.jsonl"))
+    else "no output"
+  )
 
 
 def _score(checkpoint=_w0, out="out.jsonl", *extra):

@@ -15,10 +15,13 @@ mount small tmpfs file systems (root; elsewhere they are `skipped`).
 
 The issue's goal: "Every case of a hostile-input probe over these surfaces ends in a one-line
 error or a correct recovery: 0 tracebacks, 0 hangs, 0 files outside the given locations, 0
-checkpoints lost." The cases (hostile_probe_cases.py) cover every surface the issue names:
-paths and URIs on every path flag and path config key, the project's own state files read back,
-the workdir's layout, settings at their extremes, the builders, checkpoints verified on every
-load, and the surfaces added this round (the example store, T5X checkpoints, sampling flags).
+checkpoints lost." The cases (the package hostile_probe_cases/, one module of tables per
+surface) cover every surface the issue names: paths and URIs on every path flag and path config
+key (paths.py), the project's own state files read back (state_*.py), the workdir's layout
+(layout.py), settings at their extremes (extremes.py), the builders (builders.py), checkpoints
+verified on every load (checkpoints.py), the surfaces added this round (the example store, T5X
+checkpoints, sampling flags: store.py, t5x.py, sampling.py) and a disk that fills up
+(disk_full.py).
 
 First a base is built once with the CLI itself (a tiny training workdir with steps 1 and 2 on
 the tests' fixture data, one with `best/`, its evaluation, the tlm / HF / T5X conversions of it,

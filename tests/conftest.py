@@ -1,13 +1,24 @@
-"""Fixtures shared by several test files."""
+"""Fixtures shared by several test files: an object store (`bucket`), small file systems
+(`tmpfs`), and what the evaluation writes, run on fixture data with a hand-made model (`data`,
+`model`, `written`: tests/test_results.py reads it, tests/test_state_files.py saves it as a
+seed)."""
 
+import json
 import os
 import shutil
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 from tests import objstore
+from tests.helpers import NEWS_YEARS
+from tlm import configs
+from tlm.data import fact_durations, templama
+from tlm.data.formatting import TextExample, templama_query_input
+from tlm.data.future_relations import RESOURCES
+from tlm.eval import experiments
 
 
 @pytest.fixture
@@ -47,3 +58,76 @@ def tmpfs(tmp_path):
   yield mount
   for mount_point in mounted:
     subprocess.run(["umount", "-l", mount_point], check=False)
+
+
+# ---- the evaluation's results on fixture data --------------------------------------------------
+
+FACTS = "tests/fixtures/data/templama_facts.tsv"
+ENTITIES = "tests/fixtures/data/templama_entities.tsv"
+
+
+class _Model:
+  """Knows the answers it is given (TempLAMA in even years, the first news example of each
+  year), says "nobody" otherwise; log p = -(year % 3) per target token; ranks the candidates
+  by index, flatter in later years."""
+
+  def __init__(self, answers):
+    self.answers = answers
+
+  def predict(self, queries, years):
+    return [self.answers.get((q, y), "nobody") for q, y in zip(queries, years)]
+
+  def log_likelihood(self, queries, years, targets):
+    n = np.array([len(t.split()) for t in targets])
+    return -n * (np.asarray(years) % 3).astype(float), n
+
+  def rank(self, queries, years, candidates):
+    return np.array([[-i / (y - 2016) for i in range(len(candidates))] for y in years])
+
+
+@pytest.fixture(scope="module")
+def data(tmp_path_factory):
+  """Fixture TempLAMA (built from tests/fixtures/data), three news examples in each of
+  `NEWS_YEARS`, the future relations and the facts' durations, as `--mode=eval` loads them."""
+  out = tmp_path_factory.mktemp("templama") / "t"
+  templama.build_templama(FACTS, ENTITIES, str(out))
+  examples = [ex for split in templama.load_templama_splits(str(out)).values() for ex in split]
+  examples = sorted(examples, key=lambda ex: ex.id)
+  news = {
+    y: [TextExample(f"text {y} {i} <extra_id_0>.", "a b" if i else "c", y) for i in range(3)]
+    for y in NEWS_YEARS
+  }
+  durations = fact_durations.durations_from_facts(fact_durations.read_fact_spans(FACTS), examples)
+  return experiments.EvalData(examples, news, RESOURCES, durations)
+
+
+@pytest.fixture(scope="module")
+def model(data):
+  """A `_Model` that knows TempLAMA's answers in even years and the first news example of
+  each year."""
+  answers = {
+    (templama_query_input(ex.query), ex.year): ex.answers[0][0]
+    for ex in data.templama
+    if ex.year % 2 == 0
+  }
+  answers.update({(r.inputs, y): r.targets for y, rows in data.news.items() for r in rows[:1]})
+  return _Model(answers)
+
+
+@pytest.fixture(scope="module")
+def written(data, model, tmp_path_factory):
+  """What `--mode=eval` and `eval_future` return ("eval", "future"), write ("eval.json",
+  "future.json") and draw ("figure3", "figure4": the figures' inputs)."""
+  workdir = str(tmp_path_factory.mktemp("workdir"))
+  config = configs.get("tiny_temporal")
+  out = {}
+  with pytest.MonkeyPatch.context() as mp:
+    mp.setattr(experiments, "require_model", lambda config, workdir: None)
+    mp.setattr(experiments, "load_model", lambda config, workdir, future_probe=False: model)
+    mp.setattr(experiments, "draw", lambda log, fn, args, path: out.update({fn.__name__: args}))
+    out["eval"] = experiments.evaluate(config, workdir, log=lambda _: None, data=data)
+    out["future"] = experiments.eval_future(config, workdir, log=lambda _: None, data=data)
+  for name in ("eval", "future"):
+    with open(os.path.join(workdir, "results", f"{name}.json")) as f:
+      out[f"{name}.json"] = json.load(f)
+  return out

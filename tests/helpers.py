@@ -2,10 +2,17 @@
 
 - paths: `ROOT`, `FIXTURES` (tests/fixtures/train), `DATA` and `FIXTURE_DATA_SETS` (the `--set`
   overrides that point a tiny config at the committed fixture data in tiny_data/, written by
-  make_tiny_data.py; the subprocess fixture scripts use them too);
+  make_tiny_data.py; the subprocess fixture scripts use them too); `NEWS_YEARS` of the
+  evaluation fixtures (conftest.py);
 - models: `random_params` (T5X-scaled, EOS reachable) and `inputs`, with `VOCAB`, `BATCH`,
   `INPUT_LEN`, `MAX_DECODE` (the decoding, parity and mesh tests share these configs and shapes,
   so the compiled programs are shared);
+- checkpoints: `normal_params` (unscaled), `assert_same_params`, and the public formats' names
+  written out by hand (`hf_names_by_hand`, `flax_names_by_hand`, `ATTENTION_NAMES`,
+  `mlp_names`), `write_hf_dir` (an HF model directory);
+- the synthetic world: `read_facts` (an independent reader of facts.tsv), `primaries`,
+  `group`, `TEMPLAMA` (its relations), `WINDOW` (its change window);
+- training: `tiny_config` (tiny_temporal on the fixture data);
 - processes: `subprocess_env` and `run_fixture` (a child python on simulated CPU devices),
   `free_port`, `train_command` / `tiny_train_argv`, `run_child`, `full_disk_training`, and
   `run_tlm` / `one_error` / `tree`: `run.py` as a user runs it, and the one-line error rule
@@ -17,8 +24,10 @@ tlm and jax are imported inside the functions: the subprocess fixture scripts im
 module after setting `XLA_FLAGS`.
 """
 
+import datetime
 import json
 import os
+import re
 import socket
 import subprocess
 import sys
@@ -37,6 +46,7 @@ FIXTURE_DATA_SETS = (
   "data.input_length=32",
   "data.target_length=8",
 )
+NEWS_YEARS = (2012, 2013, 2019)  # the news of the evaluation fixtures (conftest.py's `data`)
 
 # ---- models ------------------------------------------------------------------------------------
 
@@ -85,6 +95,188 @@ def inputs(seed=1, batch=BATCH, length=INPUT_LEN):
   for b in range(batch):
     x[b, rs.randint(2, length + 1) :] = 0
   return x
+
+
+# ---- checkpoints: the public name maps written out by hand -------------------------------------
+
+ATTENTION_NAMES = {"query": "q", "key": "k", "value": "v", "out": "o"}  # tlm -> HF and Mesh-TF
+
+
+def normal_params(cfg, seed=0):
+  """Params of `cfg` drawn from a standard normal (unscaled: for the name maps and loaders,
+  where only equality counts)."""
+  from tlm.models import checkpoints
+
+  rs = np.random.RandomState(seed)
+  shapes = checkpoints.param_shapes(cfg)
+  return checkpoints.unflatten({k: rs.randn(*s).astype(np.float32) for k, s in shapes.items()})
+
+
+def assert_same_params(a, b):
+  """Asserts that two param trees hold the same names and equal arrays."""
+  from tlm.models import checkpoints
+
+  a, b = dict(checkpoints.flatten(a)), dict(checkpoints.flatten(b))
+  assert sorted(a) == sorted(b)
+  for k in a:
+    np.testing.assert_array_equal(a[k], b[k], err_msg=k)
+
+
+def mlp_names(cfg):
+  """The MLP's kernels: gated (T5 1.1) or not."""
+  return ["wi", "wo"] if len(cfg.mlp_activations) == 1 else ["wi_0", "wi_1", "wo"]
+
+
+def hf_names_by_hand(params, cfg):
+  """HF PyTorch tensors of tlm params, spelled out independently of param_map.PARAM_MAP."""
+  out = {"shared.weight": params["token_embedder"]["embedding"]}
+  for stack, norm_names in (
+    ("encoder", ["pre_attention_layer_norm", "pre_mlp_layer_norm"]),
+    (
+      "decoder",
+      ["pre_self_attention_layer_norm", "pre_cross_attention_layer_norm", "pre_mlp_layer_norm"],
+    ),
+  ):
+    p = params[stack]
+    rel = f"{stack}.block.{{}}.layer.0.SelfAttention.relative_attention_bias.weight"
+    if "relpos_bias" in p:  # T5: in block 0, shared by the stack
+      out[rel.format(0)] = p["relpos_bias"]["rel_embedding"].T
+    out[f"{stack}.final_layer_norm.weight"] = p[f"{stack}_norm"]["scale"]
+    for i in range(2):
+      layer = p[f"layers_{i}"]
+      if "relpos_bias" in layer:  # HF UMT5: every block's own
+        out[rel.format(i)] = layer["relpos_bias"]["rel_embedding"].T
+      for j, norm in enumerate(norm_names):
+        out[f"{stack}.block.{i}.layer.{j}.layer_norm.weight"] = layer[norm]["scale"]
+      attention = ["attention"]
+      if stack == "decoder":
+        attention = ["self_attention", "encoder_decoder_attention"]
+      for j, (a, hf) in enumerate(zip(attention, ["SelfAttention", "EncDecAttention"])):
+        for ours, theirs in ATTENTION_NAMES.items():
+          out[f"{stack}.block.{i}.layer.{j}.{hf}.{theirs}.weight"] = layer[a][ours]["kernel"].T
+      j = len(attention)
+      for m in mlp_names(cfg):
+        out[f"{stack}.block.{i}.layer.{j}.DenseReluDense.{m}.weight"] = layer["mlp"][m]["kernel"].T
+  if not cfg.logits_via_embedding:
+    out["lm_head.weight"] = params["decoder"]["logits_dense"]["kernel"].T
+  return out
+
+
+def flax_names_by_hand(hf_tensors):
+  """HF Flax (`flax_model.msgpack`) names and layouts of HF PyTorch tensors."""
+  flax = {}
+  for name, value in hf_tensors.items():
+    if name == "shared.weight":
+      flax["shared.embedding"] = value
+    elif "relative_attention_bias" in name:  # an nn.Embed: [buckets, heads] like PyTorch
+      flax[name.replace(".weight", ".embedding")] = value
+    elif "layer_norm" in name:
+      flax[name] = value
+    else:  # nn.Dense kernels are [in, out]
+      flax[name.replace(".weight", ".kernel")] = value.T
+  return flax
+
+
+def write_hf_dir(directory, cfg, tensors, filename):
+  """An HF model directory: config.json of `cfg` and `tensors` in `filename` (a PyTorch .bin,
+  which skips the test without torch, or a Flax .msgpack; any other name: no weights file)."""
+  import pytest
+
+  from tlm.models import checkpoints
+  from tlm.models.formats.hf_config import to_hf_config
+
+  os.makedirs(directory, exist_ok=True)
+  with open(os.path.join(directory, "config.json"), "w") as f:
+    json.dump(to_hf_config(cfg), f)
+  path = os.path.join(directory, filename)
+  if filename.endswith(".bin"):
+    torch = pytest.importorskip("torch")
+    torch.save({k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in tensors.items()}, path)
+  elif filename.endswith(".msgpack"):
+    from flax import serialization
+
+    tree = checkpoints.unflatten({k.replace(".", "/"): v for k, v in tensors.items()})
+    with open(path, "wb") as f:
+      f.write(serialization.msgpack_serialize(tree))
+
+
+# ---- the synthetic world: an independent reader of facts.tsv -----------------------------------
+
+TEMPLAMA = ("P54", "P39", "P108", "P102", "P286", "P69", "P488", "P6", "P127")  # its relations
+WINDOW = (datetime.date(2004, 1, 1), datetime.date(2022, 12, 31))  # where its facts change
+
+
+def parse_date(value: str, end: bool) -> datetime.date:
+  """P580/P582 value -> the first (start) or last (end) day it can denote."""
+  assert re.fullmatch(r"\d{4}(\d{2}(\d{2})?)?", value), value
+  y = int(value[:4])
+  if len(value) == 4:
+    return datetime.date(y, 12, 31) if end else datetime.date(y, 1, 1)
+  m = int(value[4:6])
+  if len(value) == 6:
+    if not end:
+      return datetime.date(y, m, 1)
+    return datetime.date(y + m // 12, m % 12 + 1, 1) - datetime.timedelta(days=1)
+  return datetime.date(y, m, int(value[6:]))
+
+
+def read_facts(path):
+  """The facts of a facts.tsv, checked against its documented format, as dicts (rel, s, o,
+  start, end, digits: the qualifiers' lengths)."""
+  facts = []
+  with open(path, encoding="utf-8") as f:
+    for line in f:
+      cols = line.rstrip("\n").split("\t")
+      assert len(cols) >= 3 and all(re.fullmatch(r"[PQ]\d+", c) for c in cols[:3]), line
+      quals = {}
+      for q in cols[3:]:
+        key, value = q.split("=")
+        assert key in ("P580", "P582") and key not in quals, line
+        quals[key] = value
+      start = parse_date(quals["P580"], False) if "P580" in quals else None
+      end = parse_date(quals["P582"], True) if "P582" in quals else None
+      assert start is None or end is None or start <= end, line
+      digits = [len(v) for v in quals.values()]
+      facts.append(dict(rel=cols[0], s=cols[1], o=cols[2], start=start, end=end, digits=digits))
+  return facts
+
+
+def primaries(facts):
+  """Drops the facts whose span lies inside another fact of the same subject (loans...)."""
+  lo = lambda f: f["start"] or datetime.date.min
+  hi = lambda f: f["end"] or datetime.date.max
+  return [
+    f for f in facts if not any(g is not f and lo(g) <= lo(f) and hi(f) <= hi(g) for g in facts)
+  ]
+
+
+def group(facts, rel):
+  """The facts of relation `rel`, by subject."""
+  out = {}
+  for f in facts:
+    if f["rel"] == rel:
+      out.setdefault(f["s"], []).append(f)
+  return out
+
+
+# ---- training ----------------------------------------------------------------------------------
+
+
+def tiny_config(*overrides):
+  """tiny_temporal on the fixture data, batches of 8, no evaluation, no dropout; `overrides`
+  are `--set` strings applied last."""
+  from tlm import configs
+
+  return configs.override(
+    configs.get("tiny_temporal"),
+    [
+      *FIXTURE_DATA_SETS,
+      "train.batch_size=8",
+      "train.eval_every=0",
+      "model.dropout_rate=0.0",
+      *overrides,
+    ],
+  )
 
 
 # ---- processes ---------------------------------------------------------------------------------

@@ -8,6 +8,15 @@ import os
 import numpy as np
 import pytest
 
+from tests.helpers import (
+  ATTENTION_NAMES,
+  assert_same_params,
+  flax_names_by_hand,
+  hf_names_by_hand,
+  mlp_names,
+  normal_params,
+  write_hf_dir,
+)
 from tlm import checksums
 from tlm.data.vocab import find_spiece_model
 from tlm.errors import CheckpointError
@@ -15,13 +24,6 @@ from tlm.models import checkpoints, t5
 from tlm.models.formats.hf_config import to_hf_config
 
 FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures", "meshtf")
-NAMES = {"query": "q", "key": "k", "value": "v", "out": "o"}
-
-
-def random_params(cfg, seed=0):
-  rs = np.random.RandomState(seed)
-  shapes = checkpoints.param_shapes(cfg)
-  return checkpoints.unflatten({k: rs.randn(*s).astype(np.float32) for k, s in shapes.items()})
 
 
 @pytest.fixture(scope="module", params=["tiny", "tiny-v1_1", "per-layer"])
@@ -31,53 +33,7 @@ def model(request):
     cfg = t5.get_preset("tiny-v1_1", vocab_size=40, relpos_bias_per_layer=True)
   else:
     cfg = t5.get_preset(request.param, vocab_size=40)
-  return cfg, random_params(cfg)
-
-
-def _assert_same(a, b):
-  a, b = dict(checkpoints.flatten(a)), dict(checkpoints.flatten(b))
-  assert sorted(a) == sorted(b)
-  for k in a:
-    np.testing.assert_array_equal(a[k], b[k], err_msg=k)
-
-
-def _mlp(cfg):
-  return ["wi", "wo"] if len(cfg.mlp_activations) == 1 else ["wi_0", "wi_1", "wo"]
-
-
-def hf_names_by_hand(params, cfg):
-  """HF PyTorch tensors of tlm params, spelled out independently of param_map.PARAM_MAP."""
-  out = {"shared.weight": params["token_embedder"]["embedding"]}
-  for stack, norm_names in (
-    ("encoder", ["pre_attention_layer_norm", "pre_mlp_layer_norm"]),
-    (
-      "decoder",
-      ["pre_self_attention_layer_norm", "pre_cross_attention_layer_norm", "pre_mlp_layer_norm"],
-    ),
-  ):
-    p = params[stack]
-    rel = f"{stack}.block.{{}}.layer.0.SelfAttention.relative_attention_bias.weight"
-    if "relpos_bias" in p:  # T5: in block 0, shared by the stack
-      out[rel.format(0)] = p["relpos_bias"]["rel_embedding"].T
-    out[f"{stack}.final_layer_norm.weight"] = p[f"{stack}_norm"]["scale"]
-    for i in range(2):
-      layer = p[f"layers_{i}"]
-      if "relpos_bias" in layer:  # HF UMT5: every block's own
-        out[rel.format(i)] = layer["relpos_bias"]["rel_embedding"].T
-      for j, norm in enumerate(norm_names):
-        out[f"{stack}.block.{i}.layer.{j}.layer_norm.weight"] = layer[norm]["scale"]
-      attention = ["attention"]
-      if stack == "decoder":
-        attention = ["self_attention", "encoder_decoder_attention"]
-      for j, (a, hf) in enumerate(zip(attention, ["SelfAttention", "EncDecAttention"])):
-        for ours, theirs in NAMES.items():
-          out[f"{stack}.block.{i}.layer.{j}.{hf}.{theirs}.weight"] = layer[a][ours]["kernel"].T
-      j = len(attention)
-      for m in _mlp(cfg):
-        out[f"{stack}.block.{i}.layer.{j}.DenseReluDense.{m}.weight"] = layer["mlp"][m]["kernel"].T
-  if not cfg.logits_via_embedding:
-    out["lm_head.weight"] = params["decoder"]["logits_dense"]["kernel"].T
-  return out
+  return cfg, normal_params(cfg)
 
 
 def test_hf_maps_both_ways(model):
@@ -87,7 +43,7 @@ def test_hf_maps_both_ways(model):
   assert sorted(exported) == sorted(tensors)
   for k in tensors:
     np.testing.assert_array_equal(exported[k], tensors[k], err_msg=k)
-  _assert_same(checkpoints.params_from_hf(tensors, cfg), params)
+  assert_same_params(checkpoints.params_from_hf(tensors, cfg), params)
   # Old transformers checkpoints carry copies of the embedding and an unused cross-attention
   # relative table: the copies must equal the embedding, the table is skipped.
   extra = {
@@ -97,7 +53,7 @@ def test_hf_maps_both_ways(model):
   }
   if cfg.logits_via_embedding:
     extra["lm_head.weight"] = tensors["shared.weight"]
-  _assert_same(checkpoints.params_from_hf({**tensors, **extra}, cfg), params)
+  assert_same_params(checkpoints.params_from_hf({**tensors, **extra}, cfg), params)
 
 
 def test_hf_strictness_names_every_bad_key(model):
@@ -132,25 +88,10 @@ def test_hf_strictness_names_every_bad_key(model):
       checkpoints.params_from_hf(untied, cfg)
 
 
-def flax_names_by_hand(hf_tensors):
-  """HF Flax (`flax_model.msgpack`) names and layouts of HF PyTorch tensors."""
-  flax = {}
-  for name, value in hf_tensors.items():
-    if name == "shared.weight":
-      flax["shared.embedding"] = value
-    elif "relative_attention_bias" in name:  # an nn.Embed: [buckets, heads] like PyTorch
-      flax[name.replace(".weight", ".embedding")] = value
-    elif "layer_norm" in name:
-      flax[name] = value
-    else:  # nn.Dense kernels are [in, out]
-      flax[name.replace(".weight", ".kernel")] = value.T
-  return flax
-
-
 def test_hf_flax_names(model):
   cfg, params = model
   flax = flax_names_by_hand(hf_names_by_hand(params, cfg))
-  _assert_same(checkpoints.params_from_hf(flax, cfg, flax=True), params)
+  assert_same_params(checkpoints.params_from_hf(flax, cfg, flax=True), params)
 
 
 def mesh_tf_names_by_hand(params, cfg, norm="layer_norm"):
@@ -183,10 +124,10 @@ def mesh_tf_names_by_hand(params, cfg, norm="layer_norm"):
       for j, n in enumerate(norms):
         out[f"{block}/layer_{j:03d}/{norm}/scale"] = layer[n]["scale"]
       for j, (ours, theirs) in enumerate(attention):
-        for a, b in NAMES.items():
+        for a, b in ATTENTION_NAMES.items():
           out[f"{block}/layer_{j:03d}/{theirs}/{b}"] = layer[ours][a]["kernel"]
           out[f"{block}/layer_{j:03d}/{theirs}/{b}_slot_vc"] = np.zeros(3)
-      for m in _mlp(cfg):
+      for m in mlp_names(cfg):
         out[f"{block}/layer_{len(attention):03d}/DenseReluDense/{m}/kernel"] = layer["mlp"][m][
           "kernel"
         ]
@@ -202,7 +143,7 @@ def test_mesh_tf_names_and_config_inference(model, norm):
   shapes = {k: np.shape(v) for k, v in tensors.items()}
   inferred = checkpoints.infer_mesh_tf_config(shapes)
   assert inferred == t5.T5Config(**{**cfg.to_dict(), "dropout_rate": 0.1})
-  _assert_same(checkpoints.params_from_mesh_tf(tensors, cfg), params)
+  assert_same_params(checkpoints.params_from_mesh_tf(tensors, cfg), params)
   with pytest.raises(CheckpointError, match=r"unexpected \(1\): encoder/block_000/layer_000/S"):
     bad = {**tensors, "encoder/block_000/layer_000/SelfAttention/q_extra": np.zeros(2)}
     checkpoints.params_from_mesh_tf(bad, cfg)
@@ -255,22 +196,6 @@ def test_load_tensorflow_written_mesh_tf_fixture(name):
     )
 
 
-def _write_hf_dir(directory, cfg, tensors, filename):
-  os.makedirs(directory, exist_ok=True)
-  with open(os.path.join(directory, "config.json"), "w") as f:
-    json.dump(to_hf_config(cfg), f)
-  path = os.path.join(directory, filename)
-  if filename.endswith(".bin"):
-    torch = pytest.importorskip("torch")
-    torch.save({k: torch.from_numpy(np.ascontiguousarray(v)) for k, v in tensors.items()}, path)
-  elif filename.endswith(".msgpack"):
-    from flax import serialization
-
-    tree = checkpoints.unflatten({k.replace(".", "/"): v for k, v in tensors.items()})
-    with open(path, "wb") as f:
-      f.write(serialization.msgpack_serialize(tree))
-
-
 def test_load_hf_pytorch_bin_flax_msgpack_and_sharded_safetensors(model, tmp_path):
   from tlm.models.formats import safetensors
 
@@ -279,17 +204,17 @@ def test_load_hf_pytorch_bin_flax_msgpack_and_sharded_safetensors(model, tmp_pat
   bin_dir = str(tmp_path / "bin")
   # Old-style pytorch_model.bin with the embedding copies (t5-large-ssm-nq ships only this).
   copies = {"encoder.embed_tokens.weight": tensors["shared.weight"]}
-  _write_hf_dir(bin_dir, cfg, {**tensors, **copies}, "pytorch_model.bin")
+  write_hf_dir(bin_dir, cfg, {**tensors, **copies}, "pytorch_model.bin")
   loaded_cfg, loaded = checkpoints.load_checkpoint(bin_dir)
   assert loaded_cfg == cfg
-  _assert_same(loaded, params)
+  assert_same_params(loaded, params)
 
   flax_dir = str(tmp_path / "flax")
-  _write_hf_dir(flax_dir, cfg, flax_names_by_hand(tensors), "flax_model.msgpack")
-  _assert_same(checkpoints.load_checkpoint(flax_dir)[1], params)
+  write_hf_dir(flax_dir, cfg, flax_names_by_hand(tensors), "flax_model.msgpack")
+  assert_same_params(checkpoints.load_checkpoint(flax_dir)[1], params)
 
   sharded = str(tmp_path / "sharded")
-  _write_hf_dir(sharded, cfg, {}, "none")
+  write_hf_dir(sharded, cfg, {}, "none")
   names = sorted(tensors)
   shards = {
     "model-00001-of-00002.safetensors": names[:10],
@@ -300,7 +225,7 @@ def test_load_hf_pytorch_bin_flax_msgpack_and_sharded_safetensors(model, tmp_pat
   weight_map = {k: shard for shard, keys in shards.items() for k in keys}
   with open(os.path.join(sharded, "model.safetensors.index.json"), "w") as f:
     json.dump({"metadata": {}, "weight_map": weight_map}, f)
-  _assert_same(checkpoints.load_checkpoint(sharded)[1], params)
+  assert_same_params(checkpoints.load_checkpoint(sharded)[1], params)
 
 
 def test_tlm_model_dir_and_training_workdir(model, tmp_path):
@@ -317,20 +242,20 @@ def test_tlm_model_dir_and_training_workdir(model, tmp_path):
   ]
   loaded_cfg, loaded = checkpoints.load_checkpoint(out)
   assert loaded_cfg == cfg
-  _assert_same(loaded, params)
+  assert_same_params(loaded, params)
   assert find_spiece_model(out) == os.path.join(out, "spiece.model")
   # A training workdir: the newest checkpoints/<step>/params is loaded.
   work = tmp_path / "work"
   (work / "checkpoints").mkdir(parents=True)
   with open(work / "model_config.json", "w") as f:
     json.dump(cfg.to_dict(), f)
-  older = random_params(cfg, seed=5)
+  older = normal_params(cfg, seed=5)
   orbax_params.save(str(work / "checkpoints" / "100" / "params"), older)
   orbax_params.save(str(work / "checkpoints" / "2000" / "params"), params)
-  _assert_same(checkpoints.load_checkpoint(str(work))[1], params)
+  assert_same_params(checkpoints.load_checkpoint(str(work))[1], params)
   # ... or a given step of it.
-  _assert_same(checkpoints.load_checkpoint(str(work / "checkpoints" / "100"))[1], older)
-  _assert_same(checkpoints.load_checkpoint(str(work / "checkpoints" / "100") + "/")[1], older)
+  assert_same_params(checkpoints.load_checkpoint(str(work / "checkpoints" / "100"))[1], older)
+  assert_same_params(checkpoints.load_checkpoint(str(work / "checkpoints" / "100") + "/")[1], older)
 
 
 def test_user_errors_and_atomic_export(model, tmp_path):

@@ -10,12 +10,12 @@ import shutil
 
 import pytest
 
-from tests.test_checkpoints import (
-  _assert_same,
-  _write_hf_dir,
+from tests.helpers import (
+  assert_same_params,
   flax_names_by_hand,
   hf_names_by_hand,
-  random_params,
+  normal_params,
+  write_hf_dir,
 )
 from tlm import storage
 from tlm.data.vocab import find_spiece_model
@@ -29,7 +29,7 @@ FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures", "meshtf")
 @pytest.fixture(scope="module")
 def model():
   cfg = t5.get_preset("tiny-v1_1", vocab_size=40)
-  return cfg, random_params(cfg)
+  return cfg, normal_params(cfg)
 
 
 def _upload(local_dir: str, uri: str) -> str:
@@ -49,10 +49,10 @@ def test_hf_checkpoint_on_gs_loads_as_locally(bucket, tmp_path, model, kind):
   tensors = hf_names_by_hand(params, cfg)
   local = str(tmp_path / "local")
   if kind == "safetensors":
-    _write_hf_dir(local, cfg, {}, "none")
+    write_hf_dir(local, cfg, {}, "none")
     safetensors.write(os.path.join(local, "model.safetensors"), tensors)
   elif kind == "sharded":
-    _write_hf_dir(local, cfg, {}, "none")
+    write_hf_dir(local, cfg, {}, "none")
     names = sorted(tensors)
     shards = {"model-1.safetensors": names[:7], "model-2.safetensors": names[7:]}
     for shard, keys in shards.items():
@@ -61,9 +61,9 @@ def test_hf_checkpoint_on_gs_loads_as_locally(bucket, tmp_path, model, kind):
     with open(os.path.join(local, "model.safetensors.index.json"), "w") as f:
       json.dump({"weight_map": weight_map}, f)
   elif kind == "bin":
-    _write_hf_dir(local, cfg, tensors, "pytorch_model.bin")
+    write_hf_dir(local, cfg, tensors, "pytorch_model.bin")
   else:
-    _write_hf_dir(local, cfg, flax_names_by_hand(tensors), "flax_model.msgpack")
+    write_hf_dir(local, cfg, flax_names_by_hand(tensors), "flax_model.msgpack")
   with open(os.path.join(local, "spiece.model"), "wb") as f:
     f.write(b"vocab")
   uri = _upload(local, f"{bucket}/hf/{kind}")
@@ -71,8 +71,8 @@ def test_hf_checkpoint_on_gs_loads_as_locally(bucket, tmp_path, model, kind):
   remote_cfg, remote = checkpoints.load_checkpoint(uri)
   local_cfg, expected = checkpoints.load_checkpoint(local)
   assert remote_cfg == local_cfg == cfg
-  _assert_same(remote, expected)
-  _assert_same(remote, params)
+  assert_same_params(remote, expected)
+  assert_same_params(remote, params)
   assert find_spiece_model(uri) == f"{uri}/spiece.model"
 
 
@@ -85,7 +85,7 @@ def test_mesh_tf_checkpoint_on_gs_loads_as_locally(bucket, name):
   for path in (uri, f"{uri}/model.ckpt-1000700"):
     cfg, params = checkpoints.load_checkpoint(path)
     assert cfg == expected_cfg
-    _assert_same(params, expected)
+    assert_same_params(params, expected)
 
 
 def test_mesh_tf_state_file_on_gs(bucket, tmp_path):
@@ -118,7 +118,7 @@ def test_weight_map_on_gs_cannot_leave_the_directory(bucket, tmp_path, model, mo
   safetensors.write(os.path.join(outside, "x.safetensors"), hf_names_by_hand(params, cfg))
   _upload(outside, f"{bucket}/outside")
   local = str(tmp_path / "hf")
-  _write_hf_dir(local, cfg, {}, "none")
+  write_hf_dir(local, cfg, {}, "none")
   with open(os.path.join(local, "model.safetensors.index.json"), "w") as f:
     json.dump({"weight_map": {"shared.weight": name}}, f)
   uri = _upload(local, f"{bucket}/hf")
@@ -136,7 +136,7 @@ def test_missing_and_truncated_files_on_gs(bucket, tmp_path, model):
   with pytest.raises(CheckpointError, match="no such checkpoint"):
     checkpoints.load_checkpoint(f"{bucket}/nothing")
   local = str(tmp_path / "hf")
-  _write_hf_dir(local, cfg, {}, "none")
+  write_hf_dir(local, cfg, {}, "none")
   path = os.path.join(local, "model.safetensors")
   safetensors.write(path, hf_names_by_hand(params, cfg))
   with open(path, "r+b") as f:

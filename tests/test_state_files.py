@@ -523,7 +523,7 @@ def test_a_hostile_model_config_of_an_init_checkpoint_is_a_one_line_error(tmp_pa
 
 @pytest.fixture(scope="module")
 def seed_dir(written, tmp_path_factory):
-  """A seed's results/ as reproduce writes them, from the evaluation of tests/test_results.py."""
+  """A seed's results/ as reproduce writes them, from the evaluation's fixtures (conftest.py)."""
   from tlm.miniature import measurements
 
   directory = tmp_path_factory.mktemp("seed")
@@ -542,12 +542,6 @@ def seed_dir(written, tmp_path_factory):
   for name, content in files.items():
     write_file(str(directory / "results" / name), json.dumps(content))
   return directory
-
-
-# The evaluation fixtures of tests/test_results.py, for `seed_dir`.
-from tests.test_results import data as data  # noqa: E402
-from tests.test_results import model as model  # noqa: E402
-from tests.test_results import written as written  # noqa: E402
 
 
 def test_a_seed_as_reproduce_writes_it_loads(seed_dir):

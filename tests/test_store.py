@@ -186,18 +186,18 @@ def test_bad_line_in_a_later_chunk_is_named_with_its_line(tmp_path, monkeypatch,
 def test_beam_direct_runner_writes_the_same_store(tmp_path, monkeypatch):
   if os.environ.get("TLM_REQUIRE_BEAM") != "1":  # .ci/run's Beam environment sets it
     pytest.importorskip("apache_beam")
-  from tlm.data import ssm_beam
-
   monkeypatch.setattr(store_build, "MIN_CHUNK_BYTES", 4096)
   local, beam = str(tmp_path / "local"), str(tmp_path / "beam")
   want = ssm.build_ssm(NEWS, local, gazetteer=ENTITIES, seed=3, vocab=VOCAB, num_workers=2)
-  got = ssm_beam.build(NEWS, beam, "--runner=DirectRunner", gazetteer=ENTITIES, seed=3, vocab=VOCAB)
+  got = ssm.build_ssm(
+    NEWS, beam, gazetteer=ENTITIES, seed=3, vocab=VOCAB, beam_options="--runner=DirectRunner"
+  )
   assert got == want
   assert _tree(beam) == _tree(local)
   bad = tmp_path / "bad.jsonl"
   bad.write_text(open(NEWS).read() + '{"date": "2014-13-01", "text": "A."}\n')
   with pytest.raises(UserError, match=f"{bad}:380: unparsable date '2014-13-01'"):
-    ssm_beam.build(str(bad), beam, "--runner=DirectRunner")
+    ssm.build_ssm(str(bad), beam, beam_options="--runner=DirectRunner")
   assert not store.is_store(beam)  # the old store was removed first, and nothing replaced it
 
 

@@ -1,6 +1,7 @@
 """Tests of the embedded synthetic world (tlm/data/synthetic/, tlm/cli/world.py).
 
-The world's files are read back with small parsers written here, independently of the writer,
+The world's files are read back with small parsers written here and in tests/helpers.py (the
+facts reader, shared with test_synthetic_records.py), independently of the writer,
 and checked against the documented formats and against the properties docs/reproduction.md
 (The synthetic world) asks for:
 determinism, never/always-changing relations, news growth, explicit-year share, every fact of a
@@ -17,52 +18,17 @@ import sys
 
 import pytest
 
+from tests.helpers import ROOT, TEMPLAMA, WINDOW, group, primaries, read_facts
 from tlm.data import synthetic
 from tlm.data.vocab import Vocabulary
 from tlm.errors import ConfigError, UserError
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
-TEMPLAMA = ("P54", "P39", "P108", "P102", "P286", "P69", "P488", "P6", "P127")
 OTHER = ("P159", "P276", "P131", "P17")
 YEAR = re.compile(r"\b(?:19|20)\d\d\b")
-WINDOW = (datetime.date(2004, 1, 1), datetime.date(2022, 12, 31))
 NEWS_YEARS = range(2010, 2021)
 
 
 # --- independent readers ---------------------------------------------------------------------
-
-
-def parse_date(value: str, end: bool) -> datetime.date:
-  """P580/P582 value -> the first (start) or last (end) day it can denote."""
-  assert re.fullmatch(r"\d{4}(\d{2}(\d{2})?)?", value), value
-  y = int(value[:4])
-  if len(value) == 4:
-    return datetime.date(y, 12, 31) if end else datetime.date(y, 1, 1)
-  m = int(value[4:6])
-  if len(value) == 6:
-    if not end:
-      return datetime.date(y, m, 1)
-    return datetime.date(y + m // 12, m % 12 + 1, 1) - datetime.timedelta(days=1)
-  return datetime.date(y, m, int(value[6:]))
-
-
-def read_facts(path):
-  facts = []
-  with open(path, encoding="utf-8") as f:
-    for line in f:
-      cols = line.rstrip("\n").split("\t")
-      assert len(cols) >= 3 and all(re.fullmatch(r"[PQ]\d+", c) for c in cols[:3]), line
-      quals = {}
-      for q in cols[3:]:
-        key, value = q.split("=")
-        assert key in ("P580", "P582") and key not in quals, line
-        quals[key] = value
-      start = parse_date(quals["P580"], False) if "P580" in quals else None
-      end = parse_date(quals["P582"], True) if "P582" in quals else None
-      assert start is None or end is None or start <= end, line
-      digits = [len(v) for v in quals.values()]
-      facts.append(dict(rel=cols[0], s=cols[1], o=cols[2], start=start, end=end, digits=digits))
-  return facts
 
 
 def read_entities(path):
@@ -96,23 +62,6 @@ def valid_in_year(fact, year):
   lo = fact["start"] or datetime.date.min
   hi = fact["end"] or datetime.date.max
   return lo <= datetime.date(year, 12, 31) and hi >= datetime.date(year, 1, 1)
-
-
-def primaries(facts):
-  """Drops the facts whose span lies inside another fact of the same subject (loans...)."""
-  lo = lambda f: f["start"] or datetime.date.min
-  hi = lambda f: f["end"] or datetime.date.max
-  return [
-    f for f in facts if not any(g is not f and lo(g) <= lo(f) and hi(f) <= hi(g) for g in facts)
-  ]
-
-
-def group(facts, rel):
-  out = {}
-  for f in facts:
-    if f["rel"] == rel:
-      out.setdefault(f["s"], []).append(f)
-  return out
 
 
 # --- fixtures --------------------------------------------------------------------------------

@@ -1,7 +1,7 @@
 """Tests of the synthetic world's generators on their in-memory records (tlm/data/synthetic/).
 
 The change processes on a scale-5 world without news (enough subjects to measure rates
-tightly; its facts go through facts.tsv and the independent reader of test_synthetic.py), and
+tightly; its facts go through facts.tsv and the independent reader of tests/helpers.py), and
 the news sentences of a scale-0.2 world: what each one states, paraphrases, popularity.
 """
 
@@ -10,7 +10,7 @@ import math
 import numpy as np
 import pytest
 
-from tests.test_synthetic import TEMPLAMA, WINDOW, group, primaries, read_facts
+from tests.helpers import TEMPLAMA, WINDOW, group, primaries, read_facts
 from tlm.data import synthetic
 from tlm.data.synthetic.facts import generate_world
 from tlm.data.synthetic.news import news_interval

@@ -13,6 +13,7 @@ import pytest
 from flax import traverse_util
 
 from tests import t5x_reference as ref
+from tests.helpers import tiny_config
 from tlm.errors import CheckpointError, ConfigError
 from tlm.models import checkpoints, t5
 from tlm.models.formats import t5x
@@ -183,7 +184,6 @@ def test_without_a_step_it_is_not_a_training_checkpoint():
 def test_training_continues_a_t5x_run_with_its_adafactor_state(tmp_path):
   # model.init_optimizer_state: the run starts at its step 0 from the T5X checkpoint's
   # parameters and Adafactor state (counts at T5X's step); without it, a fresh optimizer.
-  from tests.test_train import tiny_config
   from tlm import configs
   from tlm.models.shapes import model_config
   from tlm.train import loop

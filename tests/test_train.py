@@ -14,7 +14,7 @@ import torch
 import transformers
 from flax import linen as nn
 
-from tests.helpers import FIXTURE_DATA_SETS
+from tests.helpers import tiny_config
 from tlm import configs
 from tlm.errors import CheckpointError, ConfigError
 from tlm.models import t5
@@ -28,19 +28,6 @@ from tlm.train.batches import TrainingData
 from tlm.train.checkpointing import CheckpointManager, load_init_params
 from tlm.train.optim import factored_state, make_optimizer
 from tlm.train.state import TrainState, state_layout
-
-
-def tiny_config(*overrides):
-  return configs.override(
-    configs.get("tiny_temporal"),
-    [
-      *FIXTURE_DATA_SETS,
-      "train.batch_size=8",
-      "train.eval_every=0",
-      "model.dropout_rate=0.0",
-      *overrides,
-    ],
-  )
 
 
 def test_loss_sums_match_numpy():

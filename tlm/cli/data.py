@@ -68,26 +68,15 @@ def build_ssm(flags) -> dict:
   check_value("data.seed", flags.seed, "--seed")
   t0 = time.perf_counter()
   with WorkdirLock.beside(flags.output_dir, "build_ssm"):
-    if flags.beam_options:
-      from tlm.data import ssm_beam
-
-      stats = ssm_beam.build(
-        flags.news,
-        flags.output_dir,
-        flags.beam_options,
-        gazetteer=flags.entities,
-        seed=flags.seed,
-        vocab=flags.vocab,
-      )
-    else:
-      stats = ssm.build_ssm(
-        flags.news,
-        flags.output_dir,
-        gazetteer=flags.entities,
-        seed=flags.seed,
-        vocab=flags.vocab,
-        num_workers=flags.num_workers,
-      )
+    stats = ssm.build_ssm(
+      flags.news,
+      flags.output_dir,
+      gazetteer=flags.entities,
+      seed=flags.seed,
+      vocab=flags.vocab,
+      num_workers=flags.num_workers,
+      beam_options=flags.beam_options,
+    )
   seconds = time.perf_counter() - t0
   workers = "Beam" if flags.beam_options else f"{flags.num_workers} worker(s)"
   t = stats["totals"]

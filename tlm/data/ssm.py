@@ -24,15 +24,24 @@ the cap an overlong "sentence" (a table, a list of dates) repeats whole in each 
 
 import bisect
 import collections
+import dataclasses
 import datetime
 import math
 import re
 from collections.abc import Sequence
 
 from tlm.data.salient_spans import Gazetteer, Span, find_spans, split_sentences, years_mentioned
-from tlm.errors import DataError
+from tlm.errors import DataError, UserError
 
-__all__ = ["Gazetteer", "Span", "build_ssm", "find_spans", "mask_examples", "split_sentences"]
+__all__ = [
+  "BuildSettings",
+  "Gazetteer",
+  "Span",
+  "build_ssm",
+  "find_spans",
+  "mask_examples",
+  "split_sentences",
+]
 
 SENTINEL = "<extra_id_0>"
 SPLITS = ("train", "val", "test")
@@ -109,6 +118,27 @@ def heldout_count(num_articles: int, max_articles: int = 2000, fraction: float =
   return min(max_articles, math.floor(fraction * num_articles + 0.5))
 
 
+@dataclasses.dataclass(frozen=True)
+class BuildSettings:
+  """What a store build depends on besides its input and output: the arguments of `build_ssm`
+  (which documents them and holds their defaults), taken by the local builder
+  (`tlm.data.store_build`) and the Beam pipeline (`tlm.data.ssm_beam`). Checked on creation:
+  UserError on a value out of range, before anything is read or written."""
+
+  gazetteer: str | None
+  seed: int
+  heldout_articles: int
+  heldout_fraction: float
+  max_context_words: int
+  vocab: str | None
+
+  def __post_init__(self):
+    if self.heldout_articles < 0 or not 0 <= self.heldout_fraction < 0.5:
+      raise UserError("heldout_articles must be >= 0 and heldout_fraction in [0, 0.5)")
+    if self.max_context_words < 1:
+      raise UserError(f"max_context_words must be >= 1, got {self.max_context_words}")
+
+
 def build_ssm(
   news: str | Sequence[str],
   output_dir: str,
@@ -119,6 +149,7 @@ def build_ssm(
   max_context_words: int = MAX_CONTEXT_WORDS,
   vocab: str | None = None,
   num_workers: int = 1,
+  beam_options: str | Sequence[str] | None = None,
 ) -> dict:
   """Builds SSM examples from a news corpus, split by article and year, into an example store.
 
@@ -134,26 +165,27 @@ def build_ssm(
     max_context_words: the cap on the words around each span (`mask_examples`).
     vocab: a SentencePiece model: store token ids (tokenized once, here) instead of text.
     num_workers: local processes (`tlm.data.store_build`); the output is the same for any.
+    beam_options: build as an Apache Beam pipeline with these options instead
+      (`tlm.data.ssm_beam`; e.g. "--runner=DirectRunner"); the same output. `num_workers` is
+      not used then.
 
   Returns:
     The statistics written to `stats.json`.
 
   Raises:
     DataError: a bad input line (nothing is written then).
+    UserError: a setting out of range (`BuildSettings`).
   """
+  settings = BuildSettings(
+    gazetteer, seed, heldout_articles, heldout_fraction, max_context_words, vocab
+  )
+  if beam_options:
+    from tlm.data import ssm_beam
+
+    return ssm_beam.build(news, output_dir, beam_options, settings)
   from tlm.data import store_build
 
-  return store_build.build(
-    news,
-    output_dir,
-    gazetteer=gazetteer,
-    seed=seed,
-    heldout_articles=heldout_articles,
-    heldout_fraction=heldout_fraction,
-    max_context_words=max_context_words,
-    vocab=vocab,
-    num_workers=num_workers,
-  )
+  return store_build.build(news, output_dir, settings, num_workers)
 
 
 class Stats:

@@ -20,10 +20,8 @@ from collections.abc import Sequence
 
 from tlm import storage
 from tlm.data import store, store_build
-from tlm.data.salient_spans import Gazetteer
-from tlm.data.ssm import MAX_CONTEXT_WORDS
+from tlm.data.ssm import BuildSettings
 from tlm.errors import UserError
-from tlm.files import check_replaceable
 
 # Beam runners parallelise over chunks: cut the input as for this many local workers.
 CHUNK_HINT_WORKERS = 64
@@ -71,32 +69,21 @@ def build(
   news: str | Sequence[str],
   output_dir: str,
   beam_options: str | Sequence[str],
-  gazetteer: str | None = None,
-  seed: int = 0,
-  heldout_articles: int = 2000,
-  heldout_fraction: float = 0.1,
-  max_context_words: int = MAX_CONTEXT_WORDS,
-  vocab: str | None = None,
+  settings: BuildSettings,
 ) -> dict:
   """`tlm.data.ssm.build_ssm` as a Beam pipeline run with `beam_options`.
 
   Args:
     beam_options: the pipeline's options, e.g. "--runner=DirectRunner" (a string split like a
       shell command line, or a list).
-    others: as `tlm.data.ssm.build_ssm`.
+    news, output_dir, settings: as `tlm.data.ssm.build_ssm` (which calls this when given
+      `beam_options`).
 
   Returns:
     The statistics written to `stats.json`.
   """
   beam, pipeline_options = _beam()
-  if heldout_articles < 0 or not 0 <= heldout_fraction < 0.5:
-    raise UserError("heldout_articles must be >= 0 and heldout_fraction in [0, 0.5)")
-  check_replaceable(output_dir, store_build.OUTPUT_NAMES)
-  paths = store_build.expand_inputs(news)
-  if gazetteer:
-    Gazetteer.from_file(gazetteer)
-  token_dtype = store_build.check_vocab_for_store(vocab) if vocab else None
-  options = store_build.Options(gazetteer, vocab, token_dtype, max_context_words)
+  paths, options = store_build.prepare(news, output_dir, settings)
   chunks = store_build.plan_chunks(paths, CHUNK_HINT_WORKERS)
   out = storage.abspath(output_dir)
   part_dir = storage.join(out, store_build._PARTS)
@@ -105,13 +92,13 @@ def build(
   storage.makedirs(out)
 
   def plan_of(scans):
-    return store_build.make_plan(chunks, scans, seed, heldout_articles, heldout_fraction)
+    return store_build.make_plan(chunks, scans, settings)
 
   def examples(chunk, plan):
     return store_build.process_chunk(chunk, plan.chunk_plan(chunk.index), options, part_dir)
 
   def jobs_of(results, plan):
-    return store_build.merge_jobs(out, part_dir, plan, results, token_dtype)
+    return store_build.merge_jobs(out, part_dir, plan, results, options.token_dtype)
 
   def finish(merged, plan, results):  # on a worker: the statistics are read back from stats.json
     store_build.finish(out, plan, results, merged, options)

@@ -42,6 +42,7 @@ from tlm.data.ssm import (
   MAX_CONTEXT_WORDS,
   SENTINEL,
   SPLITS,
+  BuildSettings,
   Stats,
   heldout_count,
   mask_examples,
@@ -253,11 +254,9 @@ class Plan:
 def make_plan(
   chunks: Sequence[Chunk],
   scans: Sequence[Scan],
-  seed: int,
-  heldout_articles: int = 2000,
-  heldout_fraction: float = 0.1,
+  settings: BuildSettings,
 ) -> Plan:
-  """The plan of a scanned corpus.
+  """The plan of a scanned corpus: the held-out articles by `settings`' seed and shares.
 
   Raises:
     DataError: the first bad line in corpus order, naming its file and line.
@@ -278,8 +277,8 @@ def make_plan(
   heldout = {}
   for year in sorted(counts):
     n = counts[year]
-    k = heldout_count(n, heldout_articles, heldout_fraction)
-    order = np.random.default_rng([seed, year]).permutation(n)
+    k = heldout_count(n, settings.heldout_articles, settings.heldout_fraction)
+    order = np.random.default_rng([settings.seed, year]).permutation(n)
     heldout[year] = (frozenset(order[:k].tolist()), frozenset(order[k : 2 * k].tolist()))
   return Plan(tuple(sorted(counts)), tuple(first_line), tuple(offsets), heldout, dict(counts))
 
@@ -436,43 +435,37 @@ def check_vocab_for_store(vocab_path: str) -> str:
   return store.token_dtype_for(vocab.vocab_size)
 
 
-def build(
-  news: str | Sequence[str],
-  output_dir: str,
-  gazetteer: str | None = None,
-  seed: int = 0,
-  heldout_articles: int = 2000,
-  heldout_fraction: float = 0.1,
-  max_context_words: int = MAX_CONTEXT_WORDS,
-  vocab: str | None = None,
-  num_workers: int = 1,
-) -> dict:
-  """`tlm.data.ssm.build_ssm` over many shards with `num_workers` processes (its docstring)."""
-  if heldout_articles < 0 or not 0 <= heldout_fraction < 0.5:
-    raise UserError("heldout_articles must be >= 0 and heldout_fraction in [0, 0.5)")
-  if max_context_words < 1:
-    raise UserError(f"max_context_words must be >= 1, got {max_context_words}")
-  if num_workers < 1:
-    raise UserError(f"--num_workers must be >= 1, got {num_workers}")
+def prepare(news: str | Sequence[str], output_dir: str, settings: BuildSettings):
+  """What both builders check before any work, nothing written yet: the output directory can be
+  replaced, the inputs exist, the gazetteer and the vocabulary load. Returns the input files
+  and the `Options` of their chunks."""
   check_replaceable(output_dir, OUTPUT_NAMES)
   paths = expand_inputs(news)
-  if gazetteer:
-    Gazetteer.from_file(gazetteer)  # a bad gazetteer fails here, once, not in every worker
-  token_dtype = check_vocab_for_store(vocab) if vocab else None
-  options = Options(gazetteer, vocab, token_dtype, max_context_words)
+  if settings.gazetteer:
+    Gazetteer.from_file(settings.gazetteer)  # a bad gazetteer fails here, once, not in every worker
+  token_dtype = check_vocab_for_store(settings.vocab) if settings.vocab else None
+  options = Options(settings.gazetteer, settings.vocab, token_dtype, settings.max_context_words)
+  return paths, options
+
+
+def build(
+  news: str | Sequence[str], output_dir: str, settings: BuildSettings, num_workers: int = 1
+) -> dict:
+  """`tlm.data.ssm.build_ssm` over many shards with `num_workers` processes (its docstring)."""
+  if num_workers < 1:
+    raise UserError(f"--num_workers must be >= 1, got {num_workers}")
+  paths, options = prepare(news, output_dir, settings)
   chunks = plan_chunks(paths, num_workers)
   pool = None
   if num_workers > 1 and len(chunks) > 1:
     pool = multiprocessing.get_context("spawn").Pool(min(num_workers, len(chunks)))
   try:
-    plan = make_plan(
-      chunks, _map(pool, scan_chunk, chunks), seed, heldout_articles, heldout_fraction
-    )
+    plan = make_plan(chunks, _map(pool, scan_chunk, chunks), settings)
     with atomic_output_dir(output_dir) as tmp:
       part_dir = os.path.join(tmp, _PARTS)
       work = [(c, plan.chunk_plan(c.index), options, part_dir) for c in chunks]
       results = _map(pool, _process_star, work)
-      jobs = merge_jobs(tmp, part_dir, plan, results, token_dtype)
+      jobs = merge_jobs(tmp, part_dir, plan, results, options.token_dtype)
       merged = zip([(j[1], j[2], j[3]) for j in jobs], _map(pool, merge_job, jobs))
       summary = finish(tmp, plan, results, merged, options)
       storage.rmtree(part_dir)

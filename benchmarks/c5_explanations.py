@@ -179,11 +179,12 @@ def c5_difference(metas_a, metas_b, resamples: int | None = None) -> dict:
     (cb,), missing_b = c5.components(b)
     if missing_a or missing_b:
       raise ValueError(f"C5 is not computable: {missing_a + missing_b}")
-    pool = stats.as_pool(ca.pools["templama"])
-    if not pool.same_as(stats.as_pool(cb.pools["templama"])):
+    ((name, given),) = ca.pools.items()  # "TempLAMA 2019-20", by (subject, relation) pair
+    pool = stats.as_pool(given)
+    if set(cb.pools) != {name} or not pool.same_as(stats.as_pool(cb.pools[name])):
       raise ValueError(f"seed {a['seed']}: the two settings were evaluated on other queries")
     statistics.append(lambda d, ca=ca, cb=cb: ca.margin(d) - cb.margin(d))
-    pools.append({"templama": pool})
+    pools.append({name: pool})
   per_seed = []
   for a, f, p in zip(metas_a, statistics, pools):
     value = f(stats.identity_indices(p))
@@ -227,7 +228,7 @@ def forward_counts(seeds, overrides) -> dict:
   return out
 
 
-def summarize(summary: dict, results: dict, seeds, counts, resamples=None) -> dict:
+def summarize(summary: dict, results: dict, seeds, counts, steps=STEPS, resamples=None) -> dict:
   """c5_explanations.json: C5 per setting, the differences, the criterion (see the module
   docstring and PREREGISTRATION_bc.md)."""
   rows = {r["setting"]: r for r in summary["rows"] if r["final"]}
@@ -239,7 +240,7 @@ def summarize(summary: dict, results: dict, seeds, counts, resamples=None) -> di
   diffs = {}
   for label, a, b in DIFFERENCES:
     have = [s for s in seeds if s in results.get(a, {}) and s in results.get(b, {})]
-    metas = [[results[x][s][STEPS] for s in have if STEPS in results[x][s]] for x in (a, b)]
+    metas = [[results[x][s][steps] for s in have if steps in results[x][s]] for x in (a, b)]
     if have and len(metas[0]) == len(metas[1]) == len(have):
       diffs[label] = {"seeds": have} | c5_difference(*metas, resamples=resamples)
   verdicts = {}
@@ -319,7 +320,7 @@ def markdown(out: dict) -> str:
 
 def report(root, chosen, results, seeds, counts, log=print, resamples=None) -> dict:
   summary = levers.report(root, chosen, results, seeds, log, resamples=resamples)
-  out = summarize(summary, results, seeds, counts, resamples)
+  out = summarize(summary, results, seeds, counts, chosen[0].steps, resamples)
   write_json(os.path.join(root, "c5_explanations.json"), out)
   with atomic_output_file(os.path.join(root, "c5_explanations.md")) as f:
     f.write(markdown(out))

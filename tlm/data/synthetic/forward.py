@@ -38,12 +38,15 @@ the TempLAMA answers of later years that these sentences state.
 """
 
 import dataclasses
+import re
 from collections.abc import Iterable, Sequence
 
 import numpy as np
 
 from tlm.data.synthetic.news import Document, Sentence, _Writer
 from tlm.data.synthetic.records import Fact, World, year_of
+from tlm.errors import DataError
+from tlm.files import iter_jsonl
 
 MODES = ("dated", "undated")
 KIND = "forward"
@@ -144,9 +147,10 @@ def add_forward(
   after the fact sentence it extends.
 
   Returns:
-    {"sentences": per year, "candidates": per year, "share": of all sentences}.
+    {"mode", "share_setting", "sentences": in all, "sentences_per_year", "candidates_per_year",
+     "share": the share of all sentences they make}.
   """
-  # A writer of its own, on this stream: it draws the template fields (a role's title) only.
+  # A writer of its own, on this stream: it fills the fields and draws each template.
   writer = _Writer(world, None, rng)
   by_year: dict[int, list[int]] = {}
   for i, doc in enumerate(docs):
@@ -225,11 +229,6 @@ def read_records(path: str) -> list[Record]:
   Raises:
     DataError: naming the file and line of a malformed record.
   """
-  import re
-
-  from tlm.errors import DataError
-  from tlm.files import iter_jsonl
-
   out = []
   for line_no, obj in iter_jsonl(path, required=_FIELDS):
     strings = ("date", "subject", "relation", "object", "text")

@@ -243,6 +243,8 @@ _OUT_OF_RANGE = {
   "model.mlp_dim": ("-1",),
   "model.num_layers": ("-1",),
   "data.world_scale": ("0", "-1"),
+  "data.forward_looking": ("yes",),
+  "data.forward_share": ("0", "0.5"),
   "data.year": ("-2014",),
   "data.new_year_prob": ("1.5", "-0.5"),
   "data.news_to_templama": ("-1",),

@@ -205,6 +205,24 @@ def _pretrained_start(setting: Setting, base: list[str], work: str, log: Log) ->
   return path
 
 
+def setting_overrides(setting: Setting, seed: int, overrides: Sequence[str] = ()) -> list[str]:
+  """The overrides of a setting's models on one seed: the caller's, the seed's, the setting's."""
+  from tlm.miniature import reproduce
+
+  return list(overrides) + reproduce.seed_overrides(seed) + list(setting.overrides)
+
+
+def variant_configs(setting: Setting, seed: int, start: str, overrides: Sequence[str] = ()):
+  """{variant: the config of the setting's Uniform or Temporal on `seed`, from `start`} (its
+  `train.steps` is set per evaluated step)."""
+  from tlm.miniature import starts
+
+  base = setting_overrides(setting, seed, overrides)
+  return {
+    v: starts.from_start(configs.override(configs.get(f"tiny_{v}"), base), start) for v in VARIANTS
+  }
+
+
 def seed_measurements(
   setting: Setting,
   seed: int,
@@ -223,7 +241,7 @@ def seed_measurements(
   if setting.reuse:
     return _reused(setting, seed)
   from tlm.eval import during_training, experiments
-  from tlm.miniature import parallel, reproduce, starts
+  from tlm.miniature import parallel, reproduce
   from tlm.train.loop import train
 
   work = seed_dir(root, setting, seed)
@@ -233,15 +251,13 @@ def seed_measurements(
   todo = [k for k in setting.points() if k not in out and (up_to is None or k <= up_to)]
   if not todo:
     return out
-  base = list(overrides) + reproduce.seed_overrides(seed) + list(setting.overrides)
+  base = setting_overrides(setting, seed, overrides)
   start = (
     setting.start.format(seed=seed)
     if setting.start
     else _pretrained_start(setting, base, work, log)
   )
-  cfgs = {
-    v: starts.from_start(configs.override(configs.get(f"tiny_{v}"), base), start) for v in VARIANTS
-  }
+  cfgs = variant_configs(setting, seed, start, overrides)
   parallel.enable_compilation_cache(reproduce.compilation_cache_dir(cfgs["temporal"]))
   data = dataclasses.replace(experiments.eval_data(cfgs["temporal"]), news={})
   dirs = {v: os.path.join(work, v) for v in VARIANTS}

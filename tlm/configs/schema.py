@@ -96,6 +96,12 @@ class DataConfig:
       instead of `ssm_dir` / `templama_dir`.
     world_seed: seed of the synthetic world.
     world_scale: size of the synthetic world (1.0 = the default miniature).
+    forward_looking: the synthetic world's forward-looking news sentences (issue 19, item 5b;
+      `tlm.data.synthetic.forward`): "off" (the default world), "dated" (a term ending in a
+      later year, the year named: "X's contract with Y runs until 2021.") or "undated" (the
+      no-year control: the same sentences with the year replaced by an undated phrase).
+    forward_share: with `forward_looking` on, their share of all news sentences (the default,
+      0.005, is `tlm.data.synthetic.settings.FORWARD_SHARE`, with its reason).
     cache_dir: where the synthetic world and the data derived from it are built; "" means
       `~/.cache/tlm`.
     ssm_dir: salient-span-masking examples built from the news (`--mode=build_ssm`):
@@ -123,6 +129,8 @@ class DataConfig:
   synthetic: bool = True
   world_seed: int = 0
   world_scale: float = 1.0
+  forward_looking: str = "off"
+  forward_share: float = 0.005
   cache_dir: str = ""
   ssm_dir: str = ""
   templama_dir: str = ""
@@ -357,6 +365,8 @@ MIN_YEAR, MAX_YEAR = 1000, 9999
 # scale 1000 (about 520,000 entities) a sixth of them are used, and beyond, drawing a new name
 # slows without bound.
 MAX_WORLD_SCALE = 1000.0
+# `data.forward_looking`: the synthetic world's forward-looking sentences, off or in one mode.
+FORWARD_LOOKING = ("off", "dated", "undated")
 # Every other integer (seeds aside): numpy and XLA hold shapes and counters in int64.
 MAX_INT = 2**63 - 1
 
@@ -386,6 +396,12 @@ RANGES: dict[str, tuple[str, Callable[[Any], bool]]] = {
     f"in (0, {MAX_WORLD_SCALE:g}] (tlm.configs.schema.MAX_WORLD_SCALE)",
     lambda v: 0 < v <= MAX_WORLD_SCALE,
   ),
+  "data.forward_looking": (
+    f"one of {', '.join(FORWARD_LOOKING)}",
+    lambda v: v in FORWARD_LOOKING,
+  ),
+  # At most one sentence in ten: beyond, the news would be mostly announcements.
+  "data.forward_share": ("in (0, 0.1]", lambda v: 0 < v <= 0.1),
   "data.train_years": _YEAR,  # each of them
   "data.year": (
     f"0 (every year of data.train_years) or a year in [{MIN_YEAR}, {MAX_YEAR}]",

@@ -83,13 +83,17 @@ def _build_once(dest: str, build: Callable[[str], None]) -> None:
     shutil.rmtree(tmp, ignore_errors=True)
 
 
-def ensure_synthetic_data(directory: str, seed: int = 0, scale: float = 1.0) -> SyntheticData:
+def ensure_synthetic_data(
+  directory: str, seed: int = 0, scale: float = 1.0, forward: tuple[str, float] | None = None
+) -> SyntheticData:
   """Builds the synthetic world, its TempLAMA and its SSM data under `directory` if missing.
 
   Args:
     directory: the cache directory (e.g. `~/.cache/tlm/world-s0-x1.0`); created if needed.
     seed: the world's seed (also the TempLAMA split seed).
     scale: the world's size.
+    forward: (mode, share) of forward-looking news sentences (`tlm.data.synthetic.forward`),
+      or None for the default world.
 
   Returns:
     The paths of the parts.
@@ -107,6 +111,8 @@ def ensure_synthetic_data(directory: str, seed: int = 0, scale: float = 1.0) -> 
     future_relations_dir=os.path.join(world, "future_relations"),
   )
   wanted = {"seed": int(seed), "scale": float(scale)}
+  if forward is not None:  # absent for the default world: its caches stay valid
+    wanted["forward"] = {"mode": str(forward[0]), "share": float(forward[1])}
   parts = (paths.world_dir, paths.templama_dir, paths.news_ssm_dir)
   if not all(os.path.isdir(p) for p in parts):
     os.makedirs(directory, exist_ok=True)
@@ -122,7 +128,10 @@ def ensure_synthetic_data(directory: str, seed: int = 0, scale: float = 1.0) -> 
 def _build_world(out: str, params: dict) -> None:
   from tlm.data import synthetic
 
-  synthetic.build_world(out, seed=params["seed"], scale=params["scale"])
+  forward = params.get("forward")
+  if forward is not None:
+    forward = synthetic.ForwardSettings(forward["mode"], forward["share"])
+  synthetic.build_world(out, seed=params["seed"], scale=params["scale"], forward=forward)
   write_json(os.path.join(out, _BUILD_INFO), params)
 
 

@@ -40,9 +40,31 @@ WORLD_VERSION = 3
 
 
 def synthetic_cache_dir(data: DataConfig) -> str:
-  """Where the synthetic world of (world_seed, world_scale) is built."""
+  """Where the synthetic world of (world_seed, world_scale[, forward-looking sentences]) is
+  built."""
   root = os.path.expanduser(data.cache_dir or _DEFAULT_CACHE)
-  return os.path.join(root, f"world-v{WORLD_VERSION}-s{data.world_seed}-x{data.world_scale:g}")
+  name = f"world-v{WORLD_VERSION}-s{data.world_seed}-x{data.world_scale:g}"
+  forward = forward_settings(data)
+  if forward is not None:  # the default world's name is unchanged
+    name += f"-fwd-{forward[0]}-{forward[1]:g}"
+  return os.path.join(root, name)
+
+
+def forward_settings(data: DataConfig) -> tuple[str, float] | None:
+  """(mode, share) of the world's forward-looking sentences, or None when they are off."""
+  if data.forward_looking == "off":
+    return None
+  return data.forward_looking, float(data.forward_share)
+
+
+def synthetic_data(data: DataConfig) -> datasets.SyntheticData:
+  """The synthetic world of a data config, its TempLAMA and SSM data (built on first use)."""
+  return datasets.ensure_synthetic_data(
+    synthetic_cache_dir(data),
+    seed=data.world_seed,
+    scale=data.world_scale,
+    forward=forward_settings(data),
+  )
 
 
 def resolve_sources(data: DataConfig) -> Sources:
@@ -55,9 +77,7 @@ def resolve_sources(data: DataConfig) -> Sources:
   """
   use_news = data.news_to_templama > 0
   if data.synthetic:
-    paths = datasets.ensure_synthetic_data(
-      synthetic_cache_dir(data), seed=data.world_seed, scale=data.world_scale
-    )
+    paths = synthetic_data(data)
     ssm, templama, vocab = paths.news_ssm_dir, paths.templama_dir, paths.vocab_path
   else:
     ssm, templama, vocab = data.ssm_dir, data.templama_dir, ""

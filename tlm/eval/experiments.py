@@ -61,16 +61,14 @@ class EvalData:
 
 def eval_data(config: Config) -> EvalData:
   """Loads the config's held-out TempLAMA and news data (building the world if needed)."""
-  from tlm.data.locations import resolve_sources, synthetic_cache_dir
+  from tlm.data.locations import resolve_sources, synthetic_data
 
   data, ec = config.data, config.eval
   sources = resolve_sources(data)
   future_dir = ec.future_relations or RESOURCES
   facts = ""
   if data.synthetic:
-    world = datasets.ensure_synthetic_data(
-      synthetic_cache_dir(data), seed=data.world_seed, scale=data.world_scale
-    )
+    world = synthetic_data(data)
     future_dir = ec.future_relations or world.future_relations_dir
     facts = os.path.join(world.world_dir, "facts.tsv")
   templama_dir = sources.templama_dir

@@ -17,7 +17,7 @@ import numpy as np
 from tlm import configs, storage
 from tlm.configs import Config, DataConfig
 from tlm.data import datasets
-from tlm.data.locations import Sources, resolve_sources, synthetic_cache_dir
+from tlm.data.locations import Sources, resolve_sources, synthetic_data
 from tlm.data.packing import Batcher, BatchStats
 from tlm.data.prefetch import Prefetcher
 from tlm.data.sampling import NEWS_SSM, TEMPLAMA, MixtureSampler
@@ -169,9 +169,7 @@ class PretrainingData(_Prefetched):
         f"config {config.name!r} (variant {config.variant!r}) pre-trains on the synthetic "
         "world's corpora: set data.synthetic=true"
       )
-    paths = datasets.ensure_synthetic_data(
-      synthetic_cache_dir(data), seed=data.world_seed, scale=data.world_scale
-    )
+    paths = synthetic_data(data)
     self.vocab = Vocabulary(data.vocab or paths.vocab_path)
     corpus, objective = PRETRAINING[config.variant]
     pairs = pretraining.examples(

@@ -8,10 +8,18 @@ corpora, all a pure function of (seed, scale). docs/reproduction.md, "The synthe
 
 The modules: `settings.py` (the numbers and their reasons), `records.py` (entities, facts,
 random streams), `names.py`, `facts.py` (the change processes), `templates.py` and `news.py`
-(the news), `pretrain.py` (the pre-training corpora), `world.py` (the files, `build_world`).
+(the news), `forward.py` (forward-looking sentences, off by default), `pretrain.py` (the
+pre-training corpora), `world.py` (the files, `build_world`).
 """
 
-from tlm.data.synthetic.settings import NEWS, QUERIES_PER_SET, VOCAB_PIECES, WORLD
+from tlm.data.synthetic.forward import ForwardSettings
+from tlm.data.synthetic.settings import (
+  FORWARD_SHARE,
+  NEWS,
+  QUERIES_PER_SET,
+  VOCAB_PIECES,
+  WORLD,
+)
 from tlm.data.synthetic.world import (
   TEMPLAMA_RELATIONS,
   WORLD_FILES,
@@ -26,6 +34,8 @@ from tlm.data.synthetic.world import (
 )
 
 __all__ = [
+  "FORWARD_SHARE",
+  "ForwardSettings",
   "NEWS",
   "QUERIES_PER_SET",
   "TEMPLAMA_RELATIONS",

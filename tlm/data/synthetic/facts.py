@@ -62,6 +62,7 @@ class _Builder:
     self.facts: list[Fact] = []
     self.subjects: dict[str, list[str]] = {}
     self.loyal: dict[str, list[str]] = {}
+    self.elections: dict[str, dict[str, list[int]]] = {}
 
   # -- entities -------------------------------------------------------------------------------
 
@@ -302,6 +303,7 @@ class _Builder:
     self.run_relation("P54", self.players, renewal("P54"), self.another(self.teams, 0.8))
     # P39 position held / P6 head of government: changes happen at elections.
     country_elections = {q: self.election_days() for q in self.political}
+    self.elections["P39"] = country_elections
 
     def position(subj, prev, first, last):
       q = self.entities[subj].country
@@ -347,6 +349,7 @@ class _Builder:
       return leaders[subj][-1]
 
     head_elections = {q: self.election_days() for q in heads}
+    self.elections["P6"] = head_elections
 
     def head_at_elections(subj, loyal):
       return self.segments(self.election_changes(relations["P6"], head_elections[subj]), loyal)
@@ -433,4 +436,12 @@ def generate_world(settings: WorldSettings, seed: int, scale: float) -> World:
     raise ValueError(f"scale must be a positive number, got {scale!r}")
   builder = _Builder(settings, seed, scale)
   builder.build()
-  return World(seed, scale, builder.entities, builder.facts, builder.subjects, builder.loyal)
+  return World(
+    seed,
+    scale,
+    builder.entities,
+    builder.facts,
+    builder.subjects,
+    builder.loyal,
+    builder.elections,
+  )

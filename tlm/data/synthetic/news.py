@@ -80,10 +80,11 @@ class _Fields(dict):
 @dataclasses.dataclass(frozen=True)
 class Sentence:
   text: str
-  kind: str  # "fact" | "distractor" | "past_future" | "explicit_year"
+  kind: str  # "fact" | "distractor" | "past_future" | "explicit_year" | "forward"
   template: str  # e.g. "P54:templama", "P54:2", "distractor:sports:0"
   fact: Fact | None = None  # "fact": the fact it states, valid at the document date
-  year: int | None = None  # "explicit_year": the year it names
+  year: int | None = None  # "explicit_year", dated "forward": the year it names
+  until: int | None = None  # "forward" (`forward.py`): the year the term it extends ends
 
 
 @dataclasses.dataclass

@@ -16,7 +16,7 @@ DAYS_PER_YEAR = 365.25
 
 # Independent random streams, one per purpose, so that changing how the news is written never
 # changes the facts (and so on). The ids are part of the output format: never renumber them.
-_STREAMS = {"names": 1, "popularity": 2, "facts": 3, "news": 4}
+_STREAMS = {"names": 1, "popularity": 2, "facts": 3, "news": 4, "forward": 5}
 
 
 def stream(seed: int, name: str) -> np.random.Generator:
@@ -86,6 +86,9 @@ class World:
   facts: list[Fact]
   subjects: dict[str, list[str]]  # relation -> its subjects (loyal ones included)
   loyal: dict[str, list[str]]  # relation -> subjects that keep one object
+  # relation ("P39", "P6") -> jurisdiction qid -> its election days: the dates the world fixes
+  # in advance (a P39 politician's country; a P6 subject itself)
+  elections: dict[str, dict[str, list[int]]] = dataclasses.field(default_factory=dict)
 
   def by_kind(self, kind: str) -> list[Entity]:
     return [e for e in self.entities.values() if e.kind == kind]

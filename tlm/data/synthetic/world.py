@@ -9,7 +9,10 @@ Writes, atomically:
   pre-training corpora (the "public T5" and the "Wikipedia" ones, `pretrain.py`);
 - `spiece.model`: a SentencePiece model trained on the news, the TempLAMA templates and the
   queries, each year of `YEAR_PIECES` one whole piece; `stats.json`: the counts that
-  `build_world` returns.
+  `build_world` returns;
+- with `forward` (off by default), `forward.jsonl`: the forward-looking sentences that were
+  added to the news (`forward.py`), one record each; everything else but `news.jsonl` and
+  `stats.json` is then byte-identical to the default world's, the vocabulary included.
 so that the TempLAMA builder, the SSM builder and the samplers run on it unchanged. Everything is
 a pure function of (seed, scale): same seed, byte-identical files.
 """
@@ -19,8 +22,10 @@ import math
 import os
 from collections import Counter
 
+from tlm.data.synthetic import forward as forward_news
 from tlm.data.synthetic import templates
 from tlm.data.synthetic.facts import generate_world
+from tlm.data.synthetic.forward import ForwardSettings
 from tlm.data.synthetic.news import Document, generate_news
 from tlm.data.synthetic.pretrain import encyclopedia_texts, generic_texts
 from tlm.data.synthetic.records import Fact, World, stream, year_of
@@ -41,14 +46,27 @@ WORLD_FILES = (
 )
 
 
-def generate(seed: int = 0, scale: float = 1.0) -> tuple[World, list[Document]]:
+def generate(
+  seed: int = 0, scale: float = 1.0, forward: ForwardSettings | None = None
+) -> tuple[World, list[Document]]:
   """The world's facts and news as records (what `build_world` writes), for analysis and tests."""
+  world, docs, _ = _generate(seed, scale, forward)
+  return world, docs
+
+
+def _generate(seed, scale, forward):
   _check_scale(scale)
   world = generate_world(WORLD, seed, scale)
-  return world, generate_news(world, NEWS, stream(seed, "news"))
+  docs = generate_news(world, NEWS, stream(seed, "news"))
+  added = None
+  if forward is not None:  # after the default news, from a stream of its own
+    added = forward_news.add_forward(world, docs, forward, stream(seed, "forward"))
+  return world, docs, added
 
 
-def build_world(output_dir: str, seed: int = 0, scale: float = 1.0) -> dict:
+def build_world(
+  output_dir: str, seed: int = 0, scale: float = 1.0, forward: ForwardSettings | None = None
+) -> dict:
   """Writes the synthetic world to `output_dir` (replaced as a whole) and returns its counts.
 
   Args:
@@ -56,6 +74,8 @@ def build_world(output_dir: str, seed: int = 0, scale: float = 1.0) -> dict:
       world (it is then replaced as a whole).
     seed: the world's seed; the same seed gives byte-identical files.
     scale: size multiplier (subjects, entities and documents); must be > 0.
+    forward: forward-looking sentences to add to the news (`forward.py`); None (the default
+      world) adds none.
 
   Returns:
     Counts: entities by kind, facts by relation, TempLAMA-eligible subjects and queries,
@@ -63,9 +83,11 @@ def build_world(output_dir: str, seed: int = 0, scale: float = 1.0) -> dict:
   """
   _check_scale(scale)
   _check_output_dir(output_dir)
-  world, docs = generate(seed, scale)
+  world, docs, added = _generate(seed, scale, forward)
   queries = future_queries(world)
   counts = _counts(world, docs, queries)
+  if added is not None:
+    counts["forward"] = added
   with atomic_output_dir(output_dir) as tmp:
     write_jsonl(
       os.path.join(tmp, "news.jsonl"), ({"date": d.date_str, "text": d.text} for d in docs)
@@ -82,6 +104,10 @@ def build_world(output_dir: str, seed: int = 0, scale: float = 1.0) -> dict:
     for name, kind in (("cities", "city"), ("countries", "country")):
       with atomic_output_file(os.path.join(future_dir, "candidates", f"{name}.txt")) as f:
         f.writelines(e.name + "\n" for e in world.by_kind(kind))
+    if forward is not None:
+      write_jsonl(
+        os.path.join(tmp, "forward.jsonl"), (r.as_json() for r in forward_news.records(docs))
+      )
     texts = _vocab_texts(world, docs, queries, pretrain)
     model = train_sentencepiece(texts, vocab_pieces(scale), user_defined_symbols=year_pieces())
     with atomic_output_file(os.path.join(tmp, "spiece.model"), "wb") as f:
@@ -186,10 +212,12 @@ def pretraining_texts(world: World) -> dict[str, list[str]]:
 
 def _vocab_texts(world: World, docs: list[Document], queries: list[dict], pretrain: dict):
   """News sentences, the pre-training corpora, the TempLAMA templates, time prefixes, queries
-  and entity names."""
+  and entity names. Not the forward-looking sentences: a world with them has the default
+  world's vocabulary, so that the default world's pretrained start is its start too."""
   for doc in docs:
     for s in doc.sentences:
-      yield s.text
+      if s.kind != forward_news.KIND:
+        yield s.text
   for texts in pretrain.values():
     yield from texts
   for template in templates.TEMPLAMA.values():

@@ -226,7 +226,10 @@ def _predict_without_jax(setup, out: str, *flags):
     (["--temperature=-1"], "--temperature must be a finite number >= 0"),
     (["--temperature=nan"], "--temperature must be a finite number >= 0"),
     (["--temperature=inf"], "--temperature must be a finite number >= 0"),
-    (["--temperature=1", "--top_k=-3"], "--top_k must be >= 0"),
+    (["--temperature=1", "--top_k=-3"], "--top_k must be in [0, 2**31)"),
+    # Beyond int32 (the decoder's k) and beyond int64: one line, not an OverflowError.
+    (["--temperature=1", "--top_k=2147483648"], "--top_k must be in [0, 2**31)"),
+    (["--temperature=1", "--top_k=" + "9" * 30], "--top_k must be in [0, 2**31)"),
     (["--temperature=1", "--top_p=0"], "--top_p must be in (0, 1]"),
     (["--temperature=1", "--top_p=1.5"], "--top_p must be in (0, 1]"),
     (["--temperature=1", "--seed=-1"], "--seed must be in [0, 2**32)"),
@@ -245,7 +248,7 @@ def test_bad_sampling_flags_fail_before_jax(setup, tmp_path, flags, fragment):
 
 def test_good_sampling_flags_reach_jax(setup, tmp_path):
   # The control of the test above: valid flags get as far as importing jax, which fails here.
-  flags = ("--temperature=0.7", "--top_k=40", "--top_p=0.9", "--seed=4294967295")
+  flags = ("--temperature=0.7", "--top_k=2147483647", "--top_p=0.9", "--seed=4294967295")
   proc = _predict_without_jax(setup, str(tmp_path / "out.jsonl"), *flags)
   assert proc.returncode != 0 and "ModuleNotFoundError: import of jax halted" in proc.stderr
 

@@ -12,9 +12,9 @@ import os
 import pytest
 
 from tests.helpers import run_tlm
+from tlm import files
 from tlm.data.vocab import Vocabulary, train_sentencepiece
 from tlm.errors import DataError, UserError
-from tlm import files
 from tlm.files import check_output_file, iter_jsonl, iter_tsv, read_jsonl
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))

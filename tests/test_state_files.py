@@ -518,6 +518,23 @@ def test_a_hostile_model_config_of_an_init_checkpoint_is_a_one_line_error(tmp_pa
   assert "\n" not in str(e.value)
 
 
+@pytest.mark.parametrize("kind", ["missing", "fifo"])
+def test_a_workdir_without_a_readable_model_config_names_model_config_json(tmp_path, kind):
+  # The workdir's config.json (the experiment config) was read as an HF config instead, and
+  # the error named config.json, which is intact.
+  from tlm.models.checkpoints import load_checkpoint
+
+  (tmp_path / "checkpoints" / "2" / "params").mkdir(parents=True)
+  write_file(str(tmp_path / "config.json"), json.dumps({"name": "tiny_temporal", "model": {}}))
+  if kind == "fifo":
+    os.mkfifo(tmp_path / "model_config.json")
+  with pytest.raises(CheckpointError) as e:
+    load_checkpoint(str(tmp_path))
+  message = str(e.value)
+  assert message.startswith(f"{tmp_path / 'model_config.json'}: ") and "\n" not in message
+  assert ("no such file" if kind == "missing" else "a FIFO") in message, message
+
+
 # --- Results read back by combine_seeds -------------------------------------------------------
 
 

@@ -305,6 +305,38 @@ def test_convert_round_trips(setup, tmp_path):
   np.testing.assert_array_equal(got.numpy(), want.numpy())
 
 
+def test_convert_never_replaces_what_it_did_not_write(setup, tmp_path):
+  source = str(setup["root"] / "t5_v1_1")
+  # A file as --output_dir was moved aside and replaced; a directory holding a user's file
+  # was replaced with it. Both are refused before anything is written, and stay as they were.
+  mine = tmp_path / "out_file"
+  mine.write_text("mine")
+  notes = tmp_path / "out_dir" / "notes.txt"
+  notes.parent.mkdir()
+  notes.write_text("precious")
+  for out, fragment in ((mine, "exists and is not a directory"), (notes.parent, "notes.txt")):
+    proc = _run(
+      "--mode=convert",
+      f"--checkpoint={source}",
+      f"--output_dir={out}",
+      "--format=hf",
+      expect_ok=False,
+    )
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode != 0 and len(lines) == 1, proc.stderr
+    assert lines[0].startswith(f"error: {out}: ") and fragment in lines[0], lines[0]
+  assert mine.read_text() == "mine" and notes.read_text() == "precious"
+  assert sorted(os.listdir(tmp_path)) == ["out_dir", "out_file"]  # no temporary, no lock left
+  # A previous convert's output (here of another format) is replaced as before.
+  previous = tmp_path / "previous"
+  previous.mkdir()
+  for name in ("model_config.json", "spiece.model", "tlm_checksums.json"):
+    (previous / name).write_text("old")
+  (previous / "params").mkdir()
+  _run("--mode=convert", f"--checkpoint={source}", f"--output_dir={previous}", "--format=hf")
+  assert sorted(os.listdir(previous)) == ["config.json", "model.safetensors", "spiece.model"]
+
+
 # ---------------------------------------------------------------------------------------------
 # Bad input: one line on stderr naming the file and line (or key), exit != 0, no output.
 

@@ -12,6 +12,7 @@ import os
 import pytest
 
 from tests.helpers import run_tlm
+from tlm import files
 from tlm.data.vocab import Vocabulary, train_sentencepiece
 from tlm.errors import DataError, UserError
 from tlm.files import check_output_file, iter_jsonl, iter_tsv, read_jsonl
@@ -67,6 +68,22 @@ def test_lone_surrogates_and_deep_nesting(tmp_path):
   path.write_text('{"a": 1}\n' + "[" * 100_000 + "]" * 100_000 + "\n")
   with pytest.raises(DataError, match=rf"^{path}:2: malformed JSON \(nested too deeply\)"):
     read_jsonl(str(path))
+
+
+def test_a_line_beyond_the_bound_and_special_files(tmp_path, monkeypatch):
+  # A file of gigabytes without a newline was read as one line (MemoryError); the bound is
+  # lowered here so that the test writes kilobytes.
+  monkeypatch.setattr(files, "MAX_LINE_CHARS", 100)
+  path = tmp_path / "a.jsonl"
+  path.write_text('{"input": "' + "x" * 85 + '"}\n' + "\0" * 1000)
+  with pytest.raises(DataError, match=rf"^{path}:2: line longer than 100 characters$"):
+    read_jsonl(str(path))
+  path.write_text('{"input": "' + "x" * 86 + '"}\n')  # 100 characters and its newline: fine
+  assert read_jsonl(str(path)) == [{"input": "x" * 86}]
+  fifo = tmp_path / "fifo.jsonl"
+  os.mkfifo(fifo)  # refused unopened (opening it would block until a writer appears)
+  with pytest.raises(DataError, match=rf"^{fifo}: cannot read \(not a regular file \(a FIFO\)\)"):
+    read_jsonl(str(fifo))
 
 
 def test_out_of_range_sentinel():

@@ -226,7 +226,10 @@ def _predict_without_jax(setup, out: str, *flags):
     (["--temperature=-1"], "--temperature must be a finite number >= 0"),
     (["--temperature=nan"], "--temperature must be a finite number >= 0"),
     (["--temperature=inf"], "--temperature must be a finite number >= 0"),
-    (["--temperature=1", "--top_k=-3"], "--top_k must be >= 0"),
+    (["--temperature=1", "--top_k=-3"], "--top_k must be in [0, 2**31)"),
+    # Beyond int32 (the decoder's k) and beyond int64: one line, not an OverflowError.
+    (["--temperature=1", "--top_k=2147483648"], "--top_k must be in [0, 2**31)"),
+    (["--temperature=1", "--top_k=" + "9" * 30], "--top_k must be in [0, 2**31)"),
     (["--temperature=1", "--top_p=0"], "--top_p must be in (0, 1]"),
     (["--temperature=1", "--top_p=1.5"], "--top_p must be in (0, 1]"),
     (["--temperature=1", "--seed=-1"], "--seed must be in [0, 2**32)"),
@@ -245,7 +248,7 @@ def test_bad_sampling_flags_fail_before_jax(setup, tmp_path, flags, fragment):
 
 def test_good_sampling_flags_reach_jax(setup, tmp_path):
   # The control of the test above: valid flags get as far as importing jax, which fails here.
-  flags = ("--temperature=0.7", "--top_k=40", "--top_p=0.9", "--seed=4294967295")
+  flags = ("--temperature=0.7", "--top_k=2147483647", "--top_p=0.9", "--seed=4294967295")
   proc = _predict_without_jax(setup, str(tmp_path / "out.jsonl"), *flags)
   assert proc.returncode != 0 and "ModuleNotFoundError: import of jax halted" in proc.stderr
 
@@ -300,6 +303,38 @@ def test_convert_round_trips(setup, tmp_path):
     want = setup["models"]["t5_v1_1"](input_ids=ids, decoder_input_ids=ids).logits
     got = reloaded(input_ids=ids, decoder_input_ids=ids).logits
   np.testing.assert_array_equal(got.numpy(), want.numpy())
+
+
+def test_convert_never_replaces_what_it_did_not_write(setup, tmp_path):
+  source = str(setup["root"] / "t5_v1_1")
+  # A file as --output_dir was moved aside and replaced; a directory holding a user's file
+  # was replaced with it. Both are refused before anything is written, and stay as they were.
+  mine = tmp_path / "out_file"
+  mine.write_text("mine")
+  notes = tmp_path / "out_dir" / "notes.txt"
+  notes.parent.mkdir()
+  notes.write_text("precious")
+  for out, fragment in ((mine, "exists and is not a directory"), (notes.parent, "notes.txt")):
+    proc = _run(
+      "--mode=convert",
+      f"--checkpoint={source}",
+      f"--output_dir={out}",
+      "--format=hf",
+      expect_ok=False,
+    )
+    lines = proc.stderr.strip().splitlines()
+    assert proc.returncode != 0 and len(lines) == 1, proc.stderr
+    assert lines[0].startswith(f"error: {out}: ") and fragment in lines[0], lines[0]
+  assert mine.read_text() == "mine" and notes.read_text() == "precious"
+  assert sorted(os.listdir(tmp_path)) == ["out_dir", "out_file"]  # no temporary, no lock left
+  # A previous convert's output (here of another format) is replaced as before.
+  previous = tmp_path / "previous"
+  previous.mkdir()
+  for name in ("model_config.json", "spiece.model", "tlm_checksums.json"):
+    (previous / name).write_text("old")
+  (previous / "params").mkdir()
+  _run("--mode=convert", f"--checkpoint={source}", f"--output_dir={previous}", "--format=hf")
+  assert sorted(os.listdir(previous)) == ["config.json", "model.safetensors", "spiece.model"]
 
 
 # ---------------------------------------------------------------------------------------------

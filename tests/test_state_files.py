@@ -518,6 +518,23 @@ def test_a_hostile_model_config_of_an_init_checkpoint_is_a_one_line_error(tmp_pa
   assert "\n" not in str(e.value)
 
 
+@pytest.mark.parametrize("kind", ["missing", "fifo"])
+def test_a_workdir_without_a_readable_model_config_names_model_config_json(tmp_path, kind):
+  # The workdir's config.json (the experiment config) was read as an HF config instead, and
+  # the error named config.json, which is intact.
+  from tlm.models.checkpoints import load_checkpoint
+
+  (tmp_path / "checkpoints" / "2" / "params").mkdir(parents=True)
+  write_file(str(tmp_path / "config.json"), json.dumps({"name": "tiny_temporal", "model": {}}))
+  if kind == "fifo":
+    os.mkfifo(tmp_path / "model_config.json")
+  with pytest.raises(CheckpointError) as e:
+    load_checkpoint(str(tmp_path))
+  message = str(e.value)
+  assert message.startswith(f"{tmp_path / 'model_config.json'}: ") and "\n" not in message
+  assert ("no such file" if kind == "missing" else "a FIFO") in message, message
+
+
 # --- Results read back by combine_seeds -------------------------------------------------------
 
 
@@ -567,7 +584,23 @@ def _edited(path, edit):
     (
       "per_query.json",
       lambda m: m["models"]["temporal"]["templama"]["f1"].__setitem__(0, "x"),
-      "models.temporal.templama.f1 holds 'x', not a number",
+      "models.temporal.templama.f1 holds 'x', not an F1 in [0, 1]",
+    ),
+    # Values of the right type out of their range were accepted: a seed reproduce.seeds
+    # refuses, an F1 column of NaN (averaged into the claims), an F1 above 1.
+    ("per_query.json", lambda m: m.update(seed=2**70), "'seed' is not an integer in [0, 2**64"),
+    ("per_query.json", lambda m: m.update(seed=-1), "'seed' is not an integer in [0, 2**64"),
+    (
+      "per_query.json",
+      lambda m: m["models"]["temporal"]["templama"].update(
+        f1=[float("nan")] * len(m["models"]["temporal"]["templama"]["f1"])
+      ),
+      "models.temporal.templama.f1 holds 'nan', not an F1 in [0, 1]",
+    ),
+    (
+      "per_query.json",
+      lambda m: m["models"]["temporal"]["news"]["f1"].__setitem__(0, 1.5),
+      "models.temporal.news.f1 holds '1.5', not an F1 in [0, 1]",
     ),
     (
       "per_query.json",
@@ -609,6 +642,42 @@ def test_a_hostile_seed_result_is_a_one_line_error_naming_the_file(
     over_seeds.load_saved_seed(str(copy))
   message = str(e.value)
   assert message.startswith(f"{copy / 'results' / name}: ") and fragment in message, message
+  assert "\n" not in message
+
+
+@pytest.mark.parametrize(
+  "edit, fragment",
+  [
+    (lambda r: r["config"].update(name="a\0b"), "config.name 'a\\x00b' is not a printable name"),
+    (lambda r: r["config"].update(name=""), "config.name '' is not a printable name"),
+    (lambda r: r["config"].update(name=3), "config.name '3' is not a printable name"),
+    (
+      lambda r: r["templama"].update(records=[[]] * 1000),
+      "templama.records is not a list of objects",
+    ),
+    (
+      lambda r: r["templama"].update(records=r["templama"]["records"] * 2),
+      "its metrics count",
+    ),
+    (lambda r: r["templama"].update(records={}), "templama.records is not a list of objects"),
+  ],
+)
+def test_a_hostile_eval_json_read_by_tables_is_a_one_line_error(written, tmp_path, edit, fragment):
+  from tlm.eval import tables
+
+  path = tmp_path / "results" / "eval.json"
+  result = json.loads(json.dumps(written["eval.json"]))
+  result["config"] = {"name": "tiny_temporal"}
+  write_file(str(path), json.dumps(result))
+  assert list(tables.read_eval_results([str(tmp_path)])) == ["tiny_temporal"]  # the control
+  edit(result)
+  write_file(str(path), json.dumps(result))
+  with pytest.raises(DataError) as e:
+    tables.read_eval_results([str(tmp_path)])
+  message = str(e.value)
+  assert message.startswith(f"{path}: not an eval.json written by --mode=eval (") and (
+    fragment in message
+  ), message
   assert "\n" not in message
 
 

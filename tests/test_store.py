@@ -10,6 +10,7 @@ import os
 import shutil
 import subprocess
 import sys
+import threading
 
 import numpy as np
 import pytest
@@ -261,7 +262,7 @@ def _damage(path, how):
     m["files"]["train/2014.tokens.bin"]["bytes"] += 2
   elif how == "manifest_garbage":
     open(manifest, "w").write("{not json")
-    return manifest, "not a JSON manifest"
+    return manifest, "cannot read a JSON manifest"
   elif how == "manifest_version":
     m["version"] = 99
   json.dump(m, open(manifest, "w"))
@@ -322,6 +323,57 @@ def test_verify_finds_a_changed_byte(tmp_path):
   store.Store(path).table("val", 2016)  # opening checks sizes and offsets, not hashes
   with pytest.raises(DataError, match=f"^{tokens}: SHA-256 differs from manifest.json"):
     store.verify(path)
+
+
+def _verify_within(path, seconds=60):
+  """`store.verify(path)` in a daemon thread: a reader blocked on a FIFO fails the test
+  instead of hanging the suite. Returns the exception it raised (None if none)."""
+  outcome = {}
+
+  def target():
+    try:
+      outcome["value"] = store.verify(path)
+    except BaseException as e:  # noqa: BLE001 - handed to the test to assert on
+      outcome["error"] = e
+
+  thread = threading.Thread(target=target, daemon=True)
+  thread.start()
+  thread.join(seconds)
+  assert not thread.is_alive(), f"store.verify hung on {path}"
+  return outcome.get("error")
+
+
+@pytest.mark.parametrize("how", ["fifo", "dev_zero"])
+def test_verify_never_opens_a_special_file_listed_in_the_manifest(tmp_path, how):
+  path = _copy_store(tmp_path)
+  tokens = f"{path}/val/2016.tokens.bin"
+  os.remove(tokens)
+  if how == "fifo":
+    os.mkfifo(tokens)
+  else:
+    os.symlink("/dev/zero", tokens)
+  err = _verify_within(path)
+  assert isinstance(err, DataError), err
+  message = str(err)
+  assert message.startswith(f"{tokens}: ") and "\n" not in message, message
+  assert ("a FIFO" if how == "fifo" else "a character device") in message
+
+
+@pytest.mark.parametrize("how", ["fifo", "sparse"])
+def test_verify_reads_a_manifest_only_if_a_bounded_regular_file(tmp_path, how):
+  path = _copy_store(tmp_path)
+  manifest = f"{path}/manifest.json"
+  os.remove(manifest)
+  if how == "fifo":
+    os.mkfifo(manifest)
+  else:
+    with open(manifest, "wb") as f:
+      f.truncate(2 << 30)  # sparse: 2 GiB of NULs, no disk used
+  err = _verify_within(path)
+  assert isinstance(err, DataError), err
+  message = str(err)
+  assert message.startswith(f"{manifest}: ") and "\n" not in message, message
+  assert ("a FIFO" if how == "fifo" else "larger than") in message
 
 
 def _run(*args, timeout=300):

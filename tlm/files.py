@@ -27,7 +27,7 @@ import tempfile
 from collections.abc import Iterator
 from typing import Any
 
-from tlm import storage
+from tlm import safe_read, storage
 from tlm.errors import DataError, OutputError, UserError
 
 # OSErrors that mean "this output cannot be written", whichever code in the block hit them.
@@ -275,6 +275,10 @@ def check_replaceable(output_dir: str, ours: set[str]) -> None:
     raise UserError(f"{output_dir}: exists and is not a directory")
 
 
+# The longest line a text input may hold (a JSONL example, a TSV row; a whole news article
+# is well under a megabyte): bounds what one line costs in memory.
+MAX_LINE_CHARS = 64 << 20
+
 # A str read with errors="surrogateescape" holds the undecodable bytes as U+DC80..U+DCFF, and
 # strict UTF-8 never decodes to a surrogate: any surrogate in a raw line is an invalid byte.
 _SURROGATE = re.compile("[\ud800-\udfff]")
@@ -287,12 +291,19 @@ def _text_lines(path: str) -> Iterator[tuple[int, str]]:
 
   Undecodable bytes are reported with the line they are on (a plain `open(encoding="utf-8")`
   raises UnicodeDecodeError at some buffer offset instead). Universal newlines, as `open`.
+  A line is read at most `MAX_LINE_CHARS` characters at a time: a longer one (a file of
+  gigabytes without a newline) is an error, not a MemoryError. A FIFO or device is refused
+  unopened (`safe_read.open_regular`).
   """
-  if not storage.isfile(path):
+  if not storage.exists(path):
     raise DataError("no such file", path)
   try:
     with _open_text(path) as f:
-      for line_no, line in enumerate(f, start=1):
+      line_no = 0
+      while line := f.readline(MAX_LINE_CHARS + 1):
+        line_no += 1
+        if len(line) > MAX_LINE_CHARS and not line.endswith("\n"):
+          raise DataError(f"line longer than {MAX_LINE_CHARS} characters", path, line_no)
         check_utf8_line(line, path, line_no)
         yield line_no, line
   except OSError as e:
@@ -315,9 +326,8 @@ def check_utf8_line(line: str, path: str, line_no: int) -> None:
 
 
 def _open_text(path: str):
-  if not storage.is_remote(path):
-    return open(storage.local(path), encoding="utf-8", errors="surrogateescape")
-  binary = storage.open_file(path, "rb")  # epath's open takes no errors=
+  # open_regular: epath's open takes no errors=, and a FIFO or device is refused unopened.
+  binary = safe_read.open_regular(path)
   return io.TextIOWrapper(binary, encoding="utf-8", errors="surrogateescape")
 
 

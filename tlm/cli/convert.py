@@ -15,13 +15,25 @@ version 3, with T5X's initial Adafactor state) that T5X's `restore_checkpoint` r
 `--vocab` or from beside SRC when there is one (a conversion needs none). The conversion is
 strict (every source tensor used once, shapes checked) and DST appears only when complete; a
 full disk is a one-line error naming DST. One convert at a time writes DST (a lock beside it).
+DST is replaced as a whole, so it must be absent, empty or a previous convert's output (only
+the files a convert writes, in any format): a file, or a directory holding anything else (a
+user's notes, the wrong directory typed), is an error before anything is read or written.
 """
 
 import os
 
-from tlm import storage
+from tlm import checksums, storage
 from tlm.cli.inference import find_vocabulary, require_flags
 from tlm.errors import ConfigError, DataError
+from tlm.files import check_replaceable
+
+# What a convert writes in DST, in each format (hf; tlm; t5x, whose step is 0): a directory
+# holding only these may be replaced by another convert.
+OUTPUTS = frozenset(
+  {"config.json", "model.safetensors", "spiece.model"}
+  | {"model_config.json", "params", checksums.MANIFEST}
+  | {"checkpoint_0"}
+)
 
 
 def _inside(path: str, directory: str) -> bool:
@@ -41,6 +53,9 @@ def main(flags) -> None:
     raise ConfigError(
       f"--output_dir={flags.output_dir} would replace the checkpoint being converted"
     )
+  # Nothing convert did not write is ever replaced (the whole DST is): checked before the
+  # checkpoint is read, and again under the lock, where nothing can change it any more.
+  check_replaceable(flags.output_dir, OUTPUTS)
   spiece_model = None
   vocab_path = find_vocabulary(flags)
   if vocab_path is not None:
@@ -54,6 +69,7 @@ def main(flags) -> None:
 
   # A second convert into the same --output_dir stops at once instead of racing the rename.
   with WorkdirLock.beside(flags.output_dir, "convert"):
+    check_replaceable(flags.output_dir, OUTPUTS)
     config, params = checkpoints.load_checkpoint(flags.checkpoint)
     save = {"hf": checkpoints.save_hf, "tlm": checkpoints.save_tlm, "t5x": checkpoints.save_t5x}
     save = save[flags.format]

@@ -24,7 +24,7 @@ sorted by length, padded to power-of-two lengths and a fixed number of rows, so 
 once per length bucket; output in input order.
 
 Before jax is imported, so that bad input fails fast: the decoding flags are checked
-(`--temperature` >= 0, `--top_k` >= 0, `--top_p` in (0, 1], `--seed` in [0, 2**32), no
+(`--temperature` >= 0, `--top_k` in [0, 2**31), `--top_p` in (0, 1], `--seed` in [0, 2**32), no
 sampling flag with beam search, no filter without a temperature), `--output_file` (not a
 directory, creatable), every line of the input file is read and tokenized (invalid UTF-8,
 lone surrogates and out-of-range sentinels `<extra_id_N>` are errors naming the file and line),
@@ -232,8 +232,9 @@ def check_sampling_flags(flags) -> None:
   temperature, top_k, top_p = flags.temperature, flags.top_k, flags.top_p
   if not 0 <= temperature < float("inf"):
     raise ConfigError(f"--temperature must be a finite number >= 0 (0: greedy), got {temperature}")
-  if top_k < 0:
-    raise ConfigError(f"--top_k must be >= 0 (0: no cut-off), got {top_k}")
+  # The decoder takes k as an int32 (a k beyond the vocabulary keeps every token).
+  if not 0 <= top_k < 2**31:
+    raise ConfigError(f"--top_k must be in [0, 2**31) (0: no cut-off), got {top_k}")
   if not 0 < top_p <= 1:
     raise ConfigError(f"--top_p must be in (0, 1] (1: no cut-off), got {top_p}")
   if not 0 <= flags.seed < 2**32:

@@ -40,14 +40,13 @@ concurrent ranged requests (fsspec `cat_ranges`).
 """
 
 import hashlib
-import json
 import os
 import tempfile
 from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-from tlm import storage
+from tlm import safe_read, storage
 from tlm.data.formatting import TextExample
 from tlm.errors import DataError
 
@@ -55,6 +54,10 @@ FORMAT = "tlm.example_store"
 VERSION = 1
 MANIFEST = "manifest.json"
 VOCAB_FILE = "spiece.model"
+# A manifest lists two entries of ~150 bytes per field per table: a store of every split and
+# a thousand years stays under 2 MB.
+MAX_MANIFEST_BYTES = 16 << 20
+MAX_VOCAB_BYTES = 256 << 20  # as `tlm.data.vocab` bounds a SentencePiece model
 SPLITS = ("train", "val", "test")
 TEXT, TOKENS = "text", "tokens"
 FIELDS = (TEXT, TOKENS)
@@ -90,8 +93,10 @@ def is_store(path: str) -> bool:
 
 
 def sha256_file(path: str) -> str:
+  """The SHA-256 of a regular file (`safe_read.NotARegularFile` for a FIFO or device: a FIFO
+  would block the reader, a device never end)."""
   h = hashlib.sha256()
-  with storage.open_file(path, "rb") as f:
+  with safe_read.open_regular(path) as f:
     while block := f.read(_HASH_BLOCK):
       h.update(block)
   return h.hexdigest()
@@ -118,15 +123,13 @@ def read_manifest(directory: str) -> dict:
   """
   path = storage.join(directory, MANIFEST)
   try:
-    raw = storage.read_bytes(path)
+    # A FIFO is refused unopened; the size is bounded before anything is parsed.
+    raw = safe_read.read_bounded(path, MAX_MANIFEST_BYTES)
   except FileNotFoundError:
     raise DataError("no such file (not an example store)", path) from None
   except OSError as e:
     raise DataError(f"cannot read ({e.strerror or e})", path) from None
-  try:
-    manifest = json.loads(raw.decode("utf-8"))
-  except (UnicodeDecodeError, json.JSONDecodeError, RecursionError) as e:
-    raise DataError(f"not a JSON manifest ({str(e)[:100]})", path) from None
+  manifest = safe_read.parse_json(raw, path, what="a JSON manifest")
   if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
     raise DataError(f"not an example store manifest (format is not {FORMAT!r})", path)
   if manifest.get("version") != VERSION:
@@ -241,7 +244,9 @@ class _Field:
     for path, name in ((self.bin_path, "bin"), (self.idx_path, "idx")):
       want = files[file_name(split, year, field, name)]["bytes"]
       try:
-        have = storage.getsize(path)
+        have = safe_read.regular_size(path)
+      except safe_read.NotARegularFile as e:
+        raise DataError(f"{e.strerror} (listed in manifest.json)", path) from None
       except (FileNotFoundError, OSError):
         raise DataError("missing store file (listed in manifest.json)", path) from None
       if have != want:
@@ -467,8 +472,16 @@ def verify(path: str) -> dict:
     file_path = storage.join(store.path, name)
     if name.startswith("/") or ".." in name.split("/"):
       raise DataError(f"manifest: file name {name!r} leaves the store", store.manifest_path)
+    _field_of(entry, "bytes", int, store.manifest_path, f"{name} ")
+    _field_of(entry, "sha256", str, store.manifest_path, f"{name} ")
     try:
+      # The size first: a FIFO or device is refused unopened, a file of another size unhashed.
+      size = safe_read.regular_size(file_path)
+      if size != entry["bytes"]:
+        raise DataError(f"{size} bytes, manifest.json says {entry['bytes']}", file_path)
       digest = sha256_file(file_path)
+    except safe_read.NotARegularFile as e:
+      raise DataError(f"{e.strerror} (listed in manifest.json)", file_path) from None
     except (FileNotFoundError, OSError):
       raise DataError("missing store file (listed in manifest.json)", file_path) from None
     if digest != entry["sha256"]:
@@ -477,7 +490,11 @@ def verify(path: str) -> dict:
       )
     total_bytes += entry["bytes"]
   if store.vocab_path:
-    if vocab_fingerprint(storage.read_bytes(store.vocab_path)) != store.vocab_sha256:
+    try:
+      model = safe_read.read_bounded(store.vocab_path, MAX_VOCAB_BYTES)
+    except OSError as e:
+      raise DataError(f"cannot read ({e.strerror or e})", store.vocab_path) from None
+    if vocab_fingerprint(model) != store.vocab_sha256:
       raise DataError("differs from the vocabulary fingerprint in manifest.json", store.vocab_path)
   examples = 0
   for key in store.manifest["tables"]:

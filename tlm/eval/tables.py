@@ -18,6 +18,8 @@ from tlm.eval.results import (
   news_f1,
   news_perplexity_by_year,
   templama_f1,
+  templama_metrics,
+  templama_records,
 )
 from tlm.files import atomic_output_dir, check_replaceable
 
@@ -91,6 +93,22 @@ def answer_baseline_rows(baselines: Mapping[str, Mapping]) -> list[list]:
   return rows
 
 
+def _eval_problem(result: Mapping) -> str | None:
+  """Why an eval.json that has every number the tables read is still not one --mode=eval
+  wrote, in a few words, or None: its config name (a row label, a key) is a printable string,
+  its TempLAMA records one object per query counted in its metrics."""
+  name = result["config"]["name"]
+  if not isinstance(name, str) or not name or not name.isprintable():
+    return f"config.name {safe_read.shown(name)} is not a printable name"
+  records = templama_records(result)
+  count = templama_metrics(result)["count"]
+  if not isinstance(records, list) or not all(isinstance(r, Mapping) for r in records):
+    return "templama.records is not a list of objects"
+  if len(records) != count:
+    return f"templama.records holds {len(records)} records, its metrics count {count!r} queries"
+  return None
+
+
 def read_eval_results(workdirs: Sequence[str]) -> dict[str, dict]:
   """{config name: eval.json} of each workdir's `--mode=eval` results (a repeated name gets its
   workdir in parentheses).
@@ -111,9 +129,11 @@ def read_eval_results(workdirs: Sequence[str]) -> dict[str, dict]:
       table2_row(name, result)
       table7({name: result})
       answer_baselines(result)
+      why = _eval_problem(result)
     except (ValueError, KeyError, TypeError, MissingResult) as e:
-      message = f"not an eval.json written by --mode=eval ({type(e).__name__}: {e})"
-      raise DataError(message, path) from None
+      why = f"{type(e).__name__}: {e}"
+    if why is not None:
+      raise DataError(f"not an eval.json written by --mode=eval ({why})", path)
     if name in results:
       name = f"{name} ({workdir})"
     results[name] = result

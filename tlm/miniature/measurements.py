@@ -26,6 +26,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
+from tlm.configs.schema import MAX_SEED
 from tlm.eval import results
 
 TEMPLAMA_COLUMNS = (
@@ -123,18 +124,20 @@ def collect(
 
 # The type of each column's values (bool is not an int here: JSON true is not a year).
 _NUMBER = (int, float)
+# An F1 is a number in [0, 1] (NaN is not: an all-NaN column was accepted and then averaged).
+_F1 = "F1"
 _TEMPLAMA_TYPES = {
   "id": str,
   "year": int,
   "subject": str,
   "relation": str,
   "duration": int,
-  "f1": _NUMBER,
+  "f1": _F1,
   "prediction": str,
   "first_answer": str,
   "most_frequent_is_correct": bool,
 }
-_NEWS_TYPES = {"year": int, "f1": _NUMBER, "loglik": _NUMBER, "tokens": int}
+_NEWS_TYPES = {"year": int, "f1": _F1, "loglik": _NUMBER, "tokens": int}
 # Columns a newer per_query.json may hold beside those: every gold answer of a query (claim
 # M2), a list of strings per query.
 _TEMPLAMA_OPTIONAL = {"answers": "answer lists"}
@@ -147,6 +150,11 @@ def _column_problem(values, kind, where: str) -> str | None:
     for value in values:
       if not isinstance(value, list) or not all(isinstance(a, str) for a in value):
         return f"{where} holds {str(value)[:40]!r}, not a list of strings"
+    return None
+  if kind == _F1:
+    for value in values:
+      if isinstance(value, bool) or not isinstance(value, _NUMBER) or not 0 <= value <= 1:
+        return f"{where} holds {str(value)[:40]!r}, not an F1 in [0, 1]"
     return None
   for value in values:
     if not isinstance(value, kind) or (kind is not bool and isinstance(value, bool)):
@@ -237,8 +245,9 @@ def problem(meas) -> str | None:
   claim (the adaptation curves are checked to be objects only)."""
   if not isinstance(meas, Mapping):
     return "not a JSON object"
-  if not isinstance(meas.get("seed"), int) or isinstance(meas.get("seed"), bool):
-    return "'seed' is not an integer"
+  seed = meas.get("seed")
+  if not isinstance(seed, int) or isinstance(seed, bool) or not 0 <= seed <= MAX_SEED:
+    return "'seed' is not an integer in [0, 2**64 - 1] (as reproduce.seeds)"
   for key in ("models", "loglik_change", "entropy"):
     if not isinstance(meas.get(key), Mapping):
       return f"{key!r} is not an object"

@@ -171,13 +171,19 @@ def _verify_model_dir(path: str) -> None:
     )
 
 
+def _has_steps(path: str) -> bool:
+  """Whether `path` is a tlm training workdir by its layout: checkpoints/ holds a step."""
+  steps = storage.join(path, "checkpoints")
+  return storage.isdir(steps) and any(n.isdigit() for n in storage.listdir(steps))
+
+
 def read_model_config(config_path: str) -> t5.T5Config:
   """A tlm `model_config.json` (bounded JSON, dimensions within `CHECKPOINT_LIMITS`).
 
   Raises:
     CheckpointError: naming the file, if it is missing, unreadable or not a model config.
   """
-  if not storage.isfile(config_path):
+  if not storage.exists(config_path):  # a FIFO or device: safe_read's error names it
     raise CheckpointError(f"{config_path}: no such file (the model config of a tlm workdir)")
   try:
     return check_checkpoint_limits(t5.T5Config.from_dict(_read_json(config_path)))
@@ -218,9 +224,12 @@ def load_checkpoint(path: str) -> tuple[t5.T5Config, dict]:
       raise CheckpointError(f"{path}: checkpoint is {reason}")
     return cfg, _tlm_params(storage.join(path, "params"), cfg)
   # A training workdir also holds a config.json (the experiment config), so the tlm layouts
-  # are recognised first, by their model_config.json.
-  if storage.isfile(storage.join(path, "model_config.json")):
-    cfg = read_model_config(storage.join(path, "model_config.json"))
+  # are recognised first: by their model_config.json, whatever it is, or by a saved step. A
+  # model_config.json that is missing or a FIFO is then named as the file at fault, rather
+  # than the workdir's config.json read as an HF config.
+  model_config = storage.join(path, "model_config.json")
+  if storage.exists(model_config) or _has_steps(path):
+    cfg = read_model_config(model_config)
     params_dir = storage.join(path, "params")
     if storage.isdir(params_dir):  # a tlm model directory (`save_tlm`)
       _verify_model_dir(path)

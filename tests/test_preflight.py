@@ -156,6 +156,14 @@ def test_check_layout(tmp_path):
   check_layout("gs://bucket/run", ("config.json",), ("checkpoints",))  # nothing to check there
 
 
+@pytest.mark.parametrize("name", ["tensorboard", "profile"])
+def test_check_layout_dangling_link(tmp_path, name):
+  """A dangling link where the run makes a directory: exists() says absent, makedirs fails."""
+  (tmp_path / name).symlink_to(tmp_path / "nowhere")
+  with pytest.raises(UserError, match=rf"{name}: is a link to .*nowhere, which does not exist"):
+    check_layout(str(tmp_path), dirs=(name,))
+
+
 @pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only directories")
 def test_check_layout_unwritable(tmp_path):
   (tmp_path / "checkpoints").mkdir()

@@ -455,6 +455,12 @@ def check_layout(directory: str, files: tuple[str, ...] = (), dirs: tuple[str, .
   for name in dirs:
     path = os.path.join(directory, name)
     if not os.path.exists(path):
+      # A dangling link is neither there (exists() is False) nor creatable: makedirs fails.
+      if os.path.islink(path):
+        raise UserError(
+          f"{path}: is a link to {os.readlink(path)}, which does not exist "
+          f"(the run writes {name}/ there)"
+        )
       continue
     if not os.path.isdir(path):
       raise UserError(f"{path}: exists and is not a directory (the run writes {name}/ there)")

@@ -330,6 +330,9 @@ def test_check_memory_against_small_devices(monkeypatch):
   message = str(e.value)
   assert message.startswith("train.batch_size=64 (train.microbatches=1), data.input_length=64, ")
   assert "needs at least 2.6 MiB per device" in message and "each test device" in message
+  # The model keys that size the parameters are named too (a huge model.num_layers, say).
+  sizes = "model.num_layers=2, model.emb_dim=32, model.num_heads=2, model.head_dim=16, "
+  assert f"target_length=16, model.preset=tiny-v1_1, {sizes}model.mlp_dim=64: a " in message
   monkeypatch.setattr(preflight, "device_memory", lambda d, n: (2**60, "each test device"))
   monkeypatch.setattr(preflight, "host_memory", lambda: 1000)
   with pytest.raises(ConfigError, match="this process assembles 68.0 KiB of batch per step"):

@@ -385,6 +385,24 @@ def test_cli_extreme_settings_are_one_line(tmp_path, args, fragment):
   assert tree(str(tmp_path)) == []
 
 
+def test_cli_eval_batch_of_a_saved_config_names_the_file(tmp_path):
+  """A value read from the workdir's config.json names that file; a --set one names the key."""
+  from tlm.files import write_json
+
+  w = tmp_path / "w"
+  saved = configs.override(configs.get("tiny_temporal"), ["eval.batch_size=1000000000000000"])
+  write_json(str(w / "config.json"), configs.to_dict(saved))
+  write_json(str(w / "model_config.json"), {})
+  before = tree(str(tmp_path))
+  proc = run_tlm("--mode=eval", f"--workdir={w}", cwd=str(tmp_path))
+  one_error(proc, f"{w / 'config.json'}: eval.batch_size=1000000000000000: every evaluation")
+  proc = run_tlm(
+    "--mode=eval", f"--workdir={w}", "--set=eval.batch_size=2000000000000000", cwd=str(tmp_path)
+  )
+  one_error(proc, "error: eval.batch_size=2000000000000000: every evaluation batch")
+  assert tree(str(tmp_path)) == before
+
+
 # --- builders validate before they commit -------------------------------------------------------
 
 

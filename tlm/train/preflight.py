@@ -158,17 +158,22 @@ def check_memory(config: Config, mesh, host_rows: int) -> None:
 _EVAL_MIN_INPUT = 8
 
 
-def check_eval_batch(config: Config) -> None:
+def check_eval_batch(config: Config, origin: str = "") -> None:
   """Raises ConfigError if one padded evaluation batch cannot fit the host's memory.
 
   Evaluations (eval, eval_future, adapt, cronquestions, and training with
   `train.eval_examples`) pad every batch to `eval.batch_size` rows, however few examples
   there are: each holds at least 8 int32 input tokens on the host.
+
+  Args:
+    config: the experiment config.
+    origin: the file the value was read from (a workdir's config.json), named first.
   """
   ec = config.eval
   need = ec.batch_size * _EVAL_MIN_INPUT * _BYTES
   if need > host_memory():
     raise ConfigError(
-      f"eval.batch_size={ec.batch_size}: every evaluation batch is padded to that many rows, "
+      f"{origin + ': ' if origin else ''}eval.batch_size={ec.batch_size}: every evaluation "
+      "batch is padded to that many rows, "
       f"at least {_size(need)} on the host, more than its {_size(host_memory())}"
     )

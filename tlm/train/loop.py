@@ -122,7 +122,7 @@ class Trainer:
         f"train.eval_examples={tc.eval_examples} needs evaluators: build them with "
         "tlm.eval.during_training.evaluators(config), as run.py --mode=train does"
       )
-    check_window(tc.profile_steps)
+    check_window(tc.profile_steps, tc.steps)
     check_metric(tc.keep_best, logged_fields(tc, evaluators))
     self.config, self.log = config, log
     self.workdir = storage.abspath(workdir)
@@ -230,7 +230,7 @@ class Trainer:
     """
     tc = self.config.train
     preemption = Preemption()
-    self.profile = ProfileWindow(check_window(tc.profile_steps), self.workdir, self.main)
+    self.profile = ProfileWindow(check_window(tc.profile_steps, tc.steps), self.workdir, self.main)
     self.best = None
     self.scalars = None
     try:

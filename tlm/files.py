@@ -428,6 +428,28 @@ def _check_creatable(path: str) -> None:
     raise UserError(f"{path}: cannot be created, {parent} is not writable")
 
 
+def absent_dirs(path: str) -> list[str]:
+  """`path` and its ancestors that do not exist yet, deepest first: what making `path` would
+  create ([] on an object store, which has no directories)."""
+  if storage.is_remote(path):
+    return []
+  out, path = [], os.path.abspath(path)
+  while not os.path.lexists(path):
+    out.append(path)
+    path = os.path.dirname(path)
+  return out
+
+
+def remove_empty_dirs(paths: list[str]) -> None:
+  """Removes each of `paths` (deepest first) that is still an empty directory: what a run
+  that failed before writing anything had created. A non-empty one is left alone."""
+  for path in paths:
+    try:
+      os.rmdir(path)
+    except OSError:  # not empty (or already gone): never removed with what it holds
+      pass
+
+
 def check_layout(directory: str, files: tuple[str, ...] = (), dirs: tuple[str, ...] = ()) -> None:
   """Raises UserError unless a run can write `directory` and the entries it names there.
 

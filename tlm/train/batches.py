@@ -60,8 +60,8 @@ def make_batcher(
   # which knows no config, can only say "no year").
   if not years and data.new_year_prob < 1.0:
     raise ConfigError(
-      "data.train_years is empty (and data.year is 0): the mixture has no year to draw from "
-      f"(with probability 1 - data.new_year_prob={1 - data.new_year_prob})"
+      "data.train_years is empty (and data.year is 0): the mixture has no year to draw from"
+      + (f" with probability {1 - data.new_year_prob:g}" if data.new_year_prob else "")
     )
   if data.new_year_prob > 0 and not new_years:
     raise ConfigError(

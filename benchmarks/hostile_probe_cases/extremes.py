@@ -66,6 +66,8 @@ TRAIN_SETS = [
   ("news_to_templama_nan", ("data.news_to_templama=nan",)),
   ("warmup_beyond", ("train.warmup_steps=4294967296",)),
 ]
+
+
 def _logged(rel, field):
   """check: some record of the metrics file REL holds `field`."""
 
@@ -94,7 +96,7 @@ TRAIN_SETS_OK = [
   # there are fewer): a huge one is a legitimate "every validation example", not a refusal.
   (
     "eval_examples_huge",
-    ("train.eval_examples=1000000000000000000", "train.eval_every=1"),
+    ("train.eval_examples=1000000000000000000", "train.eval_every=2", "eval.max_decode_length=4"),
     both(trained("w", 2), _logged("w/metrics.jsonl", "templama_f1")),
   ),
 ]

@@ -179,8 +179,7 @@ def get_preset(name: str, **overrides) -> T5Config:
   else:
     # Every caller's name is a config's model.preset: the error names that key.
     raise ConfigError(
-      f"config key 'model.preset': unknown model preset {name!r}; choose from "
-      f"{', '.join(PRESETS)}"
+      f"config key 'model.preset': unknown model preset {name!r}; choose from {', '.join(PRESETS)}"
     )
   emb_dim, num_heads, num_layers, head_dim, mlp_dim = dims
   fields = dict(

@@ -182,6 +182,20 @@ def test_override_errors_list_valid_keys():
     configs.get("large_temporl")
 
 
+def test_set_parse_errors_name_the_flag():
+  """A `--set` that does not parse names the flag and what was typed, whatever the type."""
+  base = configs.get("tiny_temporal")
+  for bad, message in (
+    ("mesh.data=nan", "--set mesh.data=nan: expects int"),
+    ("train.learning_rate=fast", "--set train.learning_rate=fast: expects float"),
+    ("data.synthetic=maybe", "--set data.synthetic=maybe: expects bool"),
+    ("eval.years=2010,x", "--set eval.years=2010,x: expects comma-separated ints"),
+  ):
+    with pytest.raises(ConfigError) as e:
+      configs.override(base, [bad])
+    assert str(e.value) == message
+
+
 def test_json_round_trip_is_strict():
   c = configs.override(configs.get("large_yearly"), ["data.year=2014", "adapt.alphas=0.5"])
   d = json.loads(json.dumps(configs.to_dict(c)))

@@ -14,6 +14,7 @@ import pytest
 from tests.helpers import FIXTURE_DATA_SETS
 from tlm import configs
 from tlm.data.prefetch import Prefetcher
+from tlm.errors import ConfigError
 from tlm.train import batches as train_data
 from tlm.train.records import MetricsLog, resume_metrics
 
@@ -76,6 +77,27 @@ def test_training_data_prefetched_batches_equal_direct_ones():
         np.testing.assert_array_equal(got[k], want[k], f"step {step} {k}")
   finally:
     data.close()
+
+
+@pytest.mark.parametrize(
+  "sets,message",
+  [
+    (["data.train_years="], r"data.train_years is empty \(and data.year is 0\)"),
+    (
+      ["data.new_years=", "data.new_year_prob=0.5"],
+      r"data.new_year_prob=0.5 draws from data.new_years, which holds no year outside",
+    ),
+    (
+      ["data.train_years=2010,2011", "data.new_years=2011", "data.new_year_prob=0.5"],
+      r"outside the trained years \[2010, 2011\] \(data.new_years=\[2011\]\)",
+    ),
+  ],
+)
+def test_a_mixture_without_years_names_its_keys(sets, message):
+  """Checked before any data is read (no sources, no vocabulary needed)."""
+  config = configs.override(configs.get("tiny_temporal"), sets)
+  with pytest.raises(ConfigError, match=message):
+    train_data.make_batcher(config.data, None, None, rows=8)
 
 
 # --- metrics.jsonl --------------------------------------------------------------------------

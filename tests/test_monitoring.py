@@ -189,6 +189,12 @@ def test_bad_profile_windows_are_refused(window, tmp_path):
     loop.Trainer(tiny_config(f"train.profile_steps={window}"), str(tmp_path))
 
 
+def test_a_profile_window_after_the_last_step_is_refused(tmp_path):
+  loop.Trainer(tiny_config("train.steps=8", "train.profile_steps=7,9"), str(tmp_path))  # opens
+  with pytest.raises(ConfigError, match=r"train.profile_steps=8,9 starts after the last step of"):
+    loop.Trainer(tiny_config("train.steps=8", "train.profile_steps=8,9"), str(tmp_path))
+
+
 def test_keep_best_names_a_logged_metric(tmp_path):
   with pytest.raises(ConfigError, match="train.keep_best='templama_f1'.*eval_loss"):
     loop.Trainer(tiny_config("train.keep_best=templama_f1"), str(tmp_path))

@@ -156,6 +156,14 @@ def test_check_layout(tmp_path):
   check_layout("gs://bucket/run", ("config.json",), ("checkpoints",))  # nothing to check there
 
 
+@pytest.mark.parametrize("name", ["tensorboard", "profile"])
+def test_check_layout_dangling_link(tmp_path, name):
+  """A dangling link where the run makes a directory: exists() says absent, makedirs fails."""
+  (tmp_path / name).symlink_to(tmp_path / "nowhere")
+  with pytest.raises(UserError, match=rf"{name}: is a link to .*nowhere, which does not exist"):
+    check_layout(str(tmp_path), dirs=(name,))
+
+
 @pytest.mark.skipif(os.geteuid() == 0, reason="root writes into read-only directories")
 def test_check_layout_unwritable(tmp_path):
   (tmp_path / "checkpoints").mkdir()
@@ -322,6 +330,9 @@ def test_check_memory_against_small_devices(monkeypatch):
   message = str(e.value)
   assert message.startswith("train.batch_size=64 (train.microbatches=1), data.input_length=64, ")
   assert "needs at least 2.6 MiB per device" in message and "each test device" in message
+  # The model keys that size the parameters are named too (a huge model.num_layers, say).
+  sizes = "model.num_layers=2, model.emb_dim=32, model.num_heads=2, model.head_dim=16, "
+  assert f"target_length=16, model.preset=tiny-v1_1, {sizes}model.mlp_dim=64: a " in message
   monkeypatch.setattr(preflight, "device_memory", lambda d, n: (2**60, "each test device"))
   monkeypatch.setattr(preflight, "host_memory", lambda: 1000)
   with pytest.raises(ConfigError, match="this process assembles 68.0 KiB of batch per step"):
@@ -372,6 +383,24 @@ def test_cli_extreme_settings_are_one_line(tmp_path, args, fragment):
     args = [*args, f"--workdir={tmp_path / 'w'}", f"--set=data.cache_dir={tmp_path / 'cache'}"]
   one_error(run_tlm(*args, cwd=str(tmp_path)), fragment)
   assert tree(str(tmp_path)) == []
+
+
+def test_cli_eval_batch_of_a_saved_config_names_the_file(tmp_path):
+  """A value read from the workdir's config.json names that file; a --set one names the key."""
+  from tlm.files import write_json
+
+  w = tmp_path / "w"
+  saved = configs.override(configs.get("tiny_temporal"), ["eval.batch_size=1000000000000000"])
+  write_json(str(w / "config.json"), configs.to_dict(saved))
+  write_json(str(w / "model_config.json"), {})
+  before = tree(str(tmp_path))
+  proc = run_tlm("--mode=eval", f"--workdir={w}", cwd=str(tmp_path))
+  one_error(proc, f"{w / 'config.json'}: eval.batch_size=1000000000000000: every evaluation")
+  proc = run_tlm(
+    "--mode=eval", f"--workdir={w}", "--set=eval.batch_size=2000000000000000", cwd=str(tmp_path)
+  )
+  one_error(proc, "error: eval.batch_size=2000000000000000: every evaluation batch")
+  assert tree(str(tmp_path)) == before
 
 
 # --- builders validate before they commit -------------------------------------------------------

@@ -168,7 +168,7 @@ def test_config_dict_round_trip_and_errors():
     t5.T5Config(vocab_size=8, mlp_activations=("swish",))
   with pytest.raises(ConfigError, match="num_heads"):
     t5.T5Config(vocab_size=8, num_heads=0)
-  with pytest.raises(ConfigError, match="unknown model preset"):
+  with pytest.raises(ConfigError, match="key 'model.preset': unknown model preset 't5-huge'"):
     t5.get_preset("t5-huge")
 
 

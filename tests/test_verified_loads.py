@@ -16,7 +16,7 @@ import jax.numpy as jnp
 import numpy as np
 import pytest
 
-from tests.helpers import DATA, run_tlm
+from tests.helpers import DATA, FIXTURE_DATA_SETS, one_error, run_tlm
 from tlm import checksums
 from tlm.data.vocab import Vocabulary
 from tlm.errors import CheckpointError
@@ -132,6 +132,29 @@ def test_init_checkpoint_is_verified_whatever_it_names(saved, tmp_path, capsys):
   _corrupt(str(model))
   with pytest.raises(CheckpointError, match=f"^{model}: checkpoint is corrupt"):
     load_init_params(str(model), cfg, _abstract(cfg))
+
+
+def test_a_damaged_init_checkpoint_leaves_no_workdir_behind(saved, tmp_path):
+  """The training fails in one line and removes the (empty) directories it had created: the
+  workdir, its parent and checkpoints/; an existing workdir is kept."""
+  work = _copy(saved, "work", tmp_path)
+  _corrupt(str(work / "checkpoints" / "200"))
+  args = [
+    "--mode=train",
+    "--config=tiny_temporal",
+    *(f"--set={s}" for s in FIXTURE_DATA_SETS),
+    "--set=train.steps=2",
+    "--set=train.batch_size=4",
+    f"--set=model.init_checkpoint={work / 'checkpoints' / '200'}",
+  ]
+  w = tmp_path / "new" / "w"
+  proc = run_tlm(*args, f"--workdir={w}", cwd=str(tmp_path))
+  one_error(proc, "200: checkpoint is corrupt (params/")
+  assert not (tmp_path / "new").exists()
+  (tmp_path / "kept").mkdir()
+  proc = run_tlm(*args, f"--workdir={tmp_path / 'kept'}", cwd=str(tmp_path))
+  one_error(proc, "200: checkpoint is corrupt (params/")
+  assert os.listdir(tmp_path / "kept") == []
 
 
 def test_the_evaluations_predictor_loads_are_verified(saved, tmp_path):

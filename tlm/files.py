@@ -438,6 +438,28 @@ def _check_creatable(path: str) -> None:
     raise UserError(f"{path}: cannot be created, {parent} is not writable")
 
 
+def absent_dirs(path: str) -> list[str]:
+  """`path` and its ancestors that do not exist yet, deepest first: what making `path` would
+  create ([] on an object store, which has no directories)."""
+  if storage.is_remote(path):
+    return []
+  out, path = [], os.path.abspath(path)
+  while not os.path.lexists(path):
+    out.append(path)
+    path = os.path.dirname(path)
+  return out
+
+
+def remove_empty_dirs(paths: list[str]) -> None:
+  """Removes each of `paths` (deepest first) that is still an empty directory: what a run
+  that failed before writing anything had created. A non-empty one is left alone."""
+  for path in paths:
+    try:
+      os.rmdir(path)
+    except OSError:  # not empty (or already gone): never removed with what it holds
+      pass
+
+
 def check_layout(directory: str, files: tuple[str, ...] = (), dirs: tuple[str, ...] = ()) -> None:
   """Raises UserError unless a run can write `directory` and the entries it names there.
 
@@ -465,6 +487,12 @@ def check_layout(directory: str, files: tuple[str, ...] = (), dirs: tuple[str, .
   for name in dirs:
     path = os.path.join(directory, name)
     if not os.path.exists(path):
+      # A dangling link is neither there (exists() is False) nor creatable: makedirs fails.
+      if os.path.islink(path):
+        raise UserError(
+          f"{path}: is a link to {os.readlink(path)}, which does not exist "
+          f"(the run writes {name}/ there)"
+        )
       continue
     if not os.path.isdir(path):
       raise UserError(f"{path}: exists and is not a directory (the run writes {name}/ there)")

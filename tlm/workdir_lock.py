@@ -44,6 +44,7 @@ import uuid
 from tlm import safe_read, storage
 from tlm.console import warn
 from tlm.errors import UserError
+from tlm.files import absent_dirs, remove_empty_dirs
 
 LOCK_NAME = ".tlm.lock"
 # A lock tlm writes is ~200 bytes.
@@ -205,7 +206,7 @@ class WorkdirLock:
     self.path = lock_path or storage.join(self.directory, LOCK_NAME)
     self.mode = mode
     self._token: str | None = None
-    self._created = False
+    self._created: list[str] = []  # the directories acquire created, deepest first
 
   @classmethod
   def beside(cls, directory: str, mode: str) -> "WorkdirLock":
@@ -243,7 +244,7 @@ class WorkdirLock:
     try:
       parent = storage.dirname(self.path)
       # (An object store has no empty directories: nothing to clean up there.)
-      self._created = not storage.is_remote(parent) and not os.path.isdir(parent)
+      self._created = absent_dirs(parent)
       storage.makedirs(parent)
       for _ in range(100):  # a lock that vanishes while read: try again
         if _create_exclusive(self.path, self._content()):
@@ -309,9 +310,9 @@ class WorkdirLock:
       with contextlib.suppress(FileNotFoundError):
         storage.remove(self.path)
     self._token = None
-    if self._created:  # a run that wrote nothing (say, a mistyped workdir) leaves no trace
-      with contextlib.suppress(OSError):
-        os.rmdir(os.path.dirname(self.path))
+    # A run that wrote nothing (say, a mistyped workdir) leaves no trace: the workdir and the
+    # parents it needed, while empty.
+    remove_empty_dirs(self._created)
 
   def __enter__(self) -> "WorkdirLock":
     return self.acquire()

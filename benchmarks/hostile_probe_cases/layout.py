@@ -69,6 +69,18 @@ def _step_is_a_file(ctx):
   ctx.write(S2, "x")
 
 
+def _empty_step(name):
+  """An empty step directory `name` newer than W's steps. It holds no checkpoint, so it is
+  declared damaged: moving it aside (to STEP.bad) is the recovery, not a checkpoint lost."""
+
+  def make(ctx):
+    rel = f"W/checkpoints/{name}"
+    os.makedirs(ctx.path(rel))
+    ctx.damaged.add(rel)
+
+  return make
+
+
 def _non_numeric_entry(ctx):
   os.makedirs(ctx.path("W/checkpoints/abc"))
   ctx.write("W/checkpoints/readme", "x")
@@ -77,10 +89,10 @@ def _non_numeric_entry(ctx):
 # (name, what is done to W/checkpoints) before W resumes: an error naming it or a recovery.
 STEP_ENTRIES = [
   ("step_is_a_file", _step_is_a_file),
-  ("empty_newer_step", lambda ctx: os.makedirs(ctx.path("W/checkpoints/999"))),
+  ("empty_newer_step", _empty_step("999")),
   ("non_numeric_entry", _non_numeric_entry),
   ("fifo_step", lambda ctx: ctx.fifo("W/checkpoints/5")),
-  ("huge_step_number", lambda ctx: os.makedirs(ctx.path("W/checkpoints/" + "9" * 30))),
+  ("huge_step_number", _empty_step("9" * 30)),
 ]
 
 

@@ -27,33 +27,44 @@ from tlm import configs
 from tlm.console import log_line
 from tlm.errors import ConfigError
 from tlm.files import check_layout
-from tlm.infer.trained_models import saved_config
+from tlm.infer.trained_models import read_saved_config, saved_config_path
 from tlm.miniature.reproduce import DEFAULT_WORKDIR, seed_dir
 from tlm.train import preflight
 from tlm.workdir_lock import WorkdirLock, acquire_on_main
 
 
 def _config_and_workdir(flags):
-  """The experiment's config (the workdir's saved one, if any, with `--set` on top) and
-  workdir (default: the miniature's model of the config's variant)."""
+  """The experiment's config (the workdir's saved one, if any, with `--set` on top), workdir
+  (default: the miniature's model of the config's variant) and the saved config's path (or
+  None)."""
   config = configs.get(flags.config or "tiny_temporal")
   workdir = flags.workdir or os.path.join(seed_dir(DEFAULT_WORKDIR, 0), config.variant)
-  saved = saved_config(workdir)
+  path = saved_config_path(workdir)
+  saved = None if path is None else read_saved_config(path)
   if saved is not None:
     if flags.config and saved.name != flags.config:
       raise ConfigError(f"{workdir} holds a {saved.name} model, not {flags.config}")
     # A Yearly expert's config names its year; the experiment covers them all.
     config = configs.replace(saved, "data.year", 0) if saved.variant == "yearly" else saved
-  return configs.override(config, flags.set), workdir
+  return configs.override(config, flags.set), workdir, path
+
+
+def _origin(flags, saved_path, key: str) -> str:
+  """Where the value of `key` came from, for an error about it: "" where a `--set` gave it
+  (the error names the key), else the saved config.json it was read from (if any)."""
+  if saved_path is None or any(a.partition("=")[0].strip() == key for a in flags.set):
+    return ""
+  return saved_path
 
 
 def _start(flags):
-  """(config, workdir) of an experiment mode, after joining a multi-host run if there is one."""
+  """(config, workdir, saved config's path) of an experiment mode, after joining a multi-host
+  run if there is one."""
   from tlm.cli.train import initialize_distributed
 
-  config, workdir = _config_and_workdir(flags)
+  config, workdir, saved_path = _config_and_workdir(flags)
   initialize_distributed(flags.coordinator_address, flags.num_processes, flags.process_id)
-  return config, workdir
+  return config, workdir, saved_path
 
 
 def _dry_run(config, trains: bool) -> None:
@@ -77,12 +88,12 @@ def _experiment(flags, mode: str, fn, *, trains: bool, data=None, report=None) -
     report: `report(config, result)` prints what the experiment returned, before the results
       directory is named.
   """
-  config, workdir = _start(flags)
+  config, workdir, saved_path = _start(flags)
   if flags.dry_run:
     return _dry_run(config, trains=trains)
   # Before the evaluation, not after it.
   check_layout(workdir, dirs=("results",))
-  preflight.check_eval_batch(config)
+  preflight.check_eval_batch(config, origin=_origin(flags, saved_path, "eval.batch_size"))
   with acquire_on_main(workdir, mode):
     result = fn(config, workdir, log_line, data)
   if report is not None:

@@ -102,35 +102,45 @@ def _type_name(hint) -> str:
   return hint.__name__
 
 
-def _parse_scalar(text: str, kind: type, key: str):
+def _parse_scalar(text: str, kind: type):
+  """Raises ValueError unless `text` parses as `kind`."""
   text = text.strip()
+  if kind is bool:
+    lowered = text.lower()
+    if lowered in ("true", "1", "yes"):
+      return True
+    if lowered in ("false", "0", "no"):
+      return False
+    raise ValueError(text)
+  if kind is int:
+    return int(text)
+  if kind is float:
+    return float(text)
+  return text
+
+
+def parse_value(key: str, text: str, hint, flag: str | None = None) -> Any:
+  """Parses the text of `--set=key=text` as the field's type (tuples are comma-separated).
+
+  Args:
+    key: the dotted key.
+    text: its value as written.
+    hint: the field's type.
+    flag: the flag the text came from ("--set"): the error then names `--set key=text`, the
+      words the user typed, not only the key.
+
+  Raises:
+    ConfigError: a text that does not parse.
+  """
   try:
-    if kind is bool:
-      lowered = text.lower()
-      if lowered in ("true", "1", "yes"):
-        return True
-      if lowered in ("false", "0", "no"):
-        return False
-      raise ValueError
-    if kind is int:
-      return int(text)
-    if kind is float:
-      return float(text)
-    return text
+    if typing.get_origin(hint) is tuple:
+      kind = typing.get_args(hint)[0]
+      return tuple(_parse_scalar(p, kind) for p in text.split(",") if p.strip())
+    return _parse_scalar(text, hint)
   except ValueError:
-    raise ConfigError(f"config key {key!r} expects {kind.__name__}, got {text!r}") from None
-
-
-def parse_value(key: str, text: str, hint) -> Any:
-  """Parses the text of `--set=key=text` as the field's type (tuples are comma-separated)."""
-  if typing.get_origin(hint) is tuple:
-    kind = typing.get_args(hint)[0]
-    parts = [p for p in text.split(",") if p.strip()]
-    try:
-      return tuple(_parse_scalar(p, kind, key) for p in parts)
-    except ConfigError:
-      raise ConfigError(f"config key {key!r} expects {_type_name(hint)}, got {text!r}") from None
-  return _parse_scalar(text, hint, key)
+    if flag:
+      raise ConfigError(f"{flag} {key}={text}: expects {_type_name(hint)}") from None
+    raise ConfigError(f"config key {key!r} expects {_type_name(hint)}, got {text!r}") from None
 
 
 def check_value(key: str, value: Any, name: str | None = None) -> None:
@@ -226,7 +236,7 @@ def override(config: Config, assignments: Sequence[str]) -> Config:
     key = key.strip()
     if not sep or not key:
       raise ConfigError(f"--set expects dotted.key=value, got {assignment!r}")
-    config = replace(config, key, parse_value(key, text, _field_hint(key)))
+    config = replace(config, key, parse_value(key, text, _field_hint(key), flag="--set"))
   return validate(config)
 
 

@@ -79,12 +79,18 @@ def saved_config(workdir: str) -> Config | None:
   Raises:
     ConfigError: a saved config that cannot be read.
   """
+  path = saved_config_path(workdir)
+  return None if path is None else read_saved_config(path)
+
+
+def saved_config_path(workdir: str) -> str | None:
+  """The config.json `saved_config` reads, or None where the workdir has none."""
   names = storage.listdir(workdir) if storage.isdir(workdir) else []
   experts = sorted(n for n in names if fnmatch.fnmatch(n, _EXPERT_DIR.format("*")))
   for directory in [workdir] + [storage.join(workdir, n) for n in experts]:
     path = storage.join(directory, "config.json")
     if storage.exists(path) and storage.isfile(storage.join(directory, "model_config.json")):
-      return read_saved_config(path)
+      return path
   return None
 
 

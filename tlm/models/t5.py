@@ -177,7 +177,10 @@ def get_preset(name: str, **overrides) -> T5Config:
     dims = _V1_1[name]
     family = {"mlp_activations": ("gelu", "linear"), "logits_via_embedding": False}
   else:
-    raise ConfigError(f"unknown model preset {name!r}; choose from {', '.join(PRESETS)}")
+    # Every caller's name is a config's model.preset: the error names that key.
+    raise ConfigError(
+      f"config key 'model.preset': unknown model preset {name!r}; choose from {', '.join(PRESETS)}"
+    )
   emb_dim, num_heads, num_layers, head_dim, mlp_dim = dims
   fields = dict(
     vocab_size=TINY_VOCAB_SIZE if name.startswith("tiny") else _T5_VOCAB,

@@ -56,6 +56,18 @@ def make_batcher(
   """
   years = train_years(data, variant)
   new_years = tuple(y for y in data.new_years if y not in years)
+  # Checked here, before any data is loaded, so that the error names the keys (the sampler,
+  # which knows no config, can only say "no year").
+  if not years and data.new_year_prob < 1.0:
+    raise ConfigError(
+      "data.train_years is empty (and data.year is 0): the mixture has no year to draw from"
+      + (f" with probability {1 - data.new_year_prob:g}" if data.new_year_prob else "")
+    )
+  if data.new_year_prob > 0 and not new_years:
+    raise ConfigError(
+      f"data.new_year_prob={data.new_year_prob} draws from data.new_years, which holds no "
+      f"year outside the trained years {list(years)} (data.new_years={list(data.new_years)})"
+    )
   loaded = datasets.load_sources(
     sources.ssm_dir or None,
     sources.templama_dir or None,

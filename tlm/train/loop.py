@@ -35,13 +35,13 @@ from tlm import configs, storage
 from tlm.configs import Config
 from tlm.console import log_line
 from tlm.errors import ConfigError, UserError
-from tlm.files import atomic_output_file, write_json
+from tlm.files import absent_dirs, atomic_output_file, remove_empty_dirs, write_json
 from tlm.models.shapes import model_config, param_count
 from tlm.models.t5 import Transformer
 from tlm.sharding import cost, partitioning
 from tlm.train import mfu, preflight
 from tlm.train.best import BestKeeper, check_metric
-from tlm.train.checkpointing import CheckpointManager, load_init_params
+from tlm.train.checkpointing import CheckpointManager, checkpoints_dir, load_init_params
 from tlm.train.data_state import check_data_state, data_state
 from tlm.train.evaluators import Evaluator, fields_of
 from tlm.train.optim import make_optimizer
@@ -122,7 +122,7 @@ class Trainer:
         f"train.eval_examples={tc.eval_examples} needs evaluators: build them with "
         "tlm.eval.during_training.evaluators(config), as run.py --mode=train does"
       )
-    check_window(tc.profile_steps)
+    check_window(tc.profile_steps, tc.steps)
     check_metric(tc.keep_best, logged_fields(tc, evaluators))
     self.config, self.log = config, log
     self.workdir = storage.abspath(workdir)
@@ -140,6 +140,9 @@ class Trainer:
     self.model_config = model_config(config.model, self.data.vocab.vocab_size)
     model = Transformer(self.model_config)
     optimizer = make_optimizer(tc.schedule, tc.learning_rate, tc.warmup_steps)
+    # The directories the manager creates (a fresh workdir and its checkpoints/): removed
+    # again, while still empty, if the start fails (a damaged model.init_checkpoint, say).
+    created = absent_dirs(checkpoints_dir(self.workdir))
     self.manager = CheckpointManager(self.workdir, keep=tc.keep_checkpoints)
     try:
       with jax.set_mesh(self.mesh), nn.logical_axis_rules(self.rules):
@@ -162,6 +165,7 @@ class Trainer:
         compile_seconds = time.perf_counter() - t0
     except BaseException:
       self.manager.close()
+      remove_empty_dirs(created)
       raise
     self.peak_flops = mfu.peak_flops(jax.local_devices()[0].device_kind)
     self.evaluators = tuple(evaluators) if self.eval_step is not None else ()
@@ -230,7 +234,7 @@ class Trainer:
     """
     tc = self.config.train
     preemption = Preemption()
-    self.profile = ProfileWindow(check_window(tc.profile_steps), self.workdir, self.main)
+    self.profile = ProfileWindow(check_window(tc.profile_steps, tc.steps), self.workdir, self.main)
     self.best = None
     self.scalars = None
     try:

@@ -106,6 +106,18 @@ def device_memory(device, local_devices: int) -> tuple[int, str]:
   return host_memory() // local_devices, f"each of {local_devices} CPU device(s) of this host"
 
 
+# The model keys that size the parameters and the attention logits (0 keeps the preset's).
+_MODEL_SIZES = ("num_layers", "emb_dim", "num_heads", "head_dim", "mlp_dim")
+
+
+def _model_keys(config: Config) -> str:
+  """The preset and the sizes the config sets, as `key=value`s: with the batch's keys, what a
+  memory floor depends on (a huge model.num_layers is named, not only the batch)."""
+  mc = config.model
+  sizes = [f"model.{k}={getattr(mc, k)}" for k in _MODEL_SIZES if getattr(mc, k)]
+  return ", ".join([f"model.preset={mc.preset}", *sizes])
+
+
 def check_memory(config: Config, mesh, host_rows: int) -> None:
   """Raises ConfigError if a train step cannot fit the devices' (or the host's) memory.
 
@@ -129,8 +141,8 @@ def check_memory(config: Config, mesh, host_rows: int) -> None:
   if floor["total"] > have:
     parts = ", ".join(f"{_size(floor[k])} of {k}" for k in ("batches", "attention", "parameters"))
     raise ConfigError(
-      f"{shape}: a train step needs at least {_size(floor['total'])} per device ({parts}), "
-      f"more than the {_size(have)} of {which}; {fix}"
+      f"{shape}, {_model_keys(config)}: a train step needs at least {_size(floor['total'])} "
+      f"per device ({parts}), more than the {_size(have)} of {which}; {fix}"
     )
   row = _BYTES * (_INPUT_ARRAYS * dc.input_length + _TARGET_ARRAYS * dc.target_length)
   host = host_rows * row
@@ -146,17 +158,22 @@ def check_memory(config: Config, mesh, host_rows: int) -> None:
 _EVAL_MIN_INPUT = 8
 
 
-def check_eval_batch(config: Config) -> None:
+def check_eval_batch(config: Config, origin: str = "") -> None:
   """Raises ConfigError if one padded evaluation batch cannot fit the host's memory.
 
   Evaluations (eval, eval_future, adapt, cronquestions, and training with
   `train.eval_examples`) pad every batch to `eval.batch_size` rows, however few examples
   there are: each holds at least 8 int32 input tokens on the host.
+
+  Args:
+    config: the experiment config.
+    origin: the file the value was read from (a workdir's config.json), named first.
   """
   ec = config.eval
   need = ec.batch_size * _EVAL_MIN_INPUT * _BYTES
   if need > host_memory():
     raise ConfigError(
-      f"eval.batch_size={ec.batch_size}: every evaluation batch is padded to that many rows, "
+      f"{origin + ': ' if origin else ''}eval.batch_size={ec.batch_size}: every evaluation "
+      "batch is padded to that many rows, "
       f"at least {_size(need)} on the host, more than its {_size(host_memory())}"
     )

@@ -22,17 +22,27 @@ def profile_dir(workdir: str) -> str:
   return storage.join(storage.abspath(workdir), "profile")
 
 
-def check_window(steps: tuple[int, ...]) -> tuple[int, int] | None:
+def check_window(steps: tuple[int, ...], train_steps: int) -> tuple[int, int] | None:
   """(START, END) of `train.profile_steps`, or None when empty.
 
+  Args:
+    steps: `train.profile_steps`.
+    train_steps: `train.steps`: the run's steps are 0..train_steps-1.
+
   Raises:
-    ConfigError: unless it is two steps with 0 <= START < END.
+    ConfigError: unless it is two steps with 0 <= START < END and START < train.steps (a
+      window that opens after the last step would trace nothing, silently).
   """
   if not steps:
     return None
   if len(steps) != 2 or not 0 <= steps[0] < steps[1]:
     raise ConfigError(
       f"train.profile_steps must be START,END with 0 <= START < END, got {list(steps)}"
+    )
+  if steps[0] >= train_steps:
+    raise ConfigError(
+      f"train.profile_steps={steps[0]},{steps[1]} starts after the last step of "
+      f"train.steps={train_steps} (steps 0..{train_steps - 1}): nothing would be traced"
     )
   return int(steps[0]), int(steps[1])
 

@@ -7,8 +7,9 @@ per subprocess in a temporary directory of its own, and classifies how each case
 --every=K runs every K-th case of each surface (an even sample: --every=8 is 69 cases; with 19
 more named by --names, 88 cases took 7.5 minutes with --jobs=2 on a shared, heavily loaded
 2-core machine, 2026-12-01, most of it the tiny trainings); without it all 527 cases run (28
-minutes with --jobs=2 on that machine at load average 4-14, base included). --only picks cases by name, --list shows them. The
-counts per surface and class and the goal's figures print as a table and, last, as one JSON line
+minutes with --jobs=2 on that machine at load average 4-14, base included). --only picks cases
+by name, --list shows them. The counts per surface and class and the goal's figures print as a
+table and, last, as one JSON line
 (--json also writes every case's record). --keep keeps the temporary directory; --base reuses
 the base of a kept one. Each case's address space is capped (--memory_gib). The disk-full cases
 mount small tmpfs file systems (root; elsewhere they are `skipped`).

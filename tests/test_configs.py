@@ -190,6 +190,8 @@ def test_set_parse_errors_name_the_flag():
     ("train.learning_rate=fast", "--set train.learning_rate=fast: expects float"),
     ("data.synthetic=maybe", "--set data.synthetic=maybe: expects bool"),
     ("eval.years=2010,x", "--set eval.years=2010,x: expects comma-separated ints"),
+    # a control character is shown escaped, so the error stays one line
+    ("adapt.eval_points=\r", "--set adapt.eval_points='\\r': expects int"),
   ):
     with pytest.raises(ConfigError) as e:
       configs.override(base, [bad])

@@ -138,8 +138,9 @@ def parse_value(key: str, text: str, hint, flag: str | None = None) -> Any:
       return tuple(_parse_scalar(p, kind) for p in text.split(",") if p.strip())
     return _parse_scalar(text, hint)
   except ValueError:
-    if flag:
-      raise ConfigError(f"{flag} {key}={text}: expects {_type_name(hint)}") from None
+    if flag:  # what was typed, as typed, unless a control character would break the line
+      typed = text if text.isprintable() else repr(text)
+      raise ConfigError(f"{flag} {key}={typed}: expects {_type_name(hint)}") from None
     raise ConfigError(f"config key {key!r} expects {_type_name(hint)}, got {text!r}") from None
 
 

@@ -149,4 +149,7 @@ def main(argv):
 
 
 if __name__ == "__main__":
+  from tlm import host_memory
+
+  host_memory.restart_with_hugepages()  # before jax starts: see tlm/host_memory.py
   app.run(main)

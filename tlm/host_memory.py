@@ -1,0 +1,68 @@
+"""Large host buffers on transparent huge pages: glibc's `malloc.hugetlb` tunable, set at start.
+
+Why: XLA's CPU runtime allocates each execution's temporary buffer afresh. On the default
+miniature that is one 111 MB allocation per training step. glibc serves an allocation that
+large with a new mmap and returns it with munmap, and the kernel faults the fresh mapping in
+and zeroes it 4 KiB at a time: about 29,000 page faults per step, a third of the CPU time of
+a tiny training spent in the kernel (`strace`/`perf`, docs/reproduction.md "Run time").
+glibc's tunable `glibc.malloc.hugetlb=1` makes malloc advise transparent huge pages
+(MADV_HUGEPAGE) on the memory it maps, so the same buffer is faulted in 2 MiB at a time.
+`benchmarks/host_hugepages.py` measures the gain against the default in one run and checks
+that the trained parameters are bit-identical: where memory comes from does not change what
+XLA computes.
+
+Tunables are read only when a process starts, so the entry point (`run.py`) sets the variable
+and executes itself again, once, before it imports anything heavy. Worker processes
+(`tlm.miniature.parallel`) inherit the environment. Nothing is done where it cannot help or
+where the user has decided: off Linux/glibc, when the kernel's transparent huge pages are not
+in `madvise` mode (`always` already gives them; `never` refuses them), when GLIBC_TUNABLES is
+already set (the user's tunables are kept as they are), or with TLM_HUGEPAGES=0.
+"""
+
+import os
+import platform
+import sys
+
+TUNABLE = "glibc.malloc.hugetlb=1"
+THP_MODE_FILE = "/sys/kernel/mm/transparent_hugepage/enabled"
+OPT_OUT = "TLM_HUGEPAGES"
+
+
+def _thp_mode() -> str:
+  """The kernel's transparent-huge-page mode ('always', 'madvise', 'never'), or '' if unknown."""
+  try:
+    with open(THP_MODE_FILE) as f:
+      text = f.read(256)
+  except OSError:
+    return ""
+  start, end = text.find("["), text.find("]")
+  return text[start + 1 : end] if 0 <= start < end else ""
+
+
+def wanted(environ=os.environ) -> bool:
+  """Whether this process should be restarted with the tunable (see the module docstring)."""
+  return (
+    sys.platform == "linux"
+    and platform.libc_ver()[0] == "glibc"
+    and "GLIBC_TUNABLES" not in environ
+    and environ.get(OPT_OUT, "1") != "0"
+    and _thp_mode() == "madvise"
+  )
+
+
+def restart_with_hugepages() -> None:
+  """Executes this Python command again with the tunable set, if `wanted`; else returns.
+
+  The new process has the same pid, arguments (`sys.orig_argv`: interpreter flags included)
+  and environment plus GLIBC_TUNABLES, which also keeps it from restarting a second time. If
+  the exec fails the process goes on as it is: the tunable changes speed, never results.
+  """
+  if not wanted():
+    return
+  os.environ["GLIBC_TUNABLES"] = TUNABLE
+  sys.stdout.flush()
+  sys.stderr.flush()
+  try:
+    os.execv(sys.executable, [sys.executable, *sys.orig_argv[1:]])
+  except OSError:
+    del os.environ["GLIBC_TUNABLES"]

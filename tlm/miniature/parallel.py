@@ -4,8 +4,9 @@ One seed of `--mode=reproduce` trains about fifteen models that depend only on t
 Uniform, Temporal, the nine Yearly experts, the two models retrained on 2010-19, T5-CBQA and
 T5-CBQA-ft (in that order, one job). On a tiny model most of XLA's operations are too small to
 be split over threads, so one training leaves much of a second core idle; `run_jobs` trains
-`reproduce.workers` of them at once, each in its own process (docs/reproduction.md, "Run time",
-has the measured gain; `benchmarks/tiny_parallel.py` measures it).
+`reproduce.workers` of them at once, each in its own process (`benchmarks/tiny_parallel.py`
+measures two at once against one after the other; docs/reproduction.md, "Run time", has the
+run's timings).
 
 Deterministic: a job's numbers do not depend on how the jobs are scheduled. Each job is a pure
 function of its config (the batches are a function of (seed, step), the start is a file), and

@@ -226,6 +226,8 @@ def _predict_without_jax(setup, out: str, *flags):
     (["--temperature=-1"], "--temperature must be a finite number >= 0"),
     (["--temperature=nan"], "--temperature must be a finite number >= 0"),
     (["--temperature=inf"], "--temperature must be a finite number >= 0"),
+    # Finite as a Python float, inf once the decoder casts it to float32.
+    (["--temperature=1e39"], "--temperature must be a finite number >= 0 and <= 3.402823e+38"),
     (["--temperature=1", "--top_k=-3"], "--top_k must be in [0, 2**31)"),
     # Beyond int32 (the decoder's k) and beyond int64: one line, not an OverflowError.
     (["--temperature=1", "--top_k=2147483648"], "--top_k must be in [0, 2**31)"),

@@ -252,6 +252,7 @@ def test_frequencies_match_the_softmax(small, temperature, top_k, top_p):
     (dict(temperature=-0.5), "temperature"),
     (dict(temperature=float("nan")), "temperature"),
     (dict(temperature=float("inf")), "temperature"),
+    (dict(temperature=1e39), "float32"),  # finite here, inf once cast to float32
     (dict(top_k=-1), "top_k"),
     (dict(top_k=2.0), "top_k"),
     (dict(top_p=0.0), "top_p"),

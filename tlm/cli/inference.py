@@ -50,6 +50,8 @@ from tlm.data.vocab import Vocabulary, find_spiece_model
 from tlm.errors import ConfigError, DataError
 from tlm.files import check_output_file, iter_jsonl, write_jsonl
 
+FLOAT32_MAX = 3.4028234663852886e38  # numpy.finfo(numpy.float32).max, without importing numpy
+
 # A config.json (tlm's or HF's) is a few kilobytes.
 _MAX_CONFIG_BYTES = 1 << 20
 
@@ -230,8 +232,12 @@ def check_sampling_flags(flags) -> None:
   """ConfigError naming a bad `--temperature`, `--top_k`, `--top_p` or `--seed`, or a
   combination that would silently not do what it says (checked before jax is imported)."""
   temperature, top_k, top_p = flags.temperature, flags.top_k, flags.top_p
-  if not 0 <= temperature < float("inf"):
-    raise ConfigError(f"--temperature must be a finite number >= 0 (0: greedy), got {temperature}")
+  # The decoder divides float32 logits by it: beyond float32's largest it would be inf.
+  if not 0 <= temperature <= FLOAT32_MAX:
+    raise ConfigError(
+      f"--temperature must be a finite number >= 0 and <= {FLOAT32_MAX:.7g} (float32; 0: greedy), "
+      f"got {temperature}"
+    )
   # The decoder takes k as an int32 (a k beyond the vocabulary keeps every token).
   if not 0 <= top_k < 2**31:
     raise ConfigError(f"--top_k must be in [0, 2**31) (0: no cut-off), got {top_k}")

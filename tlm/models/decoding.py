@@ -308,10 +308,14 @@ def temperature_sample(
 
 
 def check_sampling(temperature: float, top_k: int, top_p: float) -> None:
-  """ValueError unless temperature >= 0 (finite), 0 <= top_k < 2**31 (it is passed as an
+  """ValueError unless 0 <= temperature <= float32's largest, 0 <= top_k < 2**31 (it is passed as an
   int32) and 0 < top_p <= 1."""
-  if not (isinstance(temperature, numbers.Real) and 0 <= temperature < float("inf")):
-    raise ValueError(f"temperature must be a finite number >= 0, got {temperature}")
+  float32_max = float(jnp.finfo(jnp.float32).max)  # logits are divided by it in float32
+  if not (isinstance(temperature, numbers.Real) and 0 <= temperature <= float32_max):
+    raise ValueError(
+      f"temperature must be a finite number >= 0 and <= {float32_max:.7g} (float32), "
+      f"got {temperature}"
+    )
   if isinstance(top_k, bool) or not isinstance(top_k, numbers.Integral) or not 0 <= top_k < 2**31:
     raise ValueError(f"top_k must be an integer in [0, 2**31) (0: no cut-off), got {top_k}")
   if not (isinstance(top_p, numbers.Real) and 0 < top_p <= 1):

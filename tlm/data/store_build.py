@@ -30,12 +30,14 @@ import gzip
 import json
 import multiprocessing
 import os
+import time
 import zlib
 from collections.abc import Iterator, Sequence
 
 import numpy as np
 
 from tlm import storage
+from tlm.console import log_line
 from tlm.data import store, store_write
 from tlm.data.salient_spans import Gazetteer, find_spans, split_sentences
 from tlm.data.ssm import (
@@ -441,8 +443,13 @@ def prepare(news: str | Sequence[str], output_dir: str, settings: BuildSettings)
   and the `Options` of their chunks."""
   check_replaceable(output_dir, OUTPUT_NAMES)
   paths = expand_inputs(news)
-  if settings.gazetteer:
-    Gazetteer.from_file(settings.gazetteer)  # a bad gazetteer fails here, once, not in every worker
+  if settings.gazetteer:  # a bad gazetteer fails here, once, not in every worker
+    t0 = time.perf_counter()
+    names = _loaded("gazetteer", settings.gazetteer)  # kept for this process's chunks
+    log_line(
+      f"gazetteer {settings.gazetteer}: {len(names):,} names loaded in "
+      f"{time.perf_counter() - t0:.1f}s, {names.nbytes() / 2**20:.0f} MB in memory (per process)"
+    )
   token_dtype = check_vocab_for_store(settings.vocab) if settings.vocab else None
   options = Options(settings.gazetteer, settings.vocab, token_dtype, settings.max_context_words)
   return paths, options

@@ -202,12 +202,14 @@ class Gazetteer:
   @classmethod
   def from_file(cls, path: str) -> "Gazetteer":
     """One name per line, or an entities TSV (`qid<TAB>name<TAB>...`: the second column)."""
-    names = []
-    for line_no, cols in iter_tsv(path):
-      if len(cols) > 1 and not cols[1].strip():
-        raise DataError("empty name in the second column", path, line_no)
-      names.append(cols[1] if len(cols) > 1 else cols[0])
-    return cls(names)
+
+    def names():  # streamed: the lines are not all held beside the names kept
+      for line_no, cols in iter_tsv(path):
+        if len(cols) > 1 and not cols[1].strip():
+          raise DataError("empty name in the second column", path, line_no)
+        yield cols[1] if len(cols) > 1 else cols[0]
+
+    return cls(names())
 
   def _tokens_of(self, name: str) -> tuple[str, int]:
     """(first token, number of tokens) of a name tokenised alone, as a match requires."""

@@ -189,3 +189,11 @@ def test_names_counted_once_and_lower_case_ones_ignored():
   g = Gazetteer(["Red FC", " Red FC ", "red fc", "Red FC", "...", ""])
   assert len(g) == len(ScanGazetteer(["Red FC", " Red FC ", "red fc", "Red FC", "...", ""])) == 1
   assert g.nbytes() > 0
+
+
+def test_the_run_of_a_first_word_is_every_name_starting_with_it():
+  names = ["Ab", "Ab Cd", "Ab\uffff", "Ab\U0010ffff Z", "Aa Zz", "Ac", "Abc", "B", "A\U0010ffff"]
+  gazetteer = Gazetteer(names)
+  for word in ["Ab", "A", "Abc", "B", "Zed", "A\U0010ffff", "\U0010ffff"]:
+    lo, hi = gazetteer._run(word)
+    assert gazetteer._names[lo:hi] == sorted(n for n in names if n.startswith(word)), word

@@ -167,7 +167,7 @@ class Gazetteer:
   run. From a token, the walk extends the text one token at a time and finds its run by binary
   search, stopping as soon as no name continues it: the cost per token is the number of tokens
   walked times log(names), whatever the number of names sharing a word. The first words are
-  also a set, so that most tokens cost one lookup.
+  also a set, so that most tokens cost one lookup, and the run of each one met is kept.
 
   Args:
     names: entity names; names without an upper-case letter are ignored (common words).
@@ -189,6 +189,7 @@ class Gazetteer:
       first.add(word)
     self._names = sorted(kept)
     self._first = first
+    self._runs = {}  # first word -> its run of names, for the first words met so far
     self._shape = {}  # name -> (first token, tokens), for the names found so far (at most all)
 
   def __len__(self):
@@ -219,21 +220,36 @@ class Gazetteer:
       shape = self._shape[name] = (words[0], len(words))
     return shape
 
+  def _run(self, word: str) -> tuple[int, int]:
+    """[lo, hi) of the names that start with `word` (as a string), found once per word."""
+    run = self._runs.get(word)
+    if run is None:
+      names = self._names
+      lo = bisect.bisect_left(names, word)
+      # The least string above every one starting with `word`: its last character (that is not
+      # the largest) plus one.
+      stem = word.rstrip("\U0010ffff")
+      hi = bisect.bisect_left(names, stem[:-1] + chr(ord(stem[-1]) + 1), lo) if stem else len(names)
+      run = self._runs[word] = (lo, hi)
+    return run
+
   def find(self, sentence: str, tokens: list[re.Match]) -> list[Span]:
     """All matches (possibly overlapping) of names in a tokenised sentence: at most one per
     token, the longest name starting there."""
-    names, first, n = self._names, self._first, len(self._names)
+    names, first = self._names, self._first
     spans = []
     for i, tok in enumerate(tokens):
       word = tok.group(0)
       if word not in first:
         continue
-      start, lo, found = tok.start(), 0, None
+      start, found = tok.start(), None
+      lo, hi = self._run(word)  # the walk stays within it
       for j in range(i, len(tokens)):
         end = tokens[j].end()
         text = sentence[start:end]
-        lo = bisect.bisect_left(names, text, lo)
-        if lo == n or not names[lo].startswith(text):
+        if j > i:
+          lo = bisect.bisect_left(names, text, lo, hi)
+        if lo == hi or not names[lo].startswith(text):
           break  # no name continues the text: no longer one can match
         if names[lo] == text and self._tokens_of(text) == (word, j - i + 1):
           found = Span(start, end, text, "entity")

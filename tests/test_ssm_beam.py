@@ -133,6 +133,34 @@ def test_merge_rerun_after_a_failure_equals_one_run(tmp_path, monkeypatch):
   assert _tree(out) == _tree(str(tmp_path / "once"))
 
 
+def test_merge_on_an_object_store_publishes_only_whole_tables(bucket, tmp_path, monkeypatch):
+  """On gs:// (tests/objstore.py) too: parts and tables appear whole or not at all, and a merge
+  re-run after a failure writes the objects of one run."""
+  from tests import objstore
+
+  parts, out = f"{bucket}/build/.parts", f"{bucket}/build"
+  prefixes = []
+  for unit in range(2):
+    writer = store_write.PartWriter(parts, unit)
+    writer.add_text("val", 2019, f"input {unit} <extra_id_0>", "target")
+    if unit == 1:  # a unit that fails leaves no part behind
+      writer.abort()
+      assert not storage.exists(writer.prefix("val", 2019, store.TEXT) + ".bin")
+      writer = store_write.PartWriter(parts, unit)
+      writer.add_text("val", 2019, f"input {unit} <extra_id_0>", "target")
+    writer.close()
+    prefixes.append(writer.prefix("val", 2019, store.TEXT))
+  with monkeypatch.context() as m:
+    _fail_on_call(m, storage, "read_bytes", 2)
+    with pytest.raises(Crash):
+      store_write.merge_table(out, "val", 2019, store.TEXT, 1, prefixes)
+  assert not storage.exists(f"{out}/val")
+  merged = store_write.merge_table(out, "val", 2019, store.TEXT, 1, prefixes)
+  local = store_write.merge_table(str(tmp_path), "val", 2019, store.TEXT, 1, prefixes)
+  assert merged == local and merged["examples"] == 2
+  assert _tree(objstore.local_path(f"{out}/val")) == _tree(str(tmp_path / "val"))
+
+
 def _beam_or_skip():
   if os.environ.get("TLM_REQUIRE_BEAM") != "1":  # .ci/run's Beam environment sets it
     pytest.importorskip("apache_beam")

@@ -9,19 +9,20 @@ its news, shaped against a first-word index and to make the trie's walk go deep:
 with "The", a fifth with the first word of one of the world's names, a tenth with a whole one of
 them (so a walk from a name in the text goes on past it), the rest are 2-4 new words.
 
-For each N, in a fresh process: `Gazetteer.from_file` of an entities TSV of N names (seconds,
-growth of the process's resident memory, and the matcher's own size, `Gazetteer.nbytes`), then
-matching over every sentence of the world's news: `Gazetteer.find` alone and `find_spans`
-whole, in MB of sentence text per CPU second. Identity: `find_spans` gives the same spans as
-with the world's 520 names (no added name occurs in the text) on every sentence, and the
-scan the trie replaced (tests/test_gazetteer.py's reference) the same matches on a sample of
-sentences, whose time per sentence is reported (at 1M names the sample is small: the scan
-tries every name sharing a token's first word).
+For each N, in a fresh process: `Gazetteer.from_file` of an entities TSV of N names (wall
+and CPU seconds, growth of the process's resident memory, and the matcher's own size,
+`Gazetteer.nbytes`), then matching over every sentence of the world's news: `Gazetteer.find`
+alone and `find_spans` whole, in MB of sentence text per CPU second. Identity: `find_spans`
+gives the same spans as with the world's 520 names (no added name occurs in the text) on every
+sentence, and the scan the trie replaced (tests/test_gazetteer.py's reference) the same matches
+on a sample of sentences, whose time per sentence is reported (at 1M names the sample is small:
+the scan tries every name sharing a token's first word).
 
-`--build` (default on): `run.py --mode=build_ssm` on the world's news (text store, one process)
-with the world's entities and with the largest names file, alternating, twice each: CPU seconds
-(the better of two: the machine is shared), peak memory, and the two stores compared byte for
-byte. The goal: within 3x of the world's own build, the same store.
+Then (unless `--no_build`): `run.py --mode=build_ssm` on the world's news (text store, one
+process) with the world's entities and with the largest names file, alternating, twice each:
+CPU seconds (the better of two: the machine is shared), peak memory, and the two stores
+compared byte for byte (stats.json but for its count of names). The goal: within 3x of the
+world's own build, the same store.
 """
 
 import argparse
@@ -93,9 +94,9 @@ def probe(names_path: str, news: str, world_entities: str) -> dict:
   mb = sum(len(s.encode("utf-8")) for s in sentences) / 1e6
   gc.collect()
   rss0 = _status_mb("VmRSS")
-  t0 = time.perf_counter()
+  t0, c0 = time.perf_counter(), time.process_time()
   gazetteer = Gazetteer.from_file(names_path)
-  load_s = time.perf_counter() - t0
+  load_s, load_cpu_s = time.perf_counter() - t0, time.process_time() - c0
   gc.collect()
   rss = _status_mb("VmRSS") - rss0
   c0 = time.process_time()
@@ -128,6 +129,7 @@ def probe(names_path: str, news: str, world_entities: str) -> dict:
   return {
     "names": len(trie),
     "load_s": round(load_s, 2),
+    "load_cpu_s": round(load_cpu_s, 2),
     "rss_growth_mb": round(rss, 1),
     "matcher_mb": round(trie.nbytes() / 2**20, 1),
     "news_mb": round(mb, 2),

@@ -7,6 +7,9 @@ import collections
 import json
 import os
 import random
+import re
+import subprocess
+import sys
 
 import pytest
 
@@ -197,3 +200,30 @@ def test_the_run_of_a_first_word_is_every_name_starting_with_it():
   for word in ["Ab", "A", "Abc", "B", "Zed", "A\U0010ffff", "\U0010ffff"]:
     lo, hi = gazetteer._run(word)
     assert gazetteer._names[lo:hi] == sorted(n for n in names if n.startswith(word)), word
+
+
+def test_build_ssm_reports_the_names_loaded_and_their_memory(tmp_path, capsys):
+  """The command line prints one line (names, load time, memory); a library call is quiet
+  unless given `progress`."""
+  from tlm.data import ssm
+
+  lines = []
+  ssm.build_ssm(NEWS, str(tmp_path / "a"), gazetteer=ENTITIES, progress=lines.append)
+  assert capsys.readouterr().out == ""
+  assert len(lines) == 1
+  assert re.fullmatch(
+    rf"gazetteer {re.escape(ENTITIES)}: 520 names loaded in \d+\.\ds, \d+\.\d MB in memory "
+    r"\(per process\)",
+    lines[0],
+  )
+  root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+  proc = subprocess.run(
+    [sys.executable, "run.py", "--mode=build_ssm", f"--news={NEWS}", f"--entities={ENTITIES}"]
+    + [f"--output_dir={tmp_path / 'b'}"],
+    cwd=root,
+    capture_output=True,
+    text=True,
+    check=False,
+  )
+  assert proc.returncode == 0, proc.stderr
+  assert f"gazetteer {ENTITIES}: 520 names loaded in " in proc.stdout

@@ -19,7 +19,7 @@ protobuf < 7); without it `--beam_options` says so in one line. Tested with apac
 
 import json
 import shlex
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from tlm import storage
 from tlm.data import store, store_build
@@ -73,20 +73,21 @@ def build(
   output_dir: str,
   beam_options: str | Sequence[str],
   settings: BuildSettings,
+  progress: Callable[[str], None] | None = None,
 ) -> dict:
   """`tlm.data.ssm.build_ssm` as a Beam pipeline run with `beam_options`.
 
   Args:
     beam_options: the pipeline's options, e.g. "--runner=DirectRunner" (a string split like a
       shell command line, or a list).
-    news, output_dir, settings: as `tlm.data.ssm.build_ssm` (which calls this when given
-      `beam_options`).
+    news, output_dir, settings, progress: as `tlm.data.ssm.build_ssm` (which calls this when
+      given `beam_options`).
 
   Returns:
     The statistics written to `stats.json`.
   """
   beam, pipeline_options = _beam()
-  paths, options = store_build.prepare(news, output_dir, settings)
+  paths, options = store_build.prepare(news, output_dir, settings, progress)
   chunks = store_build.plan_chunks(paths, CHUNK_HINT_WORKERS)
   out = storage.abspath(output_dir)
   part_dir = storage.join(out, store_build._PARTS)

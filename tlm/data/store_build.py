@@ -34,12 +34,11 @@ import multiprocessing
 import os
 import time
 import zlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import numpy as np
 
 from tlm import storage
-from tlm.console import log_line
 from tlm.data import store, store_write
 from tlm.data.salient_spans import Gazetteer, find_spans, split_sentences
 from tlm.data.ssm import (
@@ -452,31 +451,43 @@ def check_vocab_for_store(vocab_path: str) -> str:
   return store.token_dtype_for(vocab.vocab_size)
 
 
-def prepare(news: str | Sequence[str], output_dir: str, settings: BuildSettings):
+def prepare(
+  news: str | Sequence[str],
+  output_dir: str,
+  settings: BuildSettings,
+  progress: Callable[[str], None] | None = None,
+):
   """What both builders check before any work, nothing written yet: the output directory can be
-  replaced, the inputs exist, the gazetteer and the vocabulary load. Returns the input files
-  and the `Options` of their chunks."""
+  replaced, the inputs exist, the gazetteer and the vocabulary load (`progress`, if given, is
+  told the names loaded and their memory). Returns the input files and the `Options` of their
+  chunks."""
   check_replaceable(output_dir, OUTPUT_NAMES)
   paths = expand_inputs(news)
   if settings.gazetteer:  # a bad gazetteer fails here, once, not in every worker
     t0 = time.perf_counter()
     names = _loaded("gazetteer", settings.gazetteer)  # kept for this process's chunks
-    log_line(
-      f"gazetteer {settings.gazetteer}: {len(names):,} names loaded in "
-      f"{time.perf_counter() - t0:.1f}s, {names.nbytes() / 2**20:.1f} MB in memory (per process)"
-    )
+    if progress is not None:
+      progress(
+        f"gazetteer {settings.gazetteer}: {len(names):,} names loaded in "
+        f"{time.perf_counter() - t0:.1f}s, {names.nbytes() / 2**20:.1f} MB in memory "
+        "(per process)"
+      )
   token_dtype = check_vocab_for_store(settings.vocab) if settings.vocab else None
   options = Options(settings.gazetteer, settings.vocab, token_dtype, settings.max_context_words)
   return paths, options
 
 
 def build(
-  news: str | Sequence[str], output_dir: str, settings: BuildSettings, num_workers: int = 1
+  news: str | Sequence[str],
+  output_dir: str,
+  settings: BuildSettings,
+  num_workers: int = 1,
+  progress: Callable[[str], None] | None = None,
 ) -> dict:
   """`tlm.data.ssm.build_ssm` over many shards with `num_workers` processes (its docstring)."""
   if num_workers < 1:
     raise UserError(f"--num_workers must be >= 1, got {num_workers}")
-  paths, options = prepare(news, output_dir, settings)
+  paths, options = prepare(news, output_dir, settings, progress)
   chunks = plan_chunks(paths, num_workers)
   pool = None
   if num_workers > 1 and len(chunks) > 1:

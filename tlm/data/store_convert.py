@@ -127,8 +127,12 @@ def convert(src: str, output_dir: str, vocab: str | None = None) -> dict:
 
 @contextlib.contextmanager
 def _lock(directory: str) -> Iterator[None]:
-  """An exclusive lock on converting a local `directory` (processes of one host, or of several
-  on a shared file system)."""
+  """An exclusive lock on converting `directory` (processes of one host, or of several on a
+  shared file system); nothing on an object store, where a second conversion writes the same
+  bytes (the output is deterministic) and each object appears whole."""
+  if storage.is_remote(directory):
+    yield
+    return
   with open(os.path.join(storage.local(directory), _LOCK), "a") as f:
     fcntl.flock(f, fcntl.LOCK_EX)
     try:
@@ -138,10 +142,11 @@ def _lock(directory: str) -> Iterator[None]:
 
 
 def _convert_in_place(directory: str) -> None:
-  """Adds the store's files to a local JSON-lines SSM directory: staged, moved in, manifest
-  last."""
+  """Adds the store's files to a JSON-lines SSM directory: staged, moved in, manifest last."""
+  remote = storage.is_remote(directory)
+  parent = None if remote else storage.local(directory)
   try:
-    stage = tempfile.mkdtemp(prefix=".tlm-convert-", dir=storage.local(directory))
+    stage = tempfile.mkdtemp(prefix=".tlm-convert-", dir=parent)
   except OSError as e:
     raise UserError(
       f"{directory}: cannot convert this JSON-lines SSM directory in place ({e.strerror}); "
@@ -151,7 +156,12 @@ def _convert_in_place(directory: str) -> None:
     summary = _write(directory, stage, None)
     names = sorted(storage.walk_files(stage))
     for name in [n for n in names if n != store.MANIFEST] + [store.MANIFEST]:
-      os.replace(os.path.join(stage, name), storage.join(directory, name))
+      src, dst = os.path.join(stage, name), storage.join(directory, name)
+      if remote:
+        with open(src, "rb") as f:
+          storage.write_object(dst, f.read())
+      else:
+        os.replace(src, dst)
   finally:
     shutil.rmtree(stage, ignore_errors=True)
   notice(

@@ -23,6 +23,7 @@ after copying it to a host).
 import time
 
 from tlm.configs import check_value
+from tlm.console import log_line
 from tlm.data import ssm, store, store_convert, templama
 from tlm.errors import ConfigError
 from tlm.workdir_lock import WorkdirLock
@@ -76,6 +77,7 @@ def build_ssm(flags) -> dict:
       vocab=flags.vocab,
       num_workers=flags.num_workers,
       beam_options=flags.beam_options,
+      progress=log_line,
     )
   seconds = time.perf_counter() - t0
   workers = "Beam" if flags.beam_options else f"{flags.num_workers} worker(s)"

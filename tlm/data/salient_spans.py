@@ -18,13 +18,14 @@ and dependency-free:
   "Barack Obama"), a possessive "'s" dropped; a clause-initial function word ("The", "In", "He")
   is not part of a name, and a single clause-initial word is not taken (its capital says
   nothing); a lone month or weekday is not an entity. Optionally a gazetteer of names (e.g. the
-  entities TSV) matched exactly, longest first.
+  entities TSV, or a list of Wikidata's size) matched exactly, longest first, through a trie.
 - Overlaps: the longest span wins; on ties dates, then gazetteer names, then other entities.
 """
 
-import collections
+import bisect
 import dataclasses
 import re
+import sys
 
 from tlm.errors import DataError
 from tlm.files import iter_tsv
@@ -155,43 +156,112 @@ def _is_boundary(text: str, m: re.Match) -> bool:
 class Gazetteer:
   """Exact, case-sensitive matching of known names on word boundaries, longest first.
 
+  A name matches where the sentence's tokens from one token on spell it exactly, with as many
+  tokens as the name alone has and the same first token (a token can end differently in a
+  sentence: "B." before a capital is one token there, "B" and "." in the name "A. B." alone);
+  of the names starting at a token the longest (in tokens) wins.
+
+  An entity list of Wikidata's size (10^6 names and aliases) shares first words by the
+  thousand ("The", "John"), so the names are not scanned: they are a trie over token
+  boundaries kept as one sorted list, in which the names continuing a text are one contiguous
+  run. From a token, the walk extends the text one token at a time and finds its run by binary
+  search, stopping as soon as no name continues it: the cost per token is the number of tokens
+  walked times log(names), whatever the number of names sharing a word. The first words are
+  also a set, so that most tokens cost one lookup, and the run of each one met is kept.
+
   Args:
     names: entity names; names without an upper-case letter are ignored (common words).
   """
 
   def __init__(self, names):
-    self._by_first = collections.defaultdict(set)
+    kept, first = set(), set()
     for name in names:
       name = name.strip()
-      words = [m.group(0) for m in _TOKEN.finditer(name)]
-      if words and any(ch.isupper() for ch in name):
-        self._by_first[words[0]].add((len(words), name))
-    self._by_first = {k: sorted(v, reverse=True) for k, v in self._by_first.items()}
+      if not _has_upper(name):
+        continue
+      word = name.partition(" ")[0]
+      if not word.isalpha():  # else the tokenizer's first word is all of it (a quick path)
+        word = _TOKEN.search(name)
+        if word is None:
+          continue
+        word = word.group(0)
+      kept.add(name)
+      first.add(word)
+    self._names = sorted(kept)
+    self._first = first
+    self._runs = {}  # first word -> its run of names, for the first words met so far
+    self._shape = {}  # name -> (first token, tokens), for the names found so far (at most all)
 
   def __len__(self):
-    return sum(map(len, self._by_first.values()))
+    return len(self._names)
+
+  def nbytes(self) -> int:
+    """The memory the matcher holds: its strings, the list and the set (CPython sizes)."""
+    strings = sum(map(sys.getsizeof, self._names)) + sum(map(sys.getsizeof, self._first))
+    return strings + sys.getsizeof(self._names) + sys.getsizeof(self._first)
 
   @classmethod
   def from_file(cls, path: str) -> "Gazetteer":
     """One name per line, or an entities TSV (`qid<TAB>name<TAB>...`: the second column)."""
-    names = []
-    for line_no, cols in iter_tsv(path):
-      if len(cols) > 1 and not cols[1].strip():
-        raise DataError("empty name in the second column", path, line_no)
-      names.append(cols[1] if len(cols) > 1 else cols[0])
-    return cls(names)
+
+    def names():  # streamed: the lines are not all held beside the names kept
+      for line_no, cols in iter_tsv(path):
+        if len(cols) > 1 and not cols[1].strip():
+          raise DataError("empty name in the second column", path, line_no)
+        yield cols[1] if len(cols) > 1 else cols[0]
+
+    return cls(names())
+
+  def _tokens_of(self, name: str) -> tuple[str, int]:
+    """(first token, number of tokens) of a name tokenised alone, as a match requires."""
+    shape = self._shape.get(name)
+    if shape is None:
+      words = _TOKEN.findall(name)
+      shape = self._shape[name] = (words[0], len(words))
+    return shape
+
+  def _run(self, word: str) -> tuple[int, int]:
+    """[lo, hi) of the names that start with `word` (as a string), found once per word."""
+    run = self._runs.get(word)
+    if run is None:
+      names = self._names
+      lo = bisect.bisect_left(names, word)
+      # The least string above every one starting with `word`: its last character (that is not
+      # the largest) plus one.
+      stem = word.rstrip("\U0010ffff")
+      hi = bisect.bisect_left(names, stem[:-1] + chr(ord(stem[-1]) + 1), lo) if stem else len(names)
+      run = self._runs[word] = (lo, hi)
+    return run
 
   def find(self, sentence: str, tokens: list[re.Match]) -> list[Span]:
-    """All matches (possibly overlapping) of names in a tokenised sentence."""
+    """All matches (possibly overlapping) of names in a tokenised sentence: at most one per
+    token, the longest name starting there."""
+    names, first = self._names, self._first
     spans = []
     for i, tok in enumerate(tokens):
-      for length, name in self._by_first.get(tok.group(0), ()):
-        if i + length <= len(tokens):
-          end = tokens[i + length - 1].end()
-          if end - tok.start() == len(name) and sentence[tok.start() : end] == name:
-            spans.append(Span(tok.start(), end, name, "entity"))
-            break
+      word = tok.group(0)
+      if word not in first:
+        continue
+      start, found = tok.start(), None
+      lo, hi = self._run(word)  # the walk stays within it
+      for j in range(i, len(tokens)):
+        end = tokens[j].end()
+        text = sentence[start:end]
+        if j > i:
+          lo = bisect.bisect_left(names, text, lo, hi)
+        if lo == hi or not names[lo].startswith(text):
+          break  # no name continues the text: no longer one can match
+        if names[lo] == text and self._tokens_of(text) == (word, j - i + 1):
+          found = Span(start, end, text, "entity")
+      if found is not None:
+        spans.append(found)
     return spans
+
+
+def _has_upper(text: str) -> bool:
+  if text.isascii():
+    return text != text.lower()
+  return any(ch.isupper() for ch in text)
 
 
 def _is_clause_initial(sentence: str, tok: re.Match) -> bool:

@@ -28,7 +28,7 @@ import dataclasses
 import datetime
 import math
 import re
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from tlm.data.salient_spans import Gazetteer, Span, find_spans, split_sentences, years_mentioned
 from tlm.errors import DataError, UserError
@@ -150,6 +150,7 @@ def build_ssm(
   vocab: str | None = None,
   num_workers: int = 1,
   beam_options: str | Sequence[str] | None = None,
+  progress: Callable[[str], None] | None = None,
 ) -> dict:
   """Builds SSM examples from a news corpus, split by article and year, into an example store.
 
@@ -168,6 +169,8 @@ def build_ssm(
     beam_options: build as an Apache Beam pipeline with these options instead
       (`tlm.data.ssm_beam`; e.g. "--runner=DirectRunner"); the same output. `num_workers` is
       not used then.
+    progress: called with progress lines (the names of the gazetteer loaded and the memory
+      they hold); the command line prints them, a library call stays quiet by default.
 
   Returns:
     The statistics written to `stats.json`.
@@ -182,10 +185,10 @@ def build_ssm(
   if beam_options:
     from tlm.data import ssm_beam
 
-    return ssm_beam.build(news, output_dir, beam_options, settings)
+    return ssm_beam.build(news, output_dir, beam_options, settings, progress)
   from tlm.data import store_build
 
-  return store_build.build(news, output_dir, settings, num_workers)
+  return store_build.build(news, output_dir, settings, num_workers, progress)
 
 
 class Stats:

@@ -4,10 +4,13 @@ The same units of work as the local builder (`tlm.data.store_build`): chunks of 
 scanned, the held-out plan is computed from the counts, chunks are turned into parts, tables
 are merged and the manifest written last, so the store is byte-identical to the one
 `--num_workers` processes write. Beam only schedules and retries them (DirectRunner in the
-tests; Dataflow, Flink or Spark in production: docs/paper_scale.md has the commands).
-Parts and the store are written straight under the output directory, local or on an object
-store (gs://), through `tlm.storage`; the manifest is written last, so a pipeline that fails
-leaves no store (a stale manifest is deleted first), and the parts are deleted at the end.
+tests, also in its multi-process mode with every bundle run twice; Dataflow, Flink or Spark in
+production: docs/paper_scale.md has the commands). Every stage may be run twice or again after
+a failure: its files appear whole or not at all (`tlm.data.store_write.StagedFile`) and the
+merges only read the parts. Parts and the store are written straight under the output
+directory, local or on an object store (gs://), through `tlm.storage`; the manifest is written
+last, so a pipeline that fails leaves no store (a stale manifest is deleted first), and the
+parts are deleted after it, when the pipeline has ended.
 
 apache-beam is optional and lives in an environment of its own (requirements-beam.txt: it needs
 protobuf < 7); without it `--beam_options` says so in one line. Tested with apache-beam 2.77.0
@@ -16,7 +19,7 @@ protobuf < 7); without it `--beam_options` says so in one line. Tested with apac
 
 import json
 import shlex
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 
 from tlm import storage
 from tlm.data import store, store_build
@@ -70,20 +73,21 @@ def build(
   output_dir: str,
   beam_options: str | Sequence[str],
   settings: BuildSettings,
+  progress: Callable[[str], None] | None = None,
 ) -> dict:
   """`tlm.data.ssm.build_ssm` as a Beam pipeline run with `beam_options`.
 
   Args:
     beam_options: the pipeline's options, e.g. "--runner=DirectRunner" (a string split like a
       shell command line, or a list).
-    news, output_dir, settings: as `tlm.data.ssm.build_ssm` (which calls this when given
-      `beam_options`).
+    news, output_dir, settings, progress: as `tlm.data.ssm.build_ssm` (which calls this when
+      given `beam_options`).
 
   Returns:
     The statistics written to `stats.json`.
   """
   beam, pipeline_options = _beam()
-  paths, options = store_build.prepare(news, output_dir, settings)
+  paths, options = store_build.prepare(news, output_dir, settings, progress)
   chunks = store_build.plan_chunks(paths, CHUNK_HINT_WORKERS)
   out = storage.abspath(output_dir)
   part_dir = storage.join(out, store_build._PARTS)

@@ -15,7 +15,9 @@ of an Apache Beam pipeline in `tlm.data.ssm_beam`.
    its chunk's offset plus its rank in the chunk.
 5. `process_chunk` (parallel): sentences, salient spans, examples, tokens (with a
    vocabulary), appended to the chunk's parts (`tlm.data.store_write`).
-6. `merge_table` (parallel over tables), then the manifest and stats.json.
+6. `merge_table` (parallel over tables), then the manifest and stats.json; the parts are
+   deleted only after that, so that every step can be run again (an engine retries a unit of
+   work that failed, and may run one twice).
 
 The output depends only on the corpus, the seed and the options: byte-identical for any
 number of workers, for any sharding of the same articles, and for the Beam pipeline. Nothing
@@ -30,8 +32,9 @@ import gzip
 import json
 import multiprocessing
 import os
+import time
 import zlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 
 import numpy as np
 
@@ -312,10 +315,23 @@ class ChunkResult:
 
 
 def process_chunk(chunk: Chunk, chunk_plan: dict, options: Options, part_dir: str) -> ChunkResult:
-  """Writes the SSM examples of a chunk's articles to its parts under `part_dir`."""
+  """Writes the SSM examples of a chunk's articles to its parts under `part_dir`.
+
+  Idempotent: the parts are named by the chunk and appear whole or not at all, so a chunk run
+  twice, or again after a failure, leaves the same parts.
+  """
+  writer = store_write.PartWriter(part_dir, chunk.index, options.token_dtype)
+  try:
+    stats = _write_chunk(chunk, chunk_plan, options, writer)
+    return ChunkResult(chunk.index, writer.close(), stats)
+  except BaseException:
+    writer.abort()
+    raise
+
+
+def _write_chunk(chunk: Chunk, chunk_plan: dict, options: Options, writer) -> Stats:
   names = _loaded("gazetteer", options.gazetteer)
   vocab = _loaded("vocab", options.vocab)
-  writer = store_write.PartWriter(part_dir, chunk.index, options.token_dtype)
   stats = Stats(options.max_context_words)
   seen: collections.Counter = collections.Counter()
   offsets, heldout = chunk_plan["year_offsets"], chunk_plan["heldout"]
@@ -349,7 +365,7 @@ def process_chunk(chunk: Chunk, chunk_plan: dict, options: Options, part_dir: st
           except DataError as e:
             raise DataError(str(e), chunk.path, line_no) from None
           writer.add_tokens(split, year, *ids)
-  return ChunkResult(chunk.index, writer.close(), stats)
+  return stats
 
 
 def table_fields(split: str, tokenized: bool) -> list[str]:
@@ -400,13 +416,13 @@ def finish(out_dir, plan, results, merged, options: Options) -> dict:
   vocab, token_dtype = None, options.token_dtype
   if options.vocab:
     model = storage.read_bytes(options.vocab)
-    with store_write._open_write(storage.join(out_dir, store.VOCAB_FILE)) as f:
+    with store_write.StagedFile(storage.join(out_dir, store.VOCAB_FILE)) as f:
       f.write(model)
     from tlm.data.vocab import Vocabulary
 
     vocab = {"sha256": store.vocab_fingerprint(model), "vocab_size": Vocabulary(model).vocab_size}
   data = (json.dumps(summary, indent=2) + "\n").encode("utf-8")
-  with store_write._open_write(storage.join(out_dir, "stats.json")) as f:
+  with store_write.StagedFile(storage.join(out_dir, "stats.json")) as f:
     f.write(data)
   store_write.write_manifest(out_dir, store_write.manifest_bytes(tables, files, token_dtype, vocab))
   return summary
@@ -435,26 +451,43 @@ def check_vocab_for_store(vocab_path: str) -> str:
   return store.token_dtype_for(vocab.vocab_size)
 
 
-def prepare(news: str | Sequence[str], output_dir: str, settings: BuildSettings):
+def prepare(
+  news: str | Sequence[str],
+  output_dir: str,
+  settings: BuildSettings,
+  progress: Callable[[str], None] | None = None,
+):
   """What both builders check before any work, nothing written yet: the output directory can be
-  replaced, the inputs exist, the gazetteer and the vocabulary load. Returns the input files
-  and the `Options` of their chunks."""
+  replaced, the inputs exist, the gazetteer and the vocabulary load (`progress`, if given, is
+  told the names loaded and their memory). Returns the input files and the `Options` of their
+  chunks."""
   check_replaceable(output_dir, OUTPUT_NAMES)
   paths = expand_inputs(news)
-  if settings.gazetteer:
-    Gazetteer.from_file(settings.gazetteer)  # a bad gazetteer fails here, once, not in every worker
+  if settings.gazetteer:  # a bad gazetteer fails here, once, not in every worker
+    t0 = time.perf_counter()
+    names = _loaded("gazetteer", settings.gazetteer)  # kept for this process's chunks
+    if progress is not None:
+      progress(
+        f"gazetteer {settings.gazetteer}: {len(names):,} names loaded in "
+        f"{time.perf_counter() - t0:.1f}s, {names.nbytes() / 2**20:.1f} MB in memory "
+        "(per process)"
+      )
   token_dtype = check_vocab_for_store(settings.vocab) if settings.vocab else None
   options = Options(settings.gazetteer, settings.vocab, token_dtype, settings.max_context_words)
   return paths, options
 
 
 def build(
-  news: str | Sequence[str], output_dir: str, settings: BuildSettings, num_workers: int = 1
+  news: str | Sequence[str],
+  output_dir: str,
+  settings: BuildSettings,
+  num_workers: int = 1,
+  progress: Callable[[str], None] | None = None,
 ) -> dict:
   """`tlm.data.ssm.build_ssm` over many shards with `num_workers` processes (its docstring)."""
   if num_workers < 1:
     raise UserError(f"--num_workers must be >= 1, got {num_workers}")
-  paths, options = prepare(news, output_dir, settings)
+  paths, options = prepare(news, output_dir, settings, progress)
   chunks = plan_chunks(paths, num_workers)
   pool = None
   if num_workers > 1 and len(chunks) > 1:

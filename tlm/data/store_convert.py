@@ -1,11 +1,14 @@
 """JSON-lines SSM directories (the format before the example store) into the example store.
 
 A directory of `<split>/<year>.jsonl` files (`{"inputs", "targets", ...}` per line, as
-`build_ssm` wrote them before, or written by hand) keeps working: `open_ssm_store` converts it
-once, on first use, in place (the store's files are added beside the JSON lines, which are then
-no longer read; deleting manifest.json converts again), with a one-line notice; or
-`--mode=convert_ssm` writes the store elsewhere, tokenized with `--vocab` if given. Every line
-is validated first (a bad one is an error naming the file and line, and nothing is written).
+`build_ssm` wrote them before, or written by hand) keeps working: on a local or shared file
+system `open_ssm_store` converts it once, on first use, in place (the store's files are added
+beside the JSON lines, which are then no longer read; deleting manifest.json converts again),
+under a lock, with a one-line notice; or `--mode=convert_ssm` writes the store elsewhere,
+tokenized with `--vocab` if given. On an object store, where there is no lock and every host of
+a pod would convert it at once at start-up, training refuses it in one line naming
+`--mode=convert_ssm`, run once. Every line is validated first (a bad one is an error naming the
+file and line, and nothing is written).
 """
 
 import contextlib
@@ -89,7 +92,7 @@ def _write(src: str, out_dir: str, vocab_path: str | None) -> dict:
         files.update(merged["files"])
   vocab_entry = None
   if vocab is not None:
-    with store_write._open_write(storage.join(out_dir, store.VOCAB_FILE)) as f:
+    with store_write.StagedFile(storage.join(out_dir, store.VOCAB_FILE)) as f:
       f.write(vocab.serialized_model)
     vocab_entry = {
       "sha256": store.vocab_fingerprint(vocab.serialized_model),
@@ -169,10 +172,11 @@ def _convert_in_place(directory: str) -> None:
 
 
 def open_ssm_store(directory: str) -> store.Store:
-  """The example store of an SSM directory, converting a JSON-lines one first (once).
+  """The example store of an SSM directory, converting a local JSON-lines one first (once).
 
   Raises:
     DataError: neither a store nor a JSON-lines SSM directory, or a bad line or file.
+    UserError: a JSON-lines SSM directory on an object store (convert it once instead).
   """
   if store.is_store(directory):
     return store.Store(directory)
@@ -182,6 +186,12 @@ def open_ssm_store(directory: str) -> store.Store:
     raise DataError(
       "not an SSM directory: no manifest.json (example store) and no <split>/<year>.jsonl",
       directory,
+    )
+  if storage.is_remote(directory):
+    raise UserError(
+      f"{directory}: a JSON-lines SSM directory on an object store, which every host would "
+      f"convert at start-up; convert it once: python run.py --mode=convert_ssm --data={directory} "
+      "--output_dir=NEW [--vocab=spiece.model], and set data.ssm_dir=NEW"
     )
   with _lock(directory):
     if not store.is_store(directory):  # another process may have converted it meanwhile

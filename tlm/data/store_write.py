@@ -7,13 +7,18 @@ examples to *parts*, one per (split, year, field): `<prefix>.bin` (the data) and
 in chunk order into its `.bin` and computes its `.idx` offsets, hashing both as they are
 written. The output depends only on the examples and their order, never on how the input was
 cut into chunks or how many workers ran. `write_manifest` comes last: a store exists once its
-manifest does. `prefix_problem` vets a vocabulary before its ids are stored.
+manifest does. Every file appears whole or not at all (`StagedFile`) and a merge only reads its
+parts, so an engine may run any unit twice, or again after a failure, with the same result.
+`prefix_problem` vets a vocabulary before its ids are stored.
 """
 
 import contextlib
 import hashlib
 import json
 import os
+import shutil
+import tempfile
+import uuid
 
 import numpy as np
 
@@ -67,12 +72,64 @@ def prefix_problem(vocab) -> str:
   return ""
 
 
-def _open_write(path: str):
-  """A local file, or an object uploaded when closed."""
-  if storage.is_remote(path):
-    return storage.open_file(path, "wb")
-  os.makedirs(os.path.dirname(storage.local(path)), exist_ok=True)
-  return open(storage.local(path), "wb")  # noqa: SIM115 (the caller closes it)
+class StagedFile:
+  """A file that appears whole, when closed, or not at all: written to a temporary file (beside
+  it, or in the local temporary directory for an object store) and then moved into place (or
+  uploaded as one object). `abort` drops it, and so does leaving a `with` block on an
+  exception. A unit of work that an engine runs twice at once, or that fails half-way, thus
+  never leaves a partial file where the other attempt's whole one was: both write the same
+  bytes, and whichever finishes last replaces the other's.
+  """
+
+  def __init__(self, path: str):
+    self.path = path
+    if storage.is_remote(path):
+      directory, prefix = tempfile.gettempdir(), "tlm-staged-"
+    else:
+      directory = os.path.dirname(storage.local(path))
+      prefix = f".{os.path.basename(path)}."
+      os.makedirs(directory, exist_ok=True)
+    self._tmp = os.path.join(directory, f"{prefix}{uuid.uuid4().hex}.tmp")
+    # O_EXCL: a name of our own; mode 0o666 less the umask, as `open` would create it.
+    fd = os.open(self._tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o666)
+    self._f = os.fdopen(fd, "wb")
+
+  def write(self, data: bytes) -> None:
+    self._f.write(data)
+
+  def close(self) -> None:
+    """Publishes the file (once; later calls do nothing)."""
+    if self._f is None:
+      return
+    self._f.close()
+    self._f = None
+    try:
+      if storage.is_remote(self.path):
+        with open(self._tmp, "rb") as src, storage.open_file(self.path, "wb") as dst:
+          shutil.copyfileobj(src, dst, 1 << 24)
+      else:
+        os.replace(self._tmp, storage.local(self.path))
+    finally:
+      with contextlib.suppress(FileNotFoundError):
+        os.remove(self._tmp)
+
+  def abort(self) -> None:
+    """Drops what was written; the destination is left as it was."""
+    if self._f is None:
+      return
+    self._f.close()
+    self._f = None
+    with contextlib.suppress(FileNotFoundError):
+      os.remove(self._tmp)
+
+  def __enter__(self) -> "StagedFile":
+    return self
+
+  def __exit__(self, kind, value, traceback) -> None:
+    if kind is None:
+      self.close()
+    else:
+      self.abort()
 
 
 class _Part:
@@ -95,7 +152,7 @@ class _Part:
 
   def flush(self) -> None:
     if self._files is None:
-      self._files = (_open_write(self.prefix + ".bin"), _open_write(self.prefix + ".len"))
+      self._files = (StagedFile(self.prefix + ".bin"), StagedFile(self.prefix + ".len"))
     self._files[0].write(b"".join(self._data))
     self._files[1].write(np.asarray(self._lens, OFFSET_DTYPE).tobytes())
     self._data, self._lens, self._size = [], [], 0
@@ -104,6 +161,10 @@ class _Part:
     self.flush()
     for f in self._files:
       f.close()
+
+  def abort(self) -> None:
+    for f in self._files or ():
+      f.abort()
 
 
 class PartWriter:
@@ -144,17 +205,22 @@ class PartWriter:
       part.close()
     return sorted(self._parts)
 
+  def abort(self) -> None:
+    """Drops the parts not yet closed (a unit of work that failed: its retry writes them)."""
+    for part in self._parts.values():
+      part.abort()
+
 
 def part_prefix(directory: str, unit: int, split: str, year: int, field: str) -> str:
   return storage.join(directory, f"{unit:08d}", f"{split}-{int(year)}.{field}")
 
 
 class HashedFile:
-  """Writes a file (local, or an object uploaded when closed) and hashes what it writes;
-  `close` returns its manifest entry, {"bytes", "sha256"}."""
+  """Writes a file (a `StagedFile`) and hashes what it writes; `close` publishes it and returns
+  its manifest entry, {"bytes", "sha256"}; `abort` drops it."""
 
   def __init__(self, path: str):
-    self.f = _open_write(path)
+    self.f = StagedFile(path)
     self.sha = hashlib.sha256()
     self.size = 0
 
@@ -167,6 +233,9 @@ class HashedFile:
     self.f.close()
     return {"bytes": self.size, "sha256": self.sha.hexdigest()}
 
+  def abort(self) -> None:
+    self.f.abort()
+
 
 def merge_table(
   out_dir: str,
@@ -175,16 +244,18 @@ def merge_table(
   field: str,
   itemsize: int,
   prefixes: list[str],
-  remove_parts: bool = True,
 ) -> dict:
   """Concatenates a table's parts, in order, into `out_dir`'s `.bin` and `.idx` of the field.
+
+  Idempotent: the parts are only read (the builder deletes them after the manifest), and the
+  two files appear whole or not at all, so a merge that fails half-way, or runs twice, can be
+  run again with the same result.
 
   Args:
     out_dir: the store directory.
     split, year, field: the table and field.
     itemsize: bytes per element (1 for text, 2 or 4 for tokens).
     prefixes: the parts in input order (those that wrote something).
-    remove_parts: delete each part once copied.
 
   Returns:
     {"examples": n, "files": {name: {"bytes", "sha256"}}}.
@@ -193,9 +264,9 @@ def merge_table(
   idx_name = file_name(split, year, field, "idx")
   data = HashedFile(storage.join(out_dir, bin_name))
   index = HashedFile(storage.join(out_dir, idx_name))
-  index.write(np.zeros(1, OFFSET_DTYPE).tobytes())
-  base, examples = 0, 0
   try:
+    index.write(np.zeros(1, OFFSET_DTYPE).tobytes())
+    base, examples = 0, 0
     for prefix in prefixes:
       lens = np.frombuffer(storage.read_bytes(prefix + ".len"), OFFSET_DTYPE)
       offsets = base + np.cumsum(lens)
@@ -209,13 +280,11 @@ def merge_table(
       index.write(offsets.astype(OFFSET_DTYPE).tobytes())
       base = int(offsets[-1]) if offsets.size else base
       examples += lens.size // 2
-      if remove_parts:
-        for ext in (".bin", ".len"):
-          with contextlib.suppress(FileNotFoundError):
-            storage.remove(prefix + ext)
-  finally:
-    files = {bin_name: data.close(), idx_name: index.close()}
-  return {"examples": examples, "files": files}
+  except BaseException:
+    data.abort()
+    index.abort()
+    raise
+  return {"examples": examples, "files": {bin_name: data.close(), idx_name: index.close()}}
 
 
 def manifest_bytes(tables: dict, files: dict, token_dtype: str | None, vocab: dict | None) -> bytes:

@@ -8,11 +8,12 @@ writes research/intervals/coverage.json: for each tau, the share of the two-leve
 95% intervals and of the t-intervals over the seed margins that cover the true mean margin.
 
 Settings, prediction and criterion, fixed before the run: the settings above, the bootstrap's
-percentile interval from 500 resamples (first set to 2000 simulations of 1000 resamples; changed
-to these before any output: that run would have taken over two hours on the shared machine). Prediction: the bootstrap covers about 0.97 at tau = 0
-and falls below 0.90 by tau = 2; the t-interval covers 0.95 at every tau. Criterion: a coverage
-is "as predicted" if within 0.02 (about three binomial standard errors at 1000 simulations) of
-0.95 for the t-interval, and, for the bootstrap, >= 0.95 at tau = 0 and < 0.90 at tau = 2 and 4.
+percentile interval from 500 resamples (first set to 2000 simulations of 1000 resamples; changed to
+these before any output: that run would have taken over two hours on the shared machine).
+Prediction: the bootstrap covers about 0.97 at tau = 0 and falls below 0.90 by tau = 2; the
+t-interval covers 0.95 at every tau. Criterion: a coverage is "as predicted" if within 0.02 (about
+three binomial standard errors at 1000 simulations) of 0.95 for the t-interval, and, for the
+bootstrap, >= 0.95 at tau = 0 and < 0.90 at tau = 2 and 4.
 The docstring of `tlm.miniature.stats` quotes the measured numbers, whatever they are.
 """
 

@@ -27,13 +27,13 @@ seeds: the outer level sees at most k distinct values, understates the between-s
 by (k - 1) / k, and its percentiles are those of a few points. Its coverage of the true mean
 margin, measured on simulated clustered data with k = 3 seeds, 100 clusters of 10 items a seed
 and a between-seed standard deviation tau of 0, 1, 2 and 4 times the within-seed standard error
-of a seed's margin (`coverage_simulation`; C1 of the miniature sits near 1), 2000 simulations
-each: about 0.97, 0.91, 0.84 and 0.77 for the nominal 0.95 (the within-seed resampling counts the
+of a seed's margin (`coverage_simulation`; C1 of the miniature sits near 1), 1000 simulations
+each: `COVERAGE_K3` for the nominal 0.95 (the within-seed resampling counts the
 within-seed noise twice when tau = 0, and the outer level undercovers as tau grows). It is
 therefore reported beside the t-interval over the seed margins (`t_interval`): the per-seed
 margin already carries its within-seed noise, so that interval's variance is the whole
 variance of a seed's margin, and it has its nominal coverage for normal seed margins whatever
-tau is (0.95 in the same simulation), at the price of t's wide quantile with k - 1 = 2 degrees
+tau is (`COVERAGE_K3` too), at the price of t's wide quantile with k - 1 = 2 degrees
 of freedom (4.30 standard errors). Neither interval can be narrower than what k seeds support;
 both are reported, the per-seed verdicts and the hold-rate beside them.
 
@@ -59,6 +59,10 @@ LEVEL = 0.95
 # A bootstrap over the seeds alone is reported as an interval from this many seeds on (below,
 # as the seeds' range): with 3 seeds the range covers the median with probability 0.75.
 SEEDS_FOR_A_SEED_INTERVAL = 4
+# `coverage_simulation` at k = 3 seeds (research/intervals/coverage.json: 1000 simulations of 500
+# resamples): {tau in within-seed standard errors: (the two-level bootstrap's coverage of the
+# true mean margin, the t-interval's)}. Empty until that run is in.
+COVERAGE_K3: dict[float, tuple[float, float]] = {}
 ITEM = "item"  # the unit of a pool given as a plain item count
 
 # Indices drawn per pool (None: the pool's items in their original order) -> the margin.

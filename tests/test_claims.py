@@ -535,6 +535,17 @@ def test_m2_reports_the_reframing_and_the_first_definition():
   assert by_name["temporal - yearly (right-year rate)"]["holds"] is False
 
 
+def test_claims_table_with_m2_undefined():
+  # Temporal never gives one of a pair's gold answers: M2 (both definitions) has no rate on the
+  # seed, "holds" null; the table says so instead of failing.
+  meas = world(predictions={"temporal": lambda r: "nobody"})
+  summary = claim_summary.summarize([meas], resamples=RESAMPLES)
+  m2 = summary["mechanism"]["M2"]
+  assert m2["holds"] is None and m2["as_first_registered"]["hold_rate"] is None
+  line = claim_summary.claims_table(summary).splitlines()[-1]
+  assert line.startswith("| M2 | ") and "holds on - of seeds, margin -" in line
+
+
 def _strip(summary: dict) -> dict:
   """`summary` as written before the t-intervals and M2's reframing (the first M2 in its place)."""
   old = copy.deepcopy(summary)

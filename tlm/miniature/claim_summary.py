@@ -48,8 +48,9 @@ from collections.abc import Mapping, Sequence
 import numpy as np
 
 from tlm.configs.years import TRAIN_YEARS
-from tlm.miniature import claims, measurements, mechanism, stats, year_tracking
+from tlm.miniature import claims, measurements, stats, year_tracking
 from tlm.miniature.claim_parts import Claim, Component
+from tlm.miniature.mechanism import PAPER_LINE
 
 MIXED_UNITS = "not reported: the minimum is over parts of different units; see the components"
 SEEDS_ONLY = (
@@ -336,7 +337,7 @@ REFRAMING = {
   "dropped_from_the_test": "Temporal's right-year rate above the Yearly experts' (each expert "
   "reads one year's news and cannot mix years); reported as a description in "
   "as_first_registered's components",
-  "paper": f"{mechanism.PAPER_LINE}, leading to the overall higher F1 in Table 2. "
+  "paper": f"{PAPER_LINE}, leading to the overall higher F1 in Table 2. "
   "(section 3.1, on Figure 2: the Yearly experts and Uniform are the two extremes of averaging)",
 }
 
@@ -396,9 +397,13 @@ def claims_table(summary: Mapping) -> str:
     return "-" if x is None else f"{x:+.2f}"
 
   rows = []
+
+  def share(x):
+    return "-" if x is None else f"{x:.0%}"
+
   for c in list(summary["claims"]) + list(summary["mechanism"].values()):
     verdict = {True: "yes", False: "no", None: "n/a"}[c["holds"]]
-    rate = "-" if c["hold_rate"] is None else f"{c['hold_rate']:.0%}"
+    rate = share(c["hold_rate"])
     ci, seed_range, t95 = c["margin_ci95"], c.get("margin_seed_range"), c.get("margin_t95")
     interval = "-" if not ci else f"[{fmt(ci[0])}, {fmt(ci[1])}]"
     if c.get("margin_ci95_note") == MIXED_UNITS:
@@ -412,8 +417,8 @@ def claims_table(summary: Mapping) -> str:
     if c.get("reframing"):
       first = c["as_first_registered"]
       note += (
-        f'; post-hoc reframing (the paper: "{mechanism.PAPER_LINE}"); as first registered'
-        f" (also > the Yearly experts): holds {first['hold_rate']:.0%} of seeds, margin"
+        f'; post-hoc reframing (the paper: "{PAPER_LINE}"); as first registered'
+        f" (also > the Yearly experts): holds on {share(first['hold_rate'])} of seeds, margin"
         f" {fmt(first['margin_mean'])}"
       )
     cells = [c["id"], c["statement"], verdict, rate, fmt(c["margin_mean"]), interval, t_cell, note]

@@ -141,3 +141,29 @@ def test_replicates_keep_each_seed_and_each_output_apart():
     lambda idx: float(np.mean(stats.take(np.arange(100.0), idx["q"]))), {"q": 100}
   )
   assert se == pytest.approx(np.arange(100.0).std() / 10, rel=0.1)
+
+
+def test_t_quantile_and_interval():
+  assert stats.t_quantile(0.975, 2) == pytest.approx(4.3027, abs=1e-4)
+  assert stats.t_quantile(0.975, 1) == pytest.approx(12.7062, abs=1e-3)
+  assert stats.t_quantile(0.025, 4) == pytest.approx(-2.7764, abs=1e-4)
+  lo, hi = stats.t_interval([1.0, 2.0, 3.0])
+  assert (lo + hi) / 2 == pytest.approx(2.0) and hi - 2.0 == pytest.approx(4.3027 / 3**0.5, 1e-4)
+  assert stats.t_interval([1.0]) is None and stats.t_interval([1.0, None]) is None
+
+
+@pytest.mark.parametrize("tau", [0.0, 4.0])
+def test_reported_coverage_of_both_intervals_on_clustered_data(tau):
+  # Simulated seeds with a known between-seed sd (tau within-seed standard errors), fewer and
+  # smaller than in COVERAGE_K3's run (20 clusters of 5 items, 300 simulations of 200
+  # resamples) to stay fast. The tolerance is about three binomial standard errors of 300
+  # simulations (0.013 at 0.95, 0.024 at 0.77) plus the smaller design's own difference.
+  got = stats.coverage_simulation(
+    tau, clusters=20, per_cluster=5, simulations=300, resamples=200, seed=7
+  )
+  boot, t = stats.COVERAGE_K3[tau]
+  assert got["bootstrap"] == pytest.approx(boot, abs=0.06)
+  assert got["t"] == pytest.approx(t, abs=0.04) and t == pytest.approx(0.95, abs=0.02)
+  # What the docstring says: the bootstrap over-covers with no seed variance and falls well
+  # below 0.95 with a large one; the t-interval keeps 0.95.
+  assert (boot > 0.95) if tau == 0 else (boot < 0.85)

@@ -23,31 +23,36 @@ is the file's; the article date is not kept (nothing reads it).
 
 What is checked when (every file is treated as hostile):
 - at open, per table a process reads: the manifest's structure; each file's size against the
-  manifest; and every offset of the .idx: starts at 0, never decreases, ends at the .bin's
-  length. The offsets (16 bytes per example) are read in 2 MB chunks, not memory-mapped, so
-  resident memory stays flat, and checked with vectorised numpy, so a hostile index fails
-  with one line naming it before any training step (docs/paper_scale.md has the cost).
-- at every read: the example's offsets again (the file may have changed since) and, for text,
-  its UTF-8; the caller checks token ids against its vocabulary.
-- the SHA-256 of each file: written at build time, verified by `verify` (`--mode=check_store`),
-  e.g. once after copying a store to a host. Not at open: hashing the paper's ~40 GB of tokens
-  on every host at every (re)start would take minutes; sizes and offsets catch truncation and
-  a bad index, which is what stops a run; a flipped bit inside a token is not.
+  manifest; and the .idx: a small one (up to `SMALL_INDEX_BYTES`, 262K examples: the
+  miniature's) whole, every offset checked (starts at 0, never decreases, ends at the .bin's
+  length), read in 2 MB chunks and checked with vectorised numpy; a large one only by its
+  first and last offsets (two 8-byte reads), so that what a host reads before step 0 does not
+  grow with the corpus (docs/paper_scale.md has the cost).
+- at every read: the offsets read (an example's, or a run's: never decreasing, within the
+  data, 0 and the data's length at the table's ends) and, for text, its UTF-8; the caller
+  checks token ids against its vocabulary. A hostile offset in a large index thus fails with
+  one line naming the file when its block is first read, before the step that would use it.
+- the SHA-256 of each file and every offset: written at build time, verified by `verify`
+  (`--mode=check_store`), e.g. once after copying a store to a host. Not at open: hashing the
+  paper's ~40 GB of tokens on every host at every (re)start would take minutes; sizes and
+  offsets catch truncation and a bad index, which is what stops a run; a flipped bit inside a
+  token is not.
 
-On an object store (gs://) the .idx files are downloaded once at open into anonymous local
-temporary files (16 bytes per example; checked while streaming) and examples are read with
-concurrent ranged requests (fsspec `cat_ranges`).
+On an object store (gs://) examples are read with concurrent ranged requests (fsspec
+`cat_ranges`, retried with backoff: `tlm.data.ranged`); a small index is held in memory once
+checked (at most 4 MB), a large one is read where needed. `Table.token_run` reads a run of
+consecutive examples with two requests (its offsets, then its data), whatever its length: the
+block sampler's reads (`tlm.data.block_sampling`).
 """
 
 import hashlib
-import os
-import tempfile
 from collections.abc import Iterable, Sequence
 
 import numpy as np
 
 from tlm import safe_read, storage
 from tlm.data.formatting import TextExample
+from tlm.data.ranged import RangeReader
 from tlm.errors import DataError
 
 FORMAT = "tlm.example_store"
@@ -64,6 +69,9 @@ FIELDS = (TEXT, TOKENS)
 TOKEN_DTYPES = ("uint16", "int32")
 OFFSET_DTYPE = np.dtype("<i8")
 _CHUNK = 1 << 18  # offsets per read when checking an index (2 MB)
+# An index up to this size (262,143 examples) is read whole and checked at open; a larger one
+# by its ends at open and block by block as it is read (start-up then does not grow with it).
+SMALL_INDEX_BYTES = 4 << 20
 _HASH_BLOCK = 1 << 24
 _ITER_BLOCK = 4096  # examples read at once when a table is iterated
 
@@ -176,39 +184,6 @@ def _check_table(key: str, table, files: dict, dtype, path: str) -> None:
 # ---- reading ---------------------------------------------------------------------------------
 
 
-class _Ranges:
-  """Reads byte ranges of one file: `os.pread` locally, fsspec `cat_ranges` on an object store
-  (concurrent requests where the backend has them, as gcsfs does)."""
-
-  def __init__(self, path: str, fd: int | None = None):
-    self.path = path
-    self._fd = fd
-    self._fs = self._key = None
-    if fd is None:
-      if storage.is_remote(path):
-        import fsspec
-
-        self._fs, self._key = fsspec.core.url_to_fs(path)
-      else:
-        try:
-          self._fd = os.open(storage.local(path), os.O_RDONLY)
-        except OSError as e:
-          raise DataError(f"cannot open ({e.strerror})", path) from None
-
-  def read(self, starts: Sequence[int], ends: Sequence[int]) -> list[bytes]:
-    if self._fd is None:
-      if not len(starts):
-        return []
-      n = len(starts)
-      return self._fs.cat_ranges([self._key] * n, list(starts), list(ends))
-    return [os.pread(self._fd, e - s, s) for s, e in zip(starts, ends)]
-
-  def close(self) -> None:
-    if self._fd is not None:
-      os.close(self._fd)
-      self._fd = None
-
-
 def _check_offsets(chunks: Iterable[np.ndarray], count: int, total: int, path: str) -> None:
   """Checks an index streamed in chunks: `count` offsets, 0 first, never decreasing, `total`
   last."""
@@ -263,41 +238,71 @@ class _Field:
       )
     self.count = count
     self.total = bin_bytes // self.dtype.itemsize
-    self._index = self._open_index(count)
-    self._data = _Ranges(self.bin_path)
+    self._memory: np.ndarray | None = None  # a small remote index, held once checked
+    self._index = RangeReader(self.idx_path)
+    try:
+      self._data = RangeReader(self.bin_path)
+      self._check_at_open()
+    except BaseException:
+      self.close()
+      raise
 
-  def _open_index(self, count: int) -> _Ranges:
-    """Checks every offset; returns a reader of the index (local; a downloaded copy of a
-    remote one)."""
-    n = 2 * count + 1
-    if not storage.is_remote(self.idx_path):
+  def _check_at_open(self) -> None:
+    """A small index whole (as `check_all`); a large one by its first and last offsets, the
+    rest block by block as it is read, so that opening costs the same at any size."""
+    n = 2 * self.count + 1
+    if 8 * n > SMALL_INDEX_BYTES:
+      first, last = (
+        int(np.frombuffer(b, OFFSET_DTYPE)[0])
+        for b in self._index.read([0, 8 * (n - 1)], [8, 8 * n])
+      )
+      if first != 0:
+        raise DataError(f"corrupt index: first offset is {first}, not 0", self.idx_path)
+      if last != self.total:
+        raise DataError(
+          f"corrupt index: last offset {last} but the data file holds {self.total} elements",
+          self.idx_path,
+        )
+    elif self._index.remote:
+      offsets = np.frombuffer(self._index.read([0], [8 * n])[0], OFFSET_DTYPE)
+      _check_offsets([offsets], n, self.total, self.idx_path)
+      self._memory = offsets
+    else:
+      self.check_all()
+
+  def check_all(self) -> None:
+    """Checks every offset, streamed in chunks (`--mode=check_store`; a small index at open)."""
+    n = 2 * self.count + 1
+    if not self._index.remote:
       with open(storage.local(self.idx_path), "rb") as f:
         _check_offsets(_read_chunks(f), n, self.total, self.idx_path)
-      return _Ranges(self.idx_path)
-    copy = tempfile.TemporaryFile(prefix="tlm-store-idx-")
-    try:
-      with storage.open_file(self.idx_path, "rb") as f:
+      return
+    step = 8 * _CHUNK
+    chunks = (
+      np.frombuffer(self._index.read([s], [min(s + step, 8 * n)])[0], OFFSET_DTYPE)
+      for s in range(0, 8 * n, step)
+    )
+    _check_offsets(chunks, n, self.total, self.idx_path)
 
-        def chunks():
-          while block := f.read(8 * _CHUNK):
-            copy.write(block)
-            if len(block) % 8:
-              raise DataError("truncated index: not whole int64 offsets", self.idx_path)
-            yield np.frombuffer(block, OFFSET_DTYPE)
-
-        _check_offsets(chunks(), n, self.total, self.idx_path)
-      copy.flush()
-      return _Ranges(self.idx_path, fd=os.dup(copy.fileno()))
-    finally:
-      copy.close()  # the duplicated descriptor keeps the anonymous file alive
+  def _offsets(self, lo: int, hi: int) -> np.ndarray:
+    """Offsets lo..hi-1 (int64): from the checked copy of a small remote index, or read."""
+    if self._memory is not None:
+      return self._memory[lo:hi].astype(np.int64)
+    raw = self._index.read([8 * lo], [8 * hi])[0]
+    if len(raw) != 8 * (hi - lo):
+      raise DataError("index shorter than at open (changed while in use)", self.idx_path)
+    return np.frombuffer(raw, OFFSET_DTYPE).astype(np.int64)
 
   def offsets(self, ids: np.ndarray) -> np.ndarray:
     """[len(ids), 3] offsets (inputs start, targets start, end) of examples `ids`."""
     ids = np.asarray(ids, np.int64)
     if ids.size and (ids.min() < 0 or ids.max() >= self.count):
       raise IndexError(f"example index out of range [0, {self.count})")
-    raw = self._index.read((16 * ids).tolist(), (16 * ids + 24).tolist())
-    out = np.frombuffer(b"".join(raw), OFFSET_DTYPE).reshape(-1, 3).astype(np.int64)
+    if self._memory is not None:
+      out = self._memory[2 * ids[:, None] + np.arange(3)].astype(np.int64)
+    else:
+      raw = self._index.read((16 * ids).tolist(), (16 * ids + 24).tolist())
+      out = np.frombuffer(b"".join(raw), OFFSET_DTYPE).reshape(-1, 3).astype(np.int64)
     if out.shape[0] != ids.size:
       raise DataError("index shorter than at open (changed while in use)", self.idx_path)
     bad = (out[:, 0] > out[:, 1]) | (out[:, 1] > out[:, 2]) | (out[:, 0] < 0)
@@ -314,9 +319,39 @@ class _Field:
       raise DataError("data file shorter than at open (changed while in use)", self.bin_path)
     return raw, off
 
+  def read_run(self, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
+    """Examples lo..hi-1 with two requests: their offsets (2(hi-lo)+1 of them, checked here:
+    never decreasing, within the data file, 0 first and the data's length last at the
+    table's ends) and their data as one range.
+
+    Returns:
+      (the data as an array of the field's dtype, [hi-lo, 3] offsets into it).
+    """
+    if not 0 <= lo < hi <= self.count:
+      raise IndexError(f"examples [{lo}, {hi}) out of range [0, {self.count})")
+    o = self._offsets(2 * lo, 2 * hi + 1)
+    if (
+      np.any(np.diff(o) < 0)
+      or o[0] < 0
+      or o[-1] > self.total
+      or (lo == 0 and o[0] != 0)
+      or (hi == self.count and o[-1] != self.total)
+    ):
+      raise DataError(
+        f"corrupt index: offsets of examples [{lo}, {hi}) decrease or leave the data",
+        self.idx_path,
+      )
+    size = self.dtype.itemsize
+    raw = self._data.read([int(o[0]) * size], [int(o[-1]) * size])[0]
+    if len(raw) != (o[-1] - o[0]) * size:
+      raise DataError("data file shorter than at open (changed while in use)", self.bin_path)
+    off = np.stack([o[0:-1:2], o[1::2], o[2::2]], axis=1) - o[0]
+    return np.frombuffer(raw, self.dtype), off
+
   def close(self) -> None:
-    self._index.close()
-    self._data.close()
+    for reader in ("_index", "_data"):
+      if getattr(self, reader, None) is not None:
+        getattr(self, reader).close()
 
 
 def _read_chunks(f) -> Iterable[np.ndarray]:
@@ -422,6 +457,21 @@ class Table(Sequence):
       targets.append(ids_[b - a :].astype(np.int32))
     return inputs, targets
 
+  def token_run(self, lo: int, hi: int) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """`tokens` of examples lo..hi-1, read as one run (two requests, whatever its length)."""
+    field = self._fields.get(TOKENS)
+    if field is None:
+      raise DataError(f"{self.split} examples of {self.year} hold no tokens", self.path)
+    data, off = field.read_run(lo, hi)
+    inputs = [data[a:b].astype(np.int32) for a, b, _ in off.tolist()]
+    targets = [data[b:c].astype(np.int32) for _, b, c in off.tolist()]
+    return inputs, targets
+
+  def check_all(self) -> None:
+    """Checks every offset of every field (a large index is otherwise checked as read)."""
+    for field in self._fields.values():
+      field.check_all()
+
   @property
   def token_file(self) -> str:
     """The .bin of the tokens (named in errors about the ids)."""
@@ -499,6 +549,10 @@ def verify(path: str) -> dict:
   examples = 0
   for key in store.manifest["tables"]:
     split, year = key.split("/")
-    store.table(split, int(year)).close()  # sizes and offsets
+    table = store.table(split, int(year))  # sizes
+    try:
+      table.check_all()  # every offset
+    finally:
+      table.close()
     examples += store.manifest["tables"][key]["examples"]
   return {"tables": len(store.manifest["tables"]), "examples": examples, "bytes": total_bytes}

@@ -16,10 +16,13 @@ cost is a mild bias towards shorter examples among those trained on.
 
 import collections
 import dataclasses
+import threading
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
+from tlm.data.block_sampling import BlockSampler, runs
 from tlm.data.formatting import conditioning_prefix, format_input
 from tlm.data.sampling import MixtureSampler
 from tlm.errors import ConfigError, DataError
@@ -202,26 +205,35 @@ def pad_examples(
   return pack(ins, tgs, np.arange(len(pairs)), len(pairs), input_length, target_length), cut
 
 
+# Reads of several slices at once (object-store requests are mostly waiting; threads shared by
+# every batcher of the process) and the gap between needed examples that one run bridges.
+_READS = ThreadPoolExecutor(16, thread_name_prefix="tlm-reads")
+_RUN_GAP = 64
+
+
 class _LRU:
   """A least-recently-used map of at most `size` entries (text -> token ids)."""
 
   def __init__(self, size: int):
     self.size = size
     self._items: collections.OrderedDict = collections.OrderedDict()
+    self._lock = threading.Lock()  # batches of several steps may be built at once
 
   def __len__(self) -> int:
     return len(self._items)
 
   def get(self, key):
-    value = self._items.get(key)
-    if value is not None:
-      self._items.move_to_end(key)
-    return value
+    with self._lock:
+      value = self._items.get(key)
+      if value is not None:
+        self._items.move_to_end(key)
+      return value
 
   def put(self, key, value) -> None:
-    self._items[key] = value
-    if len(self._items) > self.size:
-      self._items.popitem(last=False)
+    with self._lock:
+      self._items[key] = value
+      if len(self._items) > self.size:
+        self._items.popitem(last=False)
 
 
 class _Drawn:
@@ -342,6 +354,10 @@ class Batcher:
     target_length: decoder length.
     packed: pack several examples per row (training) or one per row (the baseline).
     cache_size: texts, and examples, whose ids are cached.
+    block_draws: 0 draws each example uniformly within its slice (`MixtureSampler`: one read
+      per example); n > 0 gives each packed row n candidate draws read as runs of consecutive
+      examples (`tlm.data.block_sampling`: two requests per slice per step, whatever the rows),
+      a row holding at most n examples.
 
   Raises:
     DataError: a tokenized table of another vocabulary (naming its store's manifest).
@@ -357,6 +373,7 @@ class Batcher:
     target_length: int,
     packed: bool = True,
     cache_size: int = 1 << 17,
+    block_draws: int = 0,
   ):
     if rows < 1 or input_length < 1 or target_length < 1:
       raise ConfigError(
@@ -373,6 +390,7 @@ class Batcher:
     self._example_cache = _LRU(cache_size)  # flat id -> (input ids, target ids)
     self._prefix_ids: dict[int, np.ndarray] = {}
     self._mean_per_row = 2.0  # guides only how many draws to hash at once; never the result
+    self._blocks = BlockSampler(sampler, rows, block_draws) if block_draws and packed else None
     for table in sampler.slices:
       if getattr(table, "has_tokens", False):
         _check_vocab(table, vocab)
@@ -406,12 +424,22 @@ class Batcher:
     """`_fetch` from the sampler's slices, and whether each came tokenized from a store."""
     out: list = [None] * flat_ids.size
     slots, index = self.sampler.locate(flat_ids)
-    for slot in np.unique(slots).tolist():
+    unique = np.unique(slots).tolist()
+    tokens = {}
+    remote = [
+      s
+      for s in unique
+      if getattr(self.sampler.slices[s], "remote", False)
+      and getattr(self.sampler.slices[s], "has_tokens", False)
+    ]
+    if len(remote) > 1:  # the years' requests go out together
+      reads = {s: _READS.submit(self._tokens_of, s, index[slots == s]) for s in remote}
+      tokens = {s: f.result() for s, f in reads.items()}
+    for slot in unique:
       sel = np.flatnonzero(slots == slot)
       table, year = self.sampler.slices[slot], self.sampler.slice_year(slot)
       if getattr(table, "has_tokens", False):
-        inputs, targets = table.tokens(index[sel])
-        _check_ids(inputs + targets, self.vocab, table)
+        inputs, targets = tokens[slot] if slot in tokens else self._tokens_of(slot, index[sel])
         prefix = self._prefix(year)
         if prefix.size:
           inputs = [np.concatenate([prefix, i]) for i in inputs]
@@ -428,6 +456,54 @@ class Batcher:
         out[j] = (pair, tokenized)
     return out
 
+  def _tokens_of(self, slot: int, index: np.ndarray, run: bool = False):
+    """Stored ids of examples `index` of a tokenized slice, checked against the vocabulary;
+    with `run`, read as runs of consecutive examples (the block sampler's)."""
+    table = self.sampler.slices[slot]
+    if not run:
+      inputs, targets = table.tokens(index)
+    else:
+      got: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+      for lo, hi in runs(index, _RUN_GAP):
+        for i, pair in enumerate(zip(*table.token_run(lo, hi))):
+          got[lo + i] = pair
+      inputs = [got[i][0] for i in index.tolist()]
+      targets = [got[i][1] for i in index.tolist()]
+    _check_ids(inputs + targets, self.vocab, table)
+    return inputs, targets
+
+  def _fetch_runs(self, flat_ids: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
+    """`_fetch` for the block sampler: tokenized slices read as runs, all slices at once."""
+    out: list = [None] * flat_ids.size
+    slots, index = self.sampler.locate(flat_ids)
+    stored, other = [], []
+    for slot in np.unique(slots).tolist():
+      (stored if hasattr(self.sampler.slices[slot], "token_run") else other).append(slot)
+    reads = {s: _READS.submit(self._tokens_of, s, index[slots == s], True) for s in stored}
+    for slot in other:
+      sel = np.flatnonzero(slots == slot)
+      for j, pair in zip(sel.tolist(), self._fetch(flat_ids[sel])):
+        out[j] = pair
+    for slot, future in reads.items():
+      inputs, targets = future.result()
+      prefix = self._prefix(self.sampler.slice_year(slot))
+      for j, i, t in zip(np.flatnonzero(slots == slot).tolist(), inputs, targets):
+        out[j] = (np.concatenate([prefix, i]) if prefix.size else i, t)
+    return out
+
+  def _select_blocks(self, step: int, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, _Drawn]:
+    """`_select` with the block sampler: each row keeps its candidates up to the first that
+    does not fit."""
+    slot, index = self._blocks.draws(step)
+    ids = self.sampler.flat_of(slot[rows], index[rows])
+    drawn = _Drawn(self._fetch_runs, self.input_length, self.target_length)
+    in_len, tg_len = drawn.lengths(ids)
+    fits = (np.cumsum(in_len, axis=1) <= self.input_length) & (
+      np.cumsum(tg_len, axis=1) <= self.target_length
+    )
+    row_of = np.broadcast_to(np.arange(rows.size)[:, None], ids.shape)
+    return ids[fits], row_of[fits], drawn
+
   def select(self, step: int, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The examples that `rows` (global row indices) hold at `step`.
 
@@ -440,6 +516,8 @@ class Batcher:
 
   def _select(self, step: int, rows) -> tuple[np.ndarray, np.ndarray, _Drawn]:
     rows = np.asarray(rows, dtype=np.int64)
+    if self._blocks is not None:
+      return self._select_blocks(step, rows)
     drawn = _Drawn(self._fetch, self.input_length, self.target_length)
     if not self.packed:
       ids = self.sampler.flat_ids(step, rows, 0)

@@ -384,6 +384,7 @@ class Table(Sequence):
         store.manifest_path,
       )
     self.split, self.year, self.path = split, int(year), store.path
+    self.remote = storage.is_remote(store.path)  # reads are requests: issue them concurrently
     self._count = int(entry["examples"])
     files = store.manifest["files"]
     dtype = store.manifest.get("token_dtype")

@@ -478,7 +478,7 @@ class Batcher:
     slots, index = self.sampler.locate(flat_ids)
     stored, other = [], []
     for slot in np.unique(slots).tolist():
-      (stored if hasattr(self.sampler.slices[slot], "token_run") else other).append(slot)
+      (stored if getattr(self.sampler.slices[slot], "has_tokens", False) else other).append(slot)
     reads = {s: _READS.submit(self._tokens_of, s, index[slots == s], True) for s in stored}
     for slot in other:
       sel = np.flatnonzero(slots == slot)

@@ -93,11 +93,7 @@ class RangeReader:
       if not pending:
         return out
     i, data = failed[0]
-    why = (
-      f"{len(data)} bytes returned"
-      if isinstance(data, (bytes, bytearray))
-      else _one_line(data)
-    )
+    why = f"{len(data)} bytes returned" if isinstance(data, (bytes, bytearray)) else _one_line(data)
     raise DataError(
       f"read of bytes [{starts[i]}, {ends[i]}) failed {self.retries + 1} times ({why}); "
       f"{len(failed)} of {len(starts)} ranges failed",

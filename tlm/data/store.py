@@ -468,6 +468,12 @@ class Table(Sequence):
     targets = [data[b:c].astype(np.int32) for _, b, c in off.tolist()]
     return inputs, targets
 
+  @property
+  def tokens_per_example(self) -> float:
+    """Mean stored ids per example, inputs and targets (the manifest's sizes; no read)."""
+    field = self._fields[TOKENS]
+    return field.total / max(field.count, 1)
+
   def check_all(self) -> None:
     """Checks every offset of every field (a large index is otherwise checked as read)."""
     for field in self._fields.values():

@@ -425,36 +425,38 @@ class Batcher:
     out: list = [None] * flat_ids.size
     slots, index = self.sampler.locate(flat_ids)
     unique = np.unique(slots).tolist()
-    tokens = {}
-    remote = [
-      s
-      for s in unique
-      if getattr(self.sampler.slices[s], "remote", False)
-      and getattr(self.sampler.slices[s], "has_tokens", False)
-    ]
+    raw = {}
+    remote = [s for s in unique if getattr(self.sampler.slices[s], "remote", False)]
     if len(remote) > 1:  # the years' requests go out together
-      reads = {s: _READS.submit(self._tokens_of, s, index[slots == s]) for s in remote}
-      tokens = {s: f.result() for s, f in reads.items()}
+      reads = {s: _READS.submit(self._raw_of, s, index[slots == s]) for s in remote}
+      raw = {s: f.result() for s, f in reads.items()}
     for slot in unique:
       sel = np.flatnonzero(slots == slot)
       table, year = self.sampler.slices[slot], self.sampler.slice_year(slot)
-      if getattr(table, "has_tokens", False):
-        inputs, targets = tokens[slot] if slot in tokens else self._tokens_of(slot, index[sel])
+      got = raw[slot] if slot in raw else self._raw_of(slot, index[sel])
+      tokenized = getattr(table, "has_tokens", False)
+      if tokenized:
+        inputs, targets = got
         prefix = self._prefix(year)
         if prefix.size:
           inputs = [np.concatenate([prefix, i]) for i in inputs]
         pairs = zip(inputs, targets)
       else:
-        if hasattr(table, "texts"):
-          texts = table.texts(index[sel])
-        else:
-          texts = [table[i][:2] for i in index[sel].tolist()]
         conditioning, encode = self.sampler.conditioning, self._encode
-        pairs = [(encode(format_input(i, year, conditioning)), encode(t)) for i, t in texts]
-      tokenized = getattr(table, "has_tokens", False)
+        pairs = [(encode(format_input(i, year, conditioning)), encode(t)) for i, t in got]
       for j, pair in zip(sel.tolist(), pairs):
         out[j] = (pair, tokenized)
     return out
+
+  def _raw_of(self, slot: int, index: np.ndarray):
+    """Examples `index` of a slice as stored: (input ids, target ids) of a tokenized table,
+    else their (inputs, targets) texts."""
+    table = self.sampler.slices[slot]
+    if getattr(table, "has_tokens", False):
+      return self._tokens_of(slot, index)
+    if hasattr(table, "texts"):
+      return table.texts(index)
+    return [table[i][:2] for i in index.tolist()]
 
   def _tokens_of(self, slot: int, index: np.ndarray, run: bool = False):
     """Stored ids of examples `index` of a tokenized slice, checked against the vocabulary;

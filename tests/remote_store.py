@@ -46,16 +46,24 @@ class Counts:
   def reset(self) -> None:
     with self._lock:
       self.requests = self.bytes = self.metadata = 0
+      self.by_suffix: dict[str, int] = {}  # bytes per file name suffix (".bin", ".idx")
 
-  def add(self, nbytes: int, metadata: bool = False) -> None:
+  def add(self, nbytes: int, key: str = "", metadata: bool = False) -> None:
     with self._lock:
       self.requests += 1
       self.bytes += nbytes
       self.metadata += metadata
+      suffix = os.path.splitext(key)[1]
+      self.by_suffix[suffix] = self.by_suffix.get(suffix, 0) + nbytes
 
   def snapshot(self) -> dict:
     with self._lock:
-      return {"requests": self.requests, "bytes": self.bytes, "metadata": self.metadata}
+      return {
+        "requests": self.requests,
+        "bytes": self.bytes,
+        "metadata": self.metadata,
+        "by_suffix": dict(self.by_suffix),
+      }
 
 
 COUNTS = Counts()
@@ -96,7 +104,7 @@ class RemoteFS(objstore.ObjectStoreFS):
         data = f.read(max(0, end - start))
       if isinstance(fail, int):
         data = data[:fail]
-      COUNTS.add(len(data))
+      COUNTS.add(len(data), key)
       return data
 
   def info(self, path, **kwargs):

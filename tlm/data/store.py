@@ -23,7 +23,7 @@ is the file's; the article date is not kept (nothing reads it).
 
 What is checked when (every file is treated as hostile):
 - at open, per table a process reads: the manifest's structure; each file's size against the
-  manifest; and the .idx: a small one (up to `SMALL_INDEX_BYTES`, 262K examples: the
+  manifest; and the .idx: a small one (up to `SMALL_INDEX_BYTES`, 65K examples: the
   miniature's) whole, every offset checked (starts at 0, never decreases, ends at the .bin's
   length), read in 2 MB chunks and checked with vectorised numpy; a large one only by its
   first and last offsets (two 8-byte reads), so that what a host reads before step 0 does not
@@ -40,7 +40,7 @@ What is checked when (every file is treated as hostile):
 
 On an object store (gs://) examples are read with concurrent ranged requests (fsspec
 `cat_ranges`, retried with backoff: `tlm.data.ranged`); a small index is held in memory once
-checked (at most 4 MB), a large one is read where needed. `Table.token_run` reads a run of
+checked (at most 1 MB), a large one is read where needed. `Table.token_run` reads a run of
 consecutive examples with two requests (its offsets, then its data), whatever its length: the
 block sampler's reads (`tlm.data.block_sampling`).
 """
@@ -69,9 +69,9 @@ FIELDS = (TEXT, TOKENS)
 TOKEN_DTYPES = ("uint16", "int32")
 OFFSET_DTYPE = np.dtype("<i8")
 _CHUNK = 1 << 18  # offsets per read when checking an index (2 MB)
-# An index up to this size (262,143 examples) is read whole and checked at open; a larger one
+# An index up to this size (65,535 examples) is read whole and checked at open; a larger one
 # by its ends at open and block by block as it is read (start-up then does not grow with it).
-SMALL_INDEX_BYTES = 4 << 20
+SMALL_INDEX_BYTES = 1 << 20
 _HASH_BLOCK = 1 << 24
 _ITER_BLOCK = 4096  # examples read at once when a table is iterated
 
@@ -468,11 +468,17 @@ class Table(Sequence):
     targets = [data[b:c].astype(np.int32) for _, b, c in off.tolist()]
     return inputs, targets
 
-  @property
-  def tokens_per_example(self) -> float:
-    """Mean stored ids per example, inputs and targets (the manifest's sizes; no read)."""
+  def mean_lengths(self, sample: int = 4096) -> tuple[float, float, int]:
+    """Mean input and target ids of the first `sample` examples (one read of their offsets,
+    checked), and how many that was."""
     field = self._fields[TOKENS]
-    return field.total / max(field.count, 1)
+    n = min(sample, field.count)
+    if not n:
+      return 0.0, 0.0, 0
+    o = field._offsets(0, 2 * n + 1)
+    if np.any(np.diff(o) < 0) or o[0] != 0 or o[-1] > field.total:
+      raise DataError("corrupt index: the first offsets decrease or leave the data", field.idx_path)
+    return float((o[1::2] - o[0:-1:2]).mean()), float((o[2::2] - o[1::2]).mean()), n
 
   def check_all(self) -> None:
     """Checks every offset of every field (a large index is otherwise checked as read)."""

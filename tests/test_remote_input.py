@@ -13,7 +13,7 @@ import pytest
 
 from tests import objstore, remote_store
 from tests.helpers import DATA
-from tlm.data import datasets, store, store_write
+from tlm.data import datasets, store, store_field, store_write
 from tlm.data.block_sampling import BlockSampler, draws_per_row
 from tlm.data.packing import Batcher
 from tlm.data.prefetch import Prefetcher
@@ -168,7 +168,7 @@ def test_a_persistent_failure_is_one_line_naming_the_object_and_range(remote):
 
 
 def test_start_up_reads_do_not_grow_with_the_store(tmp_path, remote, monkeypatch):
-  monkeypatch.setattr(store, "SMALL_INDEX_BYTES", 1024)  # every index here is "large"
+  monkeypatch.setattr(store_field, "SMALL_INDEX_BYTES", 1024)  # every index here is "large"
   got = {}
   for n in (2000, 20000):
     path = f"gs://bucket/s{n}"
@@ -183,7 +183,7 @@ def test_start_up_reads_do_not_grow_with_the_store(tmp_path, remote, monkeypatch
 
 
 def test_a_hostile_offset_in_a_large_index_is_named_when_read(tmp_path, monkeypatch, local_store):
-  monkeypatch.setattr(store, "SMALL_INDEX_BYTES", 1024)
+  monkeypatch.setattr(store_field, "SMALL_INDEX_BYTES", 1024)
   path = str(tmp_path / "ssm")
   shutil.copytree(local_store, path)
   index = f"{path}/train/2014.tokens.idx"

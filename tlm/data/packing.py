@@ -205,9 +205,10 @@ def pad_examples(
   return pack(ins, tgs, np.arange(len(pairs)), len(pairs), input_length, target_length), cut
 
 
-# Reads of several slices at once (object-store requests are mostly waiting; threads shared by
-# every batcher of the process) and the gap between needed examples that one run bridges.
-_READS = ThreadPoolExecutor(16, thread_name_prefix="tlm-reads")
+# Reads of several slices at once, for several steps at once (object-store requests are mostly
+# waiting; 8 steps of 9 years, two requests each, within gcsfs's 100 connections), shared by
+# every batcher of the process; and the gap between needed examples that one run bridges.
+_READS = ThreadPoolExecutor(72, thread_name_prefix="tlm-reads")
 _RUN_GAP = 64
 
 

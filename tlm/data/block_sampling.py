@@ -31,19 +31,21 @@ import numpy as np
 from tlm.data.sampling import MixtureSampler
 
 SIGMAS = 6.0  # the allotment's margin over the mean candidates per slice and step
-# Candidates per row over the mean examples a row holds: the rows that would hold more are
-# rare (measured on the synthetic world at 128 + 32 tokens: 5.2 examples a row on average, 7 at
-# most; 8 candidates read 1.5x the bytes used, and 0.1% of the rows would have held a 9th),
-# and every candidate is read.
-MARGIN = 1.5
+# Candidates a row gets beyond the examples of mean length it holds (rounded up): every
+# candidate is read, and a row stops at its last one. Measured on the synthetic world at
+# 128 + 32 tokens (5.9 such examples, 5.2 placed a row): 7 candidates, 4% of the rows stop at
+# the 7th where the per-example sampler would place an 8th, packing efficiency 0.853 against
+# 0.854, the candidates' data 1.33x the examples placed.
+EXTRA_DRAWS = 1
 DEFAULT_DRAWS = 8  # without a tokenized table to size examples by
 
 
 def draws_per_row(tables, input_length: int, target_length: int, prefix_ids: int = 0) -> int:
-  """Candidate draws per row: `MARGIN` times the examples of the tables' mean lengths (from
-  a sample of each table's first examples: `Table.mean_lengths`; EOS and the time prefix's
-  `prefix_ids` added) that a row holds, the tighter of the encoder and the decoder, in [2, 64].
-  Every host reads the same samples, so every host derives the same number."""
+  """Candidate draws per row: the examples of the tables' mean lengths (from a sample of each
+  table's first examples: `Table.mean_lengths`; EOS and the time prefix's `prefix_ids` added)
+  that a row holds, the tighter of the encoder and the decoder, rounded up, plus
+  `EXTRA_DRAWS`; within [2, 64]. Every host reads the same samples, so every host derives the
+  same number."""
   sized = [t for t in tables if getattr(t, "has_tokens", False) and len(t)]
   if not sized:
     return DEFAULT_DRAWS
@@ -52,7 +54,7 @@ def draws_per_row(tables, input_length: int, target_length: int, prefix_ids: int
   mean_in = sum(m[0] * m[2] for m in means) / n + 1 + prefix_ids
   mean_tg = sum(m[1] * m[2] for m in means) / n + 1
   per_row = min(input_length / mean_in, target_length / mean_tg)
-  return int(min(64, max(2, np.ceil(MARGIN * per_row))))
+  return int(min(64, max(2, np.ceil(per_row) + EXTRA_DRAWS)))
 
 
 class BlockSampler:

@@ -153,9 +153,26 @@ def install(root: str, latency_s: float = 0.0) -> None:
   backend.fsspec_backend._get_filesystem.cache_clear()
 
 
+def _fail_once_exists(path: str):
+  """Every data read (.bin) fails from the first one after `path` exists (a bucket lost
+  mid-run; `path` may go again: a checkpoint replaced by later ones)."""
+  error, seen = OSError("503 Service Unavailable"), []
+
+  def fail(key, start, end):
+    if not seen and os.path.exists(path):
+      seen.append(path)
+    return error if key.endswith(".bin") and seen else None
+
+  return fail
+
+
 if __name__ == "__main__":
-  # python tests/remote_store.py ROOT MS run.py ARGS...: a tlm command reading gs:// at MS ms.
+  # python tests/remote_store.py ROOT MS run.py ARGS...: a tlm command reading gs:// at MS ms;
+  # with REMOTE_STORE_FAIL_ONCE_EXISTS=PATH in the environment, its data reads fail once PATH
+  # exists.
   install(sys.argv[1], float(sys.argv[2]) / 1000)
+  if os.environ.get("REMOTE_STORE_FAIL_ONCE_EXISTS"):
+    inject(_fail_once_exists(os.environ["REMOTE_STORE_FAIL_ONCE_EXISTS"]))
   import runpy
 
   script = sys.argv[3]

@@ -194,6 +194,9 @@ def test_a_hostile_offset_in_a_large_index_is_named_when_read(tmp_path, monkeypa
   offsets.tofile(index)
   table = store.Store(path).table("train", 2014)  # its ends are sound: opens
   table.token_run(100, 200)
+  table.tokens([1, 3])
+  with pytest.raises(DataError, match=f"^{index}: corrupt index: an example's offsets"):
+    table.tokens([2])  # offsets 4, 5, 6
   with pytest.raises(DataError, match=f"^{index}: corrupt index: offsets of examples \\[0, 10\\)"):
     table.token_run(0, 10)
   with pytest.raises(DataError, match=f"^{index}: corrupt index: offset 6 decreases"):

@@ -152,7 +152,9 @@ class Field:
       raise DataError("index shorter than at open (changed while in use)", self.idx_path)
     bad = (out[:, 0] > out[:, 1]) | (out[:, 1] > out[:, 2]) | (out[:, 0] < 0)
     if ids.size and (bad.any() or out[:, 2].max() > self.total):
-      raise DataError("corrupt index (changed since it was checked at open)", self.idx_path)
+      raise DataError(
+        "corrupt index: an example's offsets decrease or leave the data file", self.idx_path
+      )
     return out
 
   def read(self, ids: np.ndarray) -> tuple[list[bytes], np.ndarray]:

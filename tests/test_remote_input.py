@@ -204,22 +204,35 @@ def test_a_hostile_offset_in_a_large_index_is_named_when_read(tmp_path, monkeypa
 
 
 def test_block_mixture_is_the_example_samplers(local_store):
-  """The years of the examples trained on: the block sampler's candidates are drawn exactly
-  as the per-example sampler's draws; what a row keeps, then, has the same proportions (a
-  chi-square test against uniform years, and the two samplers' shares within 1.5 points)."""
+  """The sources and years of the examples trained on: the block sampler's candidates are
+  drawn exactly as the per-example sampler's draws; what a row keeps, then, has the same
+  proportions (a chi-square test of the 18 (source, year) cells against the mixture, and the
+  two samplers' shares within 1.5 points)."""
+  sources = datasets.load_sources(local_store, years=YEARS, split="train")
+  words = Vocabulary(VOCAB).decode(list(range(40, 90)))
+  sources["templama"] = {y: [(f"{words} {i}", f"{y}") for i in range(50)] for y in YEARS}
+  weights = {"news_ssm": 3.0, "templama": 1.0}
   shares = {}
   for draws in (0, 6):
-    b = _batcher(local_store, rows=64, block_draws=draws)
-    years = []
+    sampler = MixtureSampler(sources, seed=0, years=YEARS, source_weights=weights)
+    b = Batcher(
+      sampler, Vocabulary(VOCAB), rows=64, input_length=32, target_length=8, block_draws=draws
+    )
+    cells = []
     for step in range(40):
       ids, _ = b.select(step, np.arange(64))
-      years.append(b.sampler.source_and_year(ids)[1])
-    counts = np.bincount(np.concatenate(years) - YEARS[0], minlength=len(YEARS))
-    expected = counts.sum() / len(YEARS)
+      source, year = sampler.source_and_year(ids)
+      cells.append(source * len(YEARS) + year - YEARS[0])
+    counts = np.bincount(np.concatenate(cells), minlength=2 * len(YEARS))
+    # What a row keeps depends on lengths: the expected shares are the per-example sampler's
+    # sources (measured once, below) spread uniformly over the years.
+    by_source = counts.reshape(2, -1).sum(1)
+    expected = np.repeat(by_source / len(YEARS), len(YEARS))
     chi2 = float(((counts - expected) ** 2 / expected).sum())
-    assert chi2 < 27.88, (draws, counts)  # the 0.1% point of chi-square with 8 degrees
+    assert chi2 < 39.25, (draws, counts)  # the 0.1% point of chi-square with 16 degrees
     shares[draws] = counts / counts.sum()
   np.testing.assert_allclose(shares[6], shares[0], atol=0.015)
+  np.testing.assert_allclose(shares[6].reshape(2, -1).sum(1), [0.75, 0.25], atol=0.05)
 
 
 def test_no_example_is_drawn_twice_within_a_pass(local_store):

@@ -19,6 +19,10 @@ prints one JSON line per size: the CPU time, the examples and output bytes, and 
 time and size to the smallest, which must stay about equal (sentence splitting and span
 finding are linear in the article; they were quadratic).
 
+`--remote_ms=75 --hosts=4,16,64` measures the input path from an object store (requests,
+bytes and batch time per host at the paper's shape, start-up against store size, a
+`tiny_temporal` run): benchmarks/data_remote.py says how.
+
 `--store`, `--store_build` and `--store_goal` measure the example store at scale (memory and
 start-up against corpus size, rows/s, build_ssm against workers, a 30x corpus in a training
 process): benchmarks/data_store.py says how.
@@ -201,7 +205,23 @@ def main() -> None:
   parser.add_argument("--store_build", type=int, default=0, help="copies of the news to build")
   parser.add_argument("--workers", default="1,2", help="build_ssm worker counts")
   parser.add_argument("--store_goal", type=int, default=0, help="copies of the news (goal)")
+  parser.add_argument("--remote_ms", type=float, default=0, help="ms per object-store request")
+  parser.add_argument("--hosts", default="4,16,64", help="simulated host counts (--remote_ms)")
+  parser.add_argument("--remote_sizes", default="1,10,50", help="store sizes, millions")
+  parser.add_argument("--remote_steps", type=int, default=20, help="batches timed per host count")
+  parser.add_argument("--tiny_steps", type=int, default=40, help="tiny_temporal steps (0: none)")
   args = parser.parse_args()
+  if args.remote_ms:
+    import data_remote
+
+    data_remote.run(
+      args.remote_ms,
+      [int(h) for h in args.hosts.split(",")],
+      [float(s) for s in args.remote_sizes.split(",")],
+      args.remote_steps,
+      args.tiny_steps,
+    )
+    return
   if args.store or args.store_build or args.store_goal:
     import data_store
 

@@ -12,7 +12,8 @@ import pytest
 
 from tlm.data import datasets, store
 from tlm.data.formatting import TextExample
-from tlm.data.packing import Batcher, unpack, with_eos
+from tlm.data.packed_rows import unpack, with_eos
+from tlm.data.packing import Batcher
 from tlm.data.sampling import MixtureSampler
 from tlm.data.vocab import Vocabulary, train_sentencepiece
 from tlm.errors import ConfigError, DataError

@@ -5,9 +5,9 @@ import zlib
 import numpy as np
 import pytest
 
-from tlm.data import packing
 from tlm.data.formatting import TextExample
-from tlm.data.packing import Batcher, pack, pad_examples, unpack, with_eos
+from tlm.data.packed_rows import FEATURES, pack, pad_examples, unpack, with_eos
+from tlm.data.packing import Batcher
 from tlm.data.sampling import MixtureSampler
 from tlm.data.vocab import Vocabulary, train_sentencepiece
 from tlm.errors import ConfigError
@@ -91,7 +91,7 @@ def test_pack_three_examples_golden():
     "decoder_positions": [[0, 1, 0, 1, 2, 0], [0, 1, 2, 3, 0, 0], [0] * 6],
     "decoder_loss_weights": [[1, 1, 1, 1, 1, 0], [1, 1, 1, 1, 0, 0], [0] * 6],
   }
-  assert set(batch) == set(packing.FEATURES) == set(expected)
+  assert set(batch) == set(FEATURES) == set(expected)
   for name, want in expected.items():
     want_dtype = np.float32 if name == "decoder_loss_weights" else np.int32
     assert batch[name].dtype == want_dtype, name
@@ -180,7 +180,7 @@ def test_same_step_same_batch_any_call_order_and_shards():
   for count in (2, 4):
     fresh = _batcher(rows=16)
     shards = [fresh.batch(5, process_index=p, process_count=count) for p in reversed(range(count))]
-    for name in packing.FEATURES:
+    for name in FEATURES:
       assert shards[0][name].shape[0] == 16 // count
       union = np.concatenate([s[name] for s in reversed(shards)])
       np.testing.assert_array_equal(union, single[name], err_msg=f"{count} processes: {name}")

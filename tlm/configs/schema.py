@@ -124,6 +124,12 @@ class DataConfig:
     input_length: encoder tokens per packed row.
     target_length: decoder tokens per packed row.
     seed: the sampling seed; a step's batch is a pure function of (seed, step).
+    sampler: "example" draws each example uniformly within its year (one read per example:
+      the miniature's, whose pre-registered results were computed with it) or "block" (the
+      paper's configs: a step's draws of a year read as one run of consecutive examples, two
+      requests per year and host whatever the rows; `tlm.data.block_sampling`).
+    block_draws: the block sampler's candidate draws per row (a row holds at most this many
+      examples); 0 derives it from the store's mean example length and the row lengths.
   """
 
   synthetic: bool = True
@@ -145,6 +151,8 @@ class DataConfig:
   input_length: int = 128
   target_length: int = 32
   seed: int = 0
+  sampler: str = "example"
+  block_draws: int = 0
 
 
 def trained_years(data: DataConfig) -> tuple[int, ...]:
@@ -367,6 +375,7 @@ MIN_YEAR, MAX_YEAR = 1000, 9999
 MAX_WORLD_SCALE = 1000.0
 # `data.forward_looking`: the synthetic world's forward-looking sentences, off or in one mode.
 FORWARD_LOOKING = ("off", "dated", "undated")
+SAMPLERS = ("example", "block")
 # Every other integer (seeds aside): numpy and XLA hold shapes and counters in int64.
 MAX_INT = 2**63 - 1
 
@@ -396,6 +405,9 @@ RANGES: dict[str, tuple[str, Callable[[Any], bool]]] = {
     f"in (0, {MAX_WORLD_SCALE:g}] (tlm.configs.schema.MAX_WORLD_SCALE)",
     lambda v: 0 < v <= MAX_WORLD_SCALE,
   ),
+  "data.sampler": (f"one of {', '.join(SAMPLERS)}", lambda v: v in SAMPLERS),
+  # A row of 128 + 32 tokens holds at most 80 examples of one token each (EOS included).
+  "data.block_draws": ("in [0, 256]", lambda v: 0 <= v <= 256),
   "data.forward_looking": (
     f"one of {', '.join(FORWARD_LOOKING)}",
     lambda v: v in FORWARD_LOOKING,

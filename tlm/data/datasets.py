@@ -20,8 +20,9 @@ import os
 import shutil
 import tempfile
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import ThreadPoolExecutor
 
-from tlm import safe_read
+from tlm import safe_read, storage
 from tlm.data.formatting import TextExample, templama_text
 from tlm.data.sampling import NEWS_SSM, TEMPLAMA
 from tlm.errors import ConfigError, DataError
@@ -206,7 +207,12 @@ def load_sources(
     from tlm.data.store_convert import open_ssm_store
 
     news = open_ssm_store(ssm_dir)
-    sources[NEWS_SSM] = {y: news.table(split, y) for y in years}
+    if storage.is_remote(news.path):  # a table's opening is a few requests: all years at once
+      with ThreadPoolExecutor(len(years) or 1) as pool:
+        tables = list(pool.map(lambda y: news.table(split, y), years))
+      sources[NEWS_SSM] = dict(zip(years, tables))
+    else:
+      sources[NEWS_SSM] = {y: news.table(split, y) for y in years}
   if templama_dir:
     from tlm.data.templama import load_templama
 

@@ -1,11 +1,8 @@
 """T5X-style packing of (inputs, targets) token sequences into fixed `[rows, length]` batches.
 
-Mirrors the packed feature layout of T5X / seqio (`seqio.utils.trim_and_pack_dataset` and
-`t5x.models.EncoderDecoderModel`): each example's inputs and targets get EOS appended and are
-trimmed to the feature lengths (the EOS kept); several examples share a row, told apart by
-segment ids (1, 2, ... in row order; 0 is padding) with positions restarting at 0 in each
-segment; `decoder_input_tokens` are the targets shifted right by one within each segment, with
-0 at each segment start; `decoder_loss_weights` are 1 on real target tokens.
+The examples a step's rows hold, read from their sources and laid out in T5X / seqio's packed
+feature layout (`tlm.data.packed_rows`: EOS appended, trimmed, several examples a row told
+apart by segment ids).
 
 Unlike seqio's streaming packer, which carries an example that does not fit over to the next
 row, `Batcher` fills each row from that row's own deterministic example stream (see
@@ -16,190 +13,23 @@ cost is a mild bias towards shorter examples among those trained on.
 
 import collections
 import dataclasses
-from collections.abc import Sequence
+import threading
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
+from tlm.data.block_sampling import BlockSampler, runs
 from tlm.data.formatting import conditioning_prefix, format_input
+from tlm.data.packed_rows import pack_flat
 from tlm.data.sampling import MixtureSampler
 from tlm.errors import ConfigError, DataError
-from tlm.token_ids import EOS_ID, PAD_ID
+from tlm.token_ids import EOS_ID
 
-FEATURES = (
-  "encoder_input_tokens",
-  "decoder_target_tokens",
-  "decoder_input_tokens",
-  "decoder_loss_weights",
-  "encoder_segment_ids",
-  "decoder_segment_ids",
-  "encoder_positions",
-  "decoder_positions",
-)
-
-
-def with_eos(ids: Sequence[int], length: int) -> tuple[np.ndarray, bool]:
-  """Appends EOS and trims to `length`, keeping the EOS last.
-
-  Args:
-    ids: token ids without EOS.
-    length: the feature length (>= 1).
-
-  Returns:
-    (int32 array of at most `length` ids ending in EOS, whether anything was cut).
-  """
-  ids = np.asarray(ids, dtype=np.int32)
-  if ids.size + 1 <= length:
-    return np.append(ids, np.int32(EOS_ID)), False
-  return np.append(ids[: length - 1], np.int32(EOS_ID)), True
-
-
-def _place(
-  flat: np.ndarray, lens: np.ndarray, row_of: np.ndarray, num_rows: int, length: int, name: str
-) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
-  """Lays sequences (concatenated in `flat`) end to end within their rows.
-
-  Returns:
-    tokens, segment ids and positions `[num_rows, length]`, and per flat token its index into
-    the raveled arrays and its position in its sequence.
-  """
-  n = lens.size
-  tokens = np.zeros(num_rows * length, np.int32)
-  segments = np.zeros(num_rows * length, np.int32)
-  positions = np.zeros(num_rows * length, np.int32)
-  dest = pos = np.zeros(0, np.int64)
-  if n:
-    # Index of the first example of each example's row (row_of is non-decreasing).
-    first = np.searchsorted(row_of, row_of, side="left")
-    ends = np.cumsum(lens)
-    starts = ends - lens
-    col0 = starts - starts[first]  # column where each example begins in its row
-    if np.any(col0 + lens > length):
-      raise ValueError(f"{name}: packed examples exceed the row length {length}")
-    pos = np.arange(ends[-1]) - np.repeat(starts, lens)
-    dest = np.repeat(row_of * length + col0, lens) + pos
-    tokens[dest] = flat
-    segments[dest] = np.repeat(np.arange(n) - first + 1, lens)
-    positions[dest] = pos
-  shape = (num_rows, length)
-  return tokens.reshape(shape), segments.reshape(shape), positions.reshape(shape), dest, pos
-
-
-def _pack_flat(
-  in_flat: np.ndarray,
-  in_lens: np.ndarray,
-  tg_flat: np.ndarray,
-  tg_lens: np.ndarray,
-  row_of: np.ndarray,
-  num_rows: int,
-  input_length: int,
-  target_length: int,
-) -> dict[str, np.ndarray]:
-  """`pack` on sequences given concatenated, with their lengths."""
-  enc, enc_seg, enc_pos, _, _ = _place(in_flat, in_lens, row_of, num_rows, input_length, "inputs")
-  dec, dec_seg, dec_pos, dest, pos = _place(
-    tg_flat, tg_lens, row_of, num_rows, target_length, "targets"
-  )
-  dec_in = np.zeros(num_rows * target_length, np.int32)
-  if dest.size:
-    shifted = np.empty_like(tg_flat, dtype=np.int32)
-    shifted[0] = PAD_ID
-    shifted[1:] = tg_flat[:-1]
-    shifted[pos == 0] = PAD_ID  # each segment's first decoder input
-    dec_in[dest] = shifted
-  return {
-    "encoder_input_tokens": enc,
-    "decoder_target_tokens": dec,
-    "decoder_input_tokens": dec_in.reshape(dec.shape),
-    "decoder_loss_weights": (dec_seg > 0).astype(np.float32),
-    "encoder_segment_ids": enc_seg,
-    "decoder_segment_ids": dec_seg,
-    "encoder_positions": enc_pos,
-    "decoder_positions": dec_pos,
-  }
-
-
-def pack(
-  inputs: Sequence[np.ndarray],
-  targets: Sequence[np.ndarray],
-  row_of: Sequence[int],
-  num_rows: int,
-  input_length: int,
-  target_length: int,
-) -> dict[str, np.ndarray]:
-  """Packs examples (already EOS-terminated and trimmed) into T5X features.
-
-  Args:
-    inputs: per example, its input ids ending in EOS.
-    targets: per example, its target ids ending in EOS.
-    row_of: per example, its row; non-decreasing (examples in row order).
-    num_rows: rows of the batch.
-    input_length: encoder length.
-    target_length: decoder length.
-
-  Returns:
-    The eight features (FEATURES), `[num_rows, input_length]` for the encoder and
-    `[num_rows, target_length]` for the decoder, int32 (loss weights float32).
-
-  Raises:
-    ValueError: if a row's examples do not fit, or `row_of` is not sorted.
-  """
-  row_of = np.asarray(row_of, dtype=np.int64)
-  if row_of.size and (np.any(np.diff(row_of) < 0) or row_of[0] < 0 or row_of[-1] >= num_rows):
-    raise ValueError("row_of must be sorted and within [0, num_rows)")
-  if len(inputs) != row_of.size or len(targets) != row_of.size:
-    raise ValueError("inputs, targets and row_of must have one entry per example")
-  flat = lambda seqs: np.concatenate([np.asarray(x, np.int32) for x in seqs] or [np.zeros(0)])
-  lens = lambda seqs: np.array([len(x) for x in seqs], dtype=np.int64)
-  return _pack_flat(
-    flat(inputs).astype(np.int32),
-    lens(inputs),
-    flat(targets).astype(np.int32),
-    lens(targets),
-    row_of,
-    num_rows,
-    input_length,
-    target_length,
-  )
-
-
-def unpack(batch: dict[str, np.ndarray]) -> list[list[tuple[list[int], list[int]]]]:
-  """Inverse of `pack`: per row, the (input ids, target ids) of each segment, EOS included."""
-  rows = []
-  for r in range(batch["encoder_input_tokens"].shape[0]):
-    enc_seg, dec_seg = batch["encoder_segment_ids"][r], batch["decoder_segment_ids"][r]
-    examples = []
-    for s in range(1, int(max(enc_seg.max(initial=0), dec_seg.max(initial=0))) + 1):
-      examples.append(
-        (
-          batch["encoder_input_tokens"][r][enc_seg == s].tolist(),
-          batch["decoder_target_tokens"][r][dec_seg == s].tolist(),
-        )
-      )
-    rows.append(examples)
-  return rows
-
-
-def pad_examples(
-  pairs: Sequence[tuple[Sequence[int], Sequence[int]]], input_length: int, target_length: int
-) -> tuple[dict[str, np.ndarray], int]:
-  """Unpacked batch: one example per row, EOS appended, trimmed and padded (for evaluation).
-
-  Args:
-    pairs: per row, (input ids, target ids) without EOS.
-    input_length: encoder length.
-    target_length: decoder length.
-
-  Returns:
-    (the eight features with segment id 1 on real tokens, number of examples trimmed).
-  """
-  ins, tgs, cut = [], [], 0
-  for i, t in pairs:
-    i, ci = with_eos(i, input_length)
-    t, ct = with_eos(t, target_length)
-    ins.append(i)
-    tgs.append(t)
-    cut += ci or ct
-  return pack(ins, tgs, np.arange(len(pairs)), len(pairs), input_length, target_length), cut
+# Reads of several slices at once, for several steps at once (object-store requests are mostly
+# waiting; 8 steps of 9 years, two requests each, within gcsfs's 100 connections), shared by
+# every batcher of the process; and the gap between needed examples that one run bridges.
+_READS = ThreadPoolExecutor(72, thread_name_prefix="tlm-reads")
+_RUN_GAP = 64
 
 
 class _LRU:
@@ -208,20 +38,23 @@ class _LRU:
   def __init__(self, size: int):
     self.size = size
     self._items: collections.OrderedDict = collections.OrderedDict()
+    self._lock = threading.Lock()  # batches of several steps may be built at once
 
   def __len__(self) -> int:
     return len(self._items)
 
   def get(self, key):
-    value = self._items.get(key)
-    if value is not None:
-      self._items.move_to_end(key)
-    return value
+    with self._lock:
+      value = self._items.get(key)
+      if value is not None:
+        self._items.move_to_end(key)
+      return value
 
   def put(self, key, value) -> None:
-    self._items[key] = value
-    if len(self._items) > self.size:
-      self._items.popitem(last=False)
+    with self._lock:
+      self._items[key] = value
+      if len(self._items) > self.size:
+        self._items.popitem(last=False)
 
 
 class _Drawn:
@@ -342,6 +175,10 @@ class Batcher:
     target_length: decoder length.
     packed: pack several examples per row (training) or one per row (the baseline).
     cache_size: texts, and examples, whose ids are cached.
+    block_draws: 0 draws each example uniformly within its slice (`MixtureSampler`: one read
+      per example); n > 0 gives each packed row n candidate draws read as runs of consecutive
+      examples (`tlm.data.block_sampling`: two requests per slice per step, whatever the rows),
+      a row holding at most n examples.
 
   Raises:
     DataError: a tokenized table of another vocabulary (naming its store's manifest).
@@ -357,6 +194,7 @@ class Batcher:
     target_length: int,
     packed: bool = True,
     cache_size: int = 1 << 17,
+    block_draws: int = 0,
   ):
     if rows < 1 or input_length < 1 or target_length < 1:
       raise ConfigError(
@@ -373,6 +211,7 @@ class Batcher:
     self._example_cache = _LRU(cache_size)  # flat id -> (input ids, target ids)
     self._prefix_ids: dict[int, np.ndarray] = {}
     self._mean_per_row = 2.0  # guides only how many draws to hash at once; never the result
+    self._blocks = BlockSampler(sampler, rows, block_draws) if block_draws and packed else None
     for table in sampler.slices:
       if getattr(table, "has_tokens", False):
         _check_vocab(table, vocab)
@@ -406,27 +245,87 @@ class Batcher:
     """`_fetch` from the sampler's slices, and whether each came tokenized from a store."""
     out: list = [None] * flat_ids.size
     slots, index = self.sampler.locate(flat_ids)
-    for slot in np.unique(slots).tolist():
+    unique = np.unique(slots).tolist()
+    raw = {}
+    remote = [s for s in unique if getattr(self.sampler.slices[s], "remote", False)]
+    if len(remote) > 1:  # the years' requests go out together
+      reads = {s: _READS.submit(self._raw_of, s, index[slots == s]) for s in remote}
+      raw = {s: f.result() for s, f in reads.items()}
+    for slot in unique:
       sel = np.flatnonzero(slots == slot)
       table, year = self.sampler.slices[slot], self.sampler.slice_year(slot)
-      if getattr(table, "has_tokens", False):
-        inputs, targets = table.tokens(index[sel])
-        _check_ids(inputs + targets, self.vocab, table)
+      got = raw[slot] if slot in raw else self._raw_of(slot, index[sel])
+      tokenized = getattr(table, "has_tokens", False)
+      if tokenized:
+        inputs, targets = got
         prefix = self._prefix(year)
         if prefix.size:
           inputs = [np.concatenate([prefix, i]) for i in inputs]
         pairs = zip(inputs, targets)
       else:
-        if hasattr(table, "texts"):
-          texts = table.texts(index[sel])
-        else:
-          texts = [table[i][:2] for i in index[sel].tolist()]
         conditioning, encode = self.sampler.conditioning, self._encode
-        pairs = [(encode(format_input(i, year, conditioning)), encode(t)) for i, t in texts]
-      tokenized = getattr(table, "has_tokens", False)
+        pairs = [(encode(format_input(i, year, conditioning)), encode(t)) for i, t in got]
       for j, pair in zip(sel.tolist(), pairs):
         out[j] = (pair, tokenized)
     return out
+
+  def _raw_of(self, slot: int, index: np.ndarray):
+    """Examples `index` of a slice as stored: (input ids, target ids) of a tokenized table,
+    else their (inputs, targets) texts."""
+    table = self.sampler.slices[slot]
+    if getattr(table, "has_tokens", False):
+      return self._tokens_of(slot, index)
+    if hasattr(table, "texts"):
+      return table.texts(index)
+    return [table[i][:2] for i in index.tolist()]
+
+  def _tokens_of(self, slot: int, index: np.ndarray, run: bool = False):
+    """Stored ids of examples `index` of a tokenized slice, checked against the vocabulary;
+    with `run`, read as runs of consecutive examples (the block sampler's)."""
+    table = self.sampler.slices[slot]
+    if not run:
+      inputs, targets = table.tokens(index)
+    else:
+      got: dict[int, tuple[np.ndarray, np.ndarray]] = {}
+      for lo, hi in runs(index, _RUN_GAP):
+        for i, pair in enumerate(zip(*table.token_run(lo, hi))):
+          got[lo + i] = pair
+      inputs = [got[i][0] for i in index.tolist()]
+      targets = [got[i][1] for i in index.tolist()]
+    _check_ids(inputs + targets, self.vocab, table)
+    return inputs, targets
+
+  def _fetch_runs(self, flat_ids: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
+    """`_fetch` for the block sampler: tokenized slices read as runs, all slices at once."""
+    out: list = [None] * flat_ids.size
+    slots, index = self.sampler.locate(flat_ids)
+    stored, other = [], []
+    for slot in np.unique(slots).tolist():
+      (stored if getattr(self.sampler.slices[slot], "has_tokens", False) else other).append(slot)
+    reads = {s: _READS.submit(self._tokens_of, s, index[slots == s], True) for s in stored}
+    for slot in other:
+      sel = np.flatnonzero(slots == slot)
+      for j, pair in zip(sel.tolist(), self._fetch(flat_ids[sel])):
+        out[j] = pair
+    for slot, future in reads.items():
+      inputs, targets = future.result()
+      prefix = self._prefix(self.sampler.slice_year(slot))
+      for j, i, t in zip(np.flatnonzero(slots == slot).tolist(), inputs, targets):
+        out[j] = (np.concatenate([prefix, i]) if prefix.size else i, t)
+    return out
+
+  def _select_blocks(self, step: int, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, _Drawn]:
+    """`_select` with the block sampler: each row keeps its candidates up to the first that
+    does not fit."""
+    slot, index = self._blocks.draws(step)
+    ids = self.sampler.flat_of(slot[rows], index[rows])
+    drawn = _Drawn(self._fetch_runs, self.input_length, self.target_length)
+    in_len, tg_len = drawn.lengths(ids)
+    fits = (np.cumsum(in_len, axis=1) <= self.input_length) & (
+      np.cumsum(tg_len, axis=1) <= self.target_length
+    )
+    row_of = np.broadcast_to(np.arange(rows.size)[:, None], ids.shape)
+    return ids[fits], row_of[fits], drawn
 
   def select(self, step: int, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """The examples that `rows` (global row indices) hold at `step`.
@@ -440,6 +339,8 @@ class Batcher:
 
   def _select(self, step: int, rows) -> tuple[np.ndarray, np.ndarray, _Drawn]:
     rows = np.asarray(rows, dtype=np.int64)
+    if self._blocks is not None:
+      return self._select_blocks(step, rows)
     drawn = _Drawn(self._fetch, self.input_length, self.target_length)
     if not self.packed:
       ids = self.sampler.flat_ids(step, rows, 0)
@@ -490,7 +391,7 @@ class Batcher:
     rows = self.local_rows(process_index, process_count)
     ids, row_of, drawn = self._select(step, rows)
     in_flat, in_lens, tg_flat, tg_lens, cut = drawn.gather(ids)
-    batch = _pack_flat(
+    batch = pack_flat(
       in_flat, in_lens, tg_flat, tg_lens, row_of, rows.size, self.input_length, self.target_length
     )
     stats = BatchStats(

@@ -179,17 +179,8 @@ class MixtureSampler:
     h = _mix(h + _GOLDEN * (rows + np.uint64(1)))
     return _mix(h + _GOLDEN * (ks + np.uint64(1)))
 
-  def flat_ids(self, step: int, rows, ks) -> np.ndarray:
-    """Indices into the flat example table of the draws (step, row, k).
-
-    Args:
-      step: the training step.
-      rows: global row indices (any shape; broadcast against `ks`).
-      ks: positions in each row's example stream.
-
-    Returns:
-      int64 array of the broadcast shape; `example(i)` gives the draw's text.
-    """
+  def _draw_slices(self, step: int, rows, ks) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per draw (step, row, k): its source, its year (indices) and its example's uniform."""
     # uint64 arithmetic is meant to wrap; numpy warns about it on 0-d operands only.
     with np.errstate(over="ignore"):
       h = self._hash(step, rows, ks)
@@ -204,8 +195,44 @@ class MixtureSampler:
       year = np.where(is_new, n_old + _below(u_year, n_new), _below(u_year, n_old))
     else:
       year = _below(u_year, n_old)
+    return source, year, u_example
+
+  def flat_ids(self, step: int, rows, ks) -> np.ndarray:
+    """Indices into the flat example table of the draws (step, row, k).
+
+    Args:
+      step: the training step.
+      rows: global row indices (any shape; broadcast against `ks`).
+      ks: positions in each row's example stream.
+
+    Returns:
+      int64 array of the broadcast shape; `example(i)` gives the draw's text.
+    """
+    source, year, u_example = self._draw_slices(step, rows, ks)
     index = _below(u_example, self._counts[source, year])
     return self._offsets[source, year] + index
+
+  def slots(self, step: int, rows, ks) -> np.ndarray:
+    """The slice (index into `slices`) of each draw (step, row, k): its source and year as
+    `flat_ids` draws them (`tlm.data.block_sampling` then chooses the example)."""
+    source, year, _ = self._draw_slices(step, rows, ks)
+    return source * len(self._all_years) + year
+
+  def slot_probs(self) -> np.ndarray:
+    """The probability that a draw falls in each slice (in the order of `slices`)."""
+    n_old, n_new = len(self.years), len(self.new_years)
+    year = np.zeros(n_old + n_new)
+    if n_old:
+      year[:n_old] = (1.0 - self.new_year_prob) / n_old
+    if n_new:
+      year[n_old:] = self.new_year_prob / n_new
+    source = np.array([self.source_probs[s] for s in self.source_names])
+    return (source[:, None] * year[None, :]).ravel()
+
+  @property
+  def key(self) -> int:
+    """The 64-bit key the seed was expanded to (seeds other generators of the sampler)."""
+    return int(self._key)
 
   def locate(self, flat_ids) -> tuple[np.ndarray, np.ndarray]:
     """The slice (index into `slices`) and the index within it of flat ids, vectorised."""
@@ -214,6 +241,10 @@ class MixtureSampler:
     # next one, and side="right" skips them.
     slot = np.searchsorted(self._slice_starts, flat_ids, side="right") - 1
     return slot, flat_ids - self._slice_starts[slot]
+
+  def flat_of(self, slots, index) -> np.ndarray:
+    """Flat ids of examples `index` of slices `slots` (the inverse of `locate`)."""
+    return self._slice_starts[np.asarray(slots, np.int64)] + np.asarray(index, np.int64)
 
   def slice_year(self, slot: int) -> int:
     """The year of slice `slot`."""

@@ -23,31 +23,38 @@ is the file's; the article date is not kept (nothing reads it).
 
 What is checked when (every file is treated as hostile):
 - at open, per table a process reads: the manifest's structure; each file's size against the
-  manifest; and every offset of the .idx: starts at 0, never decreases, ends at the .bin's
-  length. The offsets (16 bytes per example) are read in 2 MB chunks, not memory-mapped, so
-  resident memory stays flat, and checked with vectorised numpy, so a hostile index fails
-  with one line naming it before any training step (docs/paper_scale.md has the cost).
-- at every read: the example's offsets again (the file may have changed since) and, for text,
-  its UTF-8; the caller checks token ids against its vocabulary.
-- the SHA-256 of each file: written at build time, verified by `verify` (`--mode=check_store`),
-  e.g. once after copying a store to a host. Not at open: hashing the paper's ~40 GB of tokens
-  on every host at every (re)start would take minutes; sizes and offsets catch truncation and
-  a bad index, which is what stops a run; a flipped bit inside a token is not.
+  manifest; and the .idx (`tlm.data.store_field`): a small one (up to 1 MB, 65K examples: the
+  miniature's) whole, every offset checked (starts at 0, never decreases, ends at the .bin's
+  length), read in 2 MB chunks and checked with vectorised numpy; a large one only by its
+  first and last offsets (two 8-byte reads), so that what a host reads before step 0 does not
+  grow with the corpus (docs/paper_scale.md has the cost).
+- at every read: the offsets read (an example's, or a run's: never decreasing, within the
+  data, 0 and the data's length at the table's ends) and, for text, its UTF-8; the caller
+  checks token ids against its vocabulary. A hostile offset in a large index thus fails with
+  one line naming the file when its block is first read, before the step that would use it.
+- the SHA-256 of each file and every offset: written at build time, verified by `verify`
+  (`--mode=check_store`), e.g. once after copying a store to a host. Not at open: hashing the
+  paper's ~40 GB of tokens on every host at every (re)start would take minutes; sizes and
+  offsets catch truncation and a bad index, which is what stops a run; a flipped bit inside a
+  token is not.
 
-On an object store (gs://) the .idx files are downloaded once at open into anonymous local
-temporary files (16 bytes per example; checked while streaming) and examples are read with
-concurrent ranged requests (fsspec `cat_ranges`).
+On an object store (gs://) examples are read with concurrent ranged requests (fsspec
+`cat_ranges`, retried with backoff: `tlm.data.ranged`); a small index is held in memory once
+checked (at most 1 MB), a large one is read where needed. `Table.token_run` reads a run of
+consecutive examples with two requests (its offsets, then its data), whatever its length: the
+block sampler's reads (`tlm.data.block_sampling`).
 """
 
 import hashlib
-import os
-import tempfile
-from collections.abc import Iterable, Sequence
+from collections.abc import Sequence
 
 import numpy as np
 
 from tlm import safe_read, storage
 from tlm.data.formatting import TextExample
+
+# OFFSET_DTYPE is part of the layout (what .idx files hold): store_write takes it from here.
+from tlm.data.store_field import OFFSET_DTYPE, Field  # noqa: F401
 from tlm.errors import DataError
 
 FORMAT = "tlm.example_store"
@@ -62,8 +69,6 @@ SPLITS = ("train", "val", "test")
 TEXT, TOKENS = "text", "tokens"
 FIELDS = (TEXT, TOKENS)
 TOKEN_DTYPES = ("uint16", "int32")
-OFFSET_DTYPE = np.dtype("<i8")
-_CHUNK = 1 << 18  # offsets per read when checking an index (2 MB)
 _HASH_BLOCK = 1 << 24
 _ITER_BLOCK = 4096  # examples read at once when a table is iterated
 
@@ -176,159 +181,6 @@ def _check_table(key: str, table, files: dict, dtype, path: str) -> None:
 # ---- reading ---------------------------------------------------------------------------------
 
 
-class _Ranges:
-  """Reads byte ranges of one file: `os.pread` locally, fsspec `cat_ranges` on an object store
-  (concurrent requests where the backend has them, as gcsfs does)."""
-
-  def __init__(self, path: str, fd: int | None = None):
-    self.path = path
-    self._fd = fd
-    self._fs = self._key = None
-    if fd is None:
-      if storage.is_remote(path):
-        import fsspec
-
-        self._fs, self._key = fsspec.core.url_to_fs(path)
-      else:
-        try:
-          self._fd = os.open(storage.local(path), os.O_RDONLY)
-        except OSError as e:
-          raise DataError(f"cannot open ({e.strerror})", path) from None
-
-  def read(self, starts: Sequence[int], ends: Sequence[int]) -> list[bytes]:
-    if self._fd is None:
-      if not len(starts):
-        return []
-      n = len(starts)
-      return self._fs.cat_ranges([self._key] * n, list(starts), list(ends))
-    return [os.pread(self._fd, e - s, s) for s, e in zip(starts, ends)]
-
-  def close(self) -> None:
-    if self._fd is not None:
-      os.close(self._fd)
-      self._fd = None
-
-
-def _check_offsets(chunks: Iterable[np.ndarray], count: int, total: int, path: str) -> None:
-  """Checks an index streamed in chunks: `count` offsets, 0 first, never decreasing, `total`
-  last."""
-  seen, last = 0, 0
-  for chunk in chunks:
-    if not chunk.size:
-      continue
-    if seen == 0 and chunk[0] != 0:
-      raise DataError(f"corrupt index: first offset is {int(chunk[0])}, not 0", path)
-    steps = np.diff(chunk, prepend=last)
-    bad = np.flatnonzero(steps < 0)
-    if bad.size:
-      i = seen + int(bad[0])
-      raise DataError(f"corrupt index: offset {i} decreases ({int(chunk[bad[0]])})", path)
-    seen += chunk.size
-    last = chunk[-1]
-  if seen != count:
-    raise DataError(f"truncated index: {seen} offsets, expected {count}", path)
-  if last != total:
-    raise DataError(
-      f"corrupt index: last offset {int(last)} but the data file holds {total} elements", path
-    )
-
-
-class _Field:
-  """One field (text or tokens) of one table: its .bin data and .idx offsets."""
-
-  def __init__(self, directory: str, split: str, year: int, field: str, dtype, count: int, files):
-    self.dtype = np.dtype(dtype).newbyteorder("<")
-    self.bin_path = storage.join(directory, file_name(split, year, field, "bin"))
-    self.idx_path = storage.join(directory, file_name(split, year, field, "idx"))
-    manifest_path = storage.join(directory, MANIFEST)
-    for path, name in ((self.bin_path, "bin"), (self.idx_path, "idx")):
-      want = files[file_name(split, year, field, name)]["bytes"]
-      try:
-        have = safe_read.regular_size(path)
-      except safe_read.NotARegularFile as e:
-        raise DataError(f"{e.strerror} (listed in manifest.json)", path) from None
-      except (FileNotFoundError, OSError):
-        raise DataError("missing store file (listed in manifest.json)", path) from None
-      if have != want:
-        what = "truncated" if have < want else "longer than the manifest says"
-        raise DataError(f"{what}: {have} bytes, manifest.json says {want}", path)
-    bin_bytes = files[file_name(split, year, field, "bin")]["bytes"]
-    if bin_bytes % self.dtype.itemsize:
-      raise DataError(
-        f"size {bin_bytes} is not a whole number of {self.dtype} elements", self.bin_path
-      )
-    if files[file_name(split, year, field, "idx")]["bytes"] != 8 * (2 * count + 1):
-      raise DataError(
-        f"manifest: {count} examples need {8 * (2 * count + 1)} bytes of offsets", manifest_path
-      )
-    self.count = count
-    self.total = bin_bytes // self.dtype.itemsize
-    self._index = self._open_index(count)
-    self._data = _Ranges(self.bin_path)
-
-  def _open_index(self, count: int) -> _Ranges:
-    """Checks every offset; returns a reader of the index (local; a downloaded copy of a
-    remote one)."""
-    n = 2 * count + 1
-    if not storage.is_remote(self.idx_path):
-      with open(storage.local(self.idx_path), "rb") as f:
-        _check_offsets(_read_chunks(f), n, self.total, self.idx_path)
-      return _Ranges(self.idx_path)
-    copy = tempfile.TemporaryFile(prefix="tlm-store-idx-")
-    try:
-      with storage.open_file(self.idx_path, "rb") as f:
-
-        def chunks():
-          while block := f.read(8 * _CHUNK):
-            copy.write(block)
-            if len(block) % 8:
-              raise DataError("truncated index: not whole int64 offsets", self.idx_path)
-            yield np.frombuffer(block, OFFSET_DTYPE)
-
-        _check_offsets(chunks(), n, self.total, self.idx_path)
-      copy.flush()
-      return _Ranges(self.idx_path, fd=os.dup(copy.fileno()))
-    finally:
-      copy.close()  # the duplicated descriptor keeps the anonymous file alive
-
-  def offsets(self, ids: np.ndarray) -> np.ndarray:
-    """[len(ids), 3] offsets (inputs start, targets start, end) of examples `ids`."""
-    ids = np.asarray(ids, np.int64)
-    if ids.size and (ids.min() < 0 or ids.max() >= self.count):
-      raise IndexError(f"example index out of range [0, {self.count})")
-    raw = self._index.read((16 * ids).tolist(), (16 * ids + 24).tolist())
-    out = np.frombuffer(b"".join(raw), OFFSET_DTYPE).reshape(-1, 3).astype(np.int64)
-    if out.shape[0] != ids.size:
-      raise DataError("index shorter than at open (changed while in use)", self.idx_path)
-    bad = (out[:, 0] > out[:, 1]) | (out[:, 1] > out[:, 2]) | (out[:, 0] < 0)
-    if ids.size and (bad.any() or out[:, 2].max() > self.total):
-      raise DataError("corrupt index (changed since it was checked at open)", self.idx_path)
-    return out
-
-  def read(self, ids: np.ndarray) -> tuple[list[bytes], np.ndarray]:
-    """The raw bytes of examples `ids` (inputs then targets) and their offsets."""
-    off = self.offsets(ids)
-    size = self.dtype.itemsize
-    raw = self._data.read((off[:, 0] * size).tolist(), (off[:, 2] * size).tolist())
-    if any(len(r) != (e - s) * size for r, s, e in zip(raw, off[:, 0], off[:, 2])):
-      raise DataError("data file shorter than at open (changed while in use)", self.bin_path)
-    return raw, off
-
-  def close(self) -> None:
-    self._index.close()
-    self._data.close()
-
-
-def _read_chunks(f) -> Iterable[np.ndarray]:
-  """A local index in chunks of `_CHUNK` offsets (a trailing partial offset is dropped: the
-  count check then fails)."""
-  while True:
-    chunk = np.fromfile(f, OFFSET_DTYPE, _CHUNK)
-    if not chunk.size:
-      return
-    yield chunk
-
-
 class Table(Sequence):
   """One split and year of a store: a read-only sequence of `TextExample`s, and vectorised
   access to its token ids.
@@ -349,6 +201,7 @@ class Table(Sequence):
         store.manifest_path,
       )
     self.split, self.year, self.path = split, int(year), store.path
+    self.remote = storage.is_remote(store.path)  # reads are requests: issue them concurrently
     self._count = int(entry["examples"])
     files = store.manifest["files"]
     dtype = store.manifest.get("token_dtype")
@@ -356,8 +209,14 @@ class Table(Sequence):
     try:
       for field in entry["fields"]:
         field_dtype = np.uint8 if field == TEXT else dtype
-        self._fields[field] = _Field(
-          store.path, split, self.year, field, field_dtype, self._count, files
+        self._fields[field] = Field(
+          storage.join(store.path, file_name(split, self.year, field, "bin")),
+          storage.join(store.path, file_name(split, self.year, field, "idx")),
+          files[file_name(split, self.year, field, "bin")]["bytes"],
+          files[file_name(split, self.year, field, "idx")]["bytes"],
+          field_dtype,
+          self._count,
+          store.manifest_path,
         )
     except BaseException:
       self.close()
@@ -421,6 +280,33 @@ class Table(Sequence):
       inputs.append(ids_[: b - a].astype(np.int32))
       targets.append(ids_[b - a :].astype(np.int32))
     return inputs, targets
+
+  def token_run(self, lo: int, hi: int) -> tuple[list[np.ndarray], list[np.ndarray]]:
+    """`tokens` of examples lo..hi-1, read as one run (two requests, whatever its length)."""
+    field = self._fields.get(TOKENS)
+    if field is None:
+      raise DataError(f"{self.split} examples of {self.year} hold no tokens", self.path)
+    data, off = field.read_run(lo, hi)
+    inputs = [data[a:b].astype(np.int32) for a, b, _ in off.tolist()]
+    targets = [data[b:c].astype(np.int32) for _, b, c in off.tolist()]
+    return inputs, targets
+
+  def mean_lengths(self, sample: int = 4096) -> tuple[float, float, int]:
+    """Mean input and target ids of the first `sample` examples (one read of their offsets,
+    checked), and how many that was."""
+    field = self._fields[TOKENS]
+    n = min(sample, field.count)
+    if not n:
+      return 0.0, 0.0, 0
+    o = field.offsets_between(0, 2 * n + 1)
+    if np.any(np.diff(o) < 0) or o[0] != 0 or o[-1] > field.total:
+      raise DataError("corrupt index: the first offsets decrease or leave the data", field.idx_path)
+    return float((o[1::2] - o[0:-1:2]).mean()), float((o[2::2] - o[1::2]).mean()), n
+
+  def check_all(self) -> None:
+    """Checks every offset of every field (a large index is otherwise checked as read)."""
+    for field in self._fields.values():
+      field.check_all()
 
   @property
   def token_file(self) -> str:
@@ -499,6 +385,10 @@ def verify(path: str) -> dict:
   examples = 0
   for key in store.manifest["tables"]:
     split, year = key.split("/")
-    store.table(split, int(year)).close()  # sizes and offsets
+    table = store.table(split, int(year))  # sizes
+    try:
+      table.check_all()  # every offset
+    finally:
+      table.close()
     examples += store.manifest["tables"][key]["examples"]
   return {"tables": len(store.manifest["tables"]), "examples": examples, "bytes": total_bytes}

@@ -17,6 +17,8 @@ import numpy as np
 from tlm import configs, storage
 from tlm.configs import Config, DataConfig
 from tlm.data import datasets
+from tlm.data.block_sampling import draws_per_row
+from tlm.data.formatting import conditioning_prefix
 from tlm.data.locations import Sources, resolve_sources, synthetic_data
 from tlm.data.packing import Batcher, BatchStats
 from tlm.data.prefetch import Prefetcher
@@ -86,6 +88,12 @@ def make_batcher(
     new_years=new_years,
     new_year_prob=data.new_year_prob,
   )
+  block_draws = 0
+  if data.sampler == "block":
+    prefix = vocab.encode(conditioning_prefix(years[0] if years else 0, data.conditioning))
+    block_draws = data.block_draws or draws_per_row(
+      sampler.slices, data.input_length, data.target_length, len(prefix)
+    )
   return Batcher(
     sampler,
     vocab,
@@ -93,6 +101,7 @@ def make_batcher(
     input_length=data.input_length,
     target_length=data.target_length,
     packed=True,
+    block_draws=block_draws,
   )
 
 
@@ -111,8 +120,10 @@ def local_batch(
 
 
 # Batches built ahead on a background thread (`tlm.data.prefetch`): two hide a batch's cost
-# behind the step before it; more only hold memory.
+# behind the step before it; more only hold memory. From an object store, whose requests are
+# mostly waiting, several steps are built at once: 8 steps in flight hide 8x a batch's latency.
 PREFETCH_DEPTH = 2
+REMOTE_PREFETCH_DEPTH = REMOTE_PREFETCH_WORKERS = 8
 
 
 class _Prefetched:
@@ -128,8 +139,12 @@ class _Prefetched:
     if self._prefetch is None or self._rows != (start, stop):
       self.close()
       batcher, self._rows = self._train, (start, stop)
+      remote = any(getattr(t, "remote", False) for t in batcher.sampler.slices)
       self._prefetch = Prefetcher(
-        lambda s: local_batch(batcher, s, start, stop), depth=PREFETCH_DEPTH, end=self._end
+        lambda s: local_batch(batcher, s, start, stop),
+        depth=REMOTE_PREFETCH_DEPTH if remote else PREFETCH_DEPTH,
+        end=self._end,
+        workers=REMOTE_PREFETCH_WORKERS if remote else 1,
       )
     return self._prefetch.get(step)
 

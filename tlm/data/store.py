@@ -47,6 +47,7 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 
 from tlm import safe_read, storage
+from tlm.data import store_check
 from tlm.data.formatting import TextExample
 from tlm.errors import DataError
 
@@ -142,7 +143,8 @@ def read_manifest(directory: str) -> dict:
     raise DataError("manifest: 'vocab' and 'token_dtype' must be both set or both null", path)
   if vocab is not None:
     _field_of(vocab, "sha256", str, path, "vocab ")
-    _field_of(vocab, "vocab_size", int, path, "vocab ")
+    size = _field_of(vocab, "vocab_size", int, path, "vocab ")
+    store_check.check_token_dtype(dtype, size, path)
   tables = _field_of(manifest, "tables", dict, path)
   files = _field_of(manifest, "files", dict, path)
   for key, table in tables.items():
@@ -242,6 +244,7 @@ class _Field:
     self.idx_path = storage.join(directory, file_name(split, year, field, "idx"))
     manifest_path = storage.join(directory, MANIFEST)
     for path, name in ((self.bin_path, "bin"), (self.idx_path, "idx")):
+      store_check.check_inside(directory, path, manifest_path)
       want = files[file_name(split, year, field, name)]["bytes"]
       try:
         have = safe_read.regular_size(path)
@@ -457,8 +460,23 @@ class Store:
     return Table(self, split, year)
 
 
+def _vocab_size(model: bytes, store: "Store") -> int:
+  """The size of the store's vocabulary, which must be the manifest's `vocab_size`."""
+  from tlm.data.vocab import Vocabulary
+
+  size = Vocabulary(model).vocab_size
+  if size != store.manifest["vocab"]["vocab_size"]:
+    raise DataError(
+      f"manifest: vocab_size {store.manifest['vocab']['vocab_size']}, but {VOCAB_FILE} has "
+      f"{size} ids",
+      store.manifest_path,
+    )
+  return size
+
+
 def verify(path: str) -> dict:
-  """Checks a whole store: the manifest, every file's size and SHA-256, every table's offsets.
+  """Checks a whole store: the manifest, every file's size and SHA-256, every table's offsets,
+  and every token id against the vocabulary's size.
 
   Returns:
     {"tables": count, "examples": total, "bytes": total file bytes}.
@@ -474,6 +492,7 @@ def verify(path: str) -> dict:
       raise DataError(f"manifest: file name {name!r} leaves the store", store.manifest_path)
     _field_of(entry, "bytes", int, store.manifest_path, f"{name} ")
     _field_of(entry, "sha256", str, store.manifest_path, f"{name} ")
+    store_check.check_inside(store.path, file_path, store.manifest_path)
     try:
       # The size first: a FIFO or device is refused unopened, a file of another size unhashed.
       size = safe_read.regular_size(file_path)
@@ -496,9 +515,14 @@ def verify(path: str) -> dict:
       raise DataError(f"cannot read ({e.strerror or e})", store.vocab_path) from None
     if vocab_fingerprint(model) != store.vocab_sha256:
       raise DataError("differs from the vocabulary fingerprint in manifest.json", store.vocab_path)
+    vocab_size = _vocab_size(model, store)
   examples = 0
   for key in store.manifest["tables"]:
     split, year = key.split("/")
-    store.table(split, int(year)).close()  # sizes and offsets
+    table = store.table(split, int(year))  # sizes and offsets
+    table.close()
+    if table.has_tokens:
+      dtype = store.manifest["token_dtype"]
+      store_check.scan_token_ids(table.token_file, dtype, vocab_size)
     examples += store.manifest["tables"][key]["examples"]
   return {"tables": len(store.manifest["tables"]), "examples": examples, "bytes": total_bytes}

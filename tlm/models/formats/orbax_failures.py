@@ -18,6 +18,10 @@ orbax or by asyncio for one of orbax's tasks, and the unraisable `RuntimeError("
 closed")` raised in asyncio's `call_soon_threadsafe`. Any other orbax error (a bug, a mismatched
 tree) is logged as before.
 
+A failed restore leaves the other arrays' TensorStore reads in flight in the same way; their
+callbacks are dropped by the same hook, and `settle_callbacks` waits for them to stop arriving
+before tlm reports the failure.
+
 Orbax raises the first failed write while its other writers (its `_SignalingThread`s, and
 tensorstore's own threads under them) still run: `join_writers` waits for orbax's threads and
 `settle` until nothing changes in the directory being written any more, so that what the failed
@@ -34,6 +38,9 @@ import time
 from tlm.files import io_error_reason
 
 _installed = False
+# When the last callback of a closed event loop arrived (time.monotonic()), for
+# `settle_callbacks`.
+_last_closed_loop_callback = [0.0]
 
 
 def _chain(e: BaseException | None):
@@ -133,6 +140,23 @@ def settle(directory: str, prefix: str = "", quiet_s: float = 0.25, timeout_s: f
     time.sleep(0.05)
 
 
+def settle_callbacks(quiet_s: float = 0.2, timeout_s: float = 2.0) -> None:
+  """After a failed restore: waits until TensorStore's callbacks for the reads still in flight
+  have stopped arriving (none for `quiet_s` seconds, at most `timeout_s` in all), so that they
+  reach the hook `install` set while tlm still runs, not the interpreter's exit.
+
+  Orbax runs a restore's reads as asyncio tasks over TensorStore futures and closes its event
+  loop as soon as one fails; the others' reads go on in TensorStore's threads and, as each
+  ends, call the closed loop. Neither Orbax nor TensorStore hands out those futures to wait
+  for, so their arrivals are what is watched.
+  """
+  deadline = time.monotonic() + timeout_s
+  while time.monotonic() < deadline:
+    if time.monotonic() - max(_last_closed_loop_callback[0], deadline - timeout_s) >= quiet_s:
+      return
+    time.sleep(0.02)
+
+
 def install() -> None:
   """Installs the log filter and the unraisable hook (once per process)."""
   global _installed
@@ -144,7 +168,9 @@ def install() -> None:
   previous = sys.unraisablehook
 
   def hook(unraisable) -> None:
-    if not _closed_loop_callback(unraisable):
+    if _closed_loop_callback(unraisable):
+      _last_closed_loop_callback[0] = time.monotonic()
+    else:
       previous(unraisable)
 
   sys.unraisablehook = hook

@@ -473,6 +473,20 @@ def test_flax_msgpack_nested_maps(tmp_path, depth):
   _one_line_error(e, path)
 
 
+def test_flax_msgpack_bounded_by_the_parameters_its_config_declares(tmp_path):
+  # flax_model.msgpack is read whole: a sparse file of 12 GiB beside a tiny model's config is
+  # refused by its size, never read (the bound is the config's parameters, not the file).
+  directory = tmp_path / "hf"
+  directory.mkdir()
+  (directory / "config.json").write_text(json.dumps(_tiny_hf_config()))
+  path = directory / "flax_model.msgpack"
+  with open(path, "wb") as f:
+    f.truncate(12 << 30)
+  with pytest.raises(CheckpointError, match=f"a Flax msgpack checkpoint \\({12 << 30} bytes") as e:
+    checkpoints.load_checkpoint(str(directory))
+  _one_line_error(e, path)
+
+
 # ---------------------------------------------------------------------------------------------
 # TensorBundle: index entries checked against the data files before anything is allocated.
 

@@ -111,6 +111,9 @@ def regular_size(path: str) -> int:
   return st.st_size
 
 
+_BLOCK = 1 << 24  # bytes read at once where a file's size is unknown or has grown
+
+
 def _open_size(f) -> int | None:
   """The size of an open file: its descriptor's, or an object store file's; None if unknown."""
   try:
@@ -135,7 +138,18 @@ def read_bounded(path: str, max_bytes: int) -> bytes:
     # would otherwise be allocated up to the bound first.
     if (size := _open_size(f)) is not None and size > max_bytes:
       raise FileTooLarge(errno.EFBIG, f"{size} bytes, larger than {max_bytes}", path)
-    raw = f.read(max_bytes + 1)
+    # `read(n)` allocates n bytes before reading: a generous bound must not cost its size. The
+    # file's size first (one read), then blocks, should it have grown since.
+    blocks, total = [], 0
+    want = _BLOCK if size is None else size + 1
+    while total <= max_bytes:
+      block = f.read(min(want, max_bytes + 1 - total))
+      if not block:
+        break
+      blocks.append(block)
+      total += len(block)
+      want = _BLOCK
+    raw = b"".join(blocks)
   if len(raw) > max_bytes:
     raise FileTooLarge(errno.EFBIG, f"larger than {max_bytes} bytes", path)
   return raw

@@ -70,14 +70,35 @@ def _shard_files(index: str, directory: str) -> list[str]:
   return [safe_read.confined_path(directory, s, index) for s in sorted(set(weight_map.values()))]
 
 
-def _read_hf_tensors(directory: str) -> tuple[dict[str, np.ndarray], str, bool]:
-  """(tensors, file named in errors, are-Flax-names) of an HF directory."""
+# What `flax_model.msgpack` may hold beyond its parameters: msgpack framing and names (a few
+# hundred bytes per array).
+_FLAX_SLACK = 64 << 20
+
+
+def _flax_file_bound(cfg: t5.T5Config) -> int:
+  """The most a `flax_model.msgpack` (or one shard of it) of `cfg` can hold: every parameter
+  the config declares in float64, the widest dtype such a file holds (float32 and bfloat16
+  are usual), twice over for an untied `lm_head`-sized extra, plus the framing."""
+  elements = sum(int(np.prod(s, dtype=object)) for s in param_shapes(cfg).values())
+  return 2 * 8 * elements + _FLAX_SLACK
+
+
+def _read_hf_tensors(
+  directory: str, cfg: t5.T5Config | None = None
+) -> tuple[dict[str, np.ndarray], str, bool]:
+  """(tensors, file named in errors, are-Flax-names) of an HF directory (of config `cfg`,
+  which bounds what a Flax file may hold)."""
   from tlm.models.formats import flax_msgpack, safetensors, torch_pickle
+
+  def read_flax(path: str) -> dict[str, np.ndarray]:
+    if cfg is None:
+      return flax_msgpack.read(path)
+    return flax_msgpack.read(path, _flax_file_bound(cfg))
 
   for filename, reader, is_flax in (
     ("model.safetensors", safetensors.read, False),
     ("pytorch_model.bin", torch_pickle.read, False),
-    ("flax_model.msgpack", flax_msgpack.read, True),
+    ("flax_model.msgpack", read_flax, True),
   ):
     path = storage.join(directory, filename)
     if storage.isfile(path):
@@ -242,7 +263,7 @@ def load_checkpoint(path: str) -> tuple[t5.T5Config, dict]:
       cfg = from_hf_config(hf_config)
     except ConfigError as e:
       raise CheckpointError(f"{storage.join(path, 'config.json')}: {e}") from None
-    tensors, source, is_flax = _read_hf_tensors(path)
+    tensors, source, is_flax = _read_hf_tensors(path, cfg)
     tied = hf_config.get("tie_word_embeddings", True) is not False
     params = params_from_hf(tensors, cfg, tie_word_embeddings=tied, flax=is_flax, source=source)
     return cfg, params

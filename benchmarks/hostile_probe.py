@@ -158,6 +158,9 @@ class Case:
     hide: packages the child must see as not installed.
     timeout: seconds (None: the probe's default).
     stdin_null: stdin is /dev/null (always); kept for clarity.
+    after: `after(ctx, proc)` -> None, or what the run lost, checked whatever the outcome
+      (an error included): e.g. that a run whose files were damaged while it read them kept
+      its last checkpoint intact. What it returns counts as `lost`.
   """
 
   name: str
@@ -170,6 +173,7 @@ class Case:
   workdirs: tuple[str, ...] = ()
   hide: tuple[str, ...] = ()
   timeout: float | None = None
+  after: Callable | None = None
 
 
 class Skip(Exception):
@@ -483,6 +487,8 @@ def run_case(case: Case, base: dict, root: str, index: int, default_timeout: flo
     record["class"], record["detail"] = classify(case, ctx, run)
     record["outside"] = outside_changes(before, snapshot(directory), allowed)
     record["lost"] = lost_checkpoints(directory, hashes)
+    if case.after is not None and (why := case.after(ctx, run)) is not None:
+      record["lost"].append(why)
   except Skip as e:
     record.update(**{"class": "skipped", "detail": str(e), "outside": [], "lost": []})
   except Exception as e:  # the probe's own failure in setting up a case: reported, not hidden

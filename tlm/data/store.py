@@ -244,7 +244,6 @@ class _Field:
     self.idx_path = storage.join(directory, file_name(split, year, field, "idx"))
     manifest_path = storage.join(directory, MANIFEST)
     for path, name in ((self.bin_path, "bin"), (self.idx_path, "idx")):
-      store_check.check_inside(directory, path, manifest_path)
       want = files[file_name(split, year, field, name)]["bytes"]
       try:
         have = safe_read.regular_size(path)
@@ -255,6 +254,7 @@ class _Field:
       if have != want:
         what = "truncated" if have < want else "longer than the manifest says"
         raise DataError(f"{what}: {have} bytes, manifest.json says {want}", path)
+      store_check.check_inside(directory, path, manifest_path)
     bin_bytes = files[file_name(split, year, field, "bin")]["bytes"]
     if bin_bytes % self.dtype.itemsize:
       raise DataError(
@@ -464,7 +464,10 @@ def _vocab_size(model: bytes, store: "Store") -> int:
   """The size of the store's vocabulary, which must be the manifest's `vocab_size`."""
   from tlm.data.vocab import Vocabulary
 
-  size = Vocabulary(model).vocab_size
+  try:
+    size = Vocabulary(model).vocab_size
+  except DataError as e:  # read from bytes, it names no file: the store's copy is the one
+    raise DataError(str(e), store.vocab_path) from None
   if size != store.manifest["vocab"]["vocab_size"]:
     raise DataError(
       f"manifest: vocab_size {store.manifest['vocab']['vocab_size']}, but {VOCAB_FILE} has "
@@ -492,12 +495,12 @@ def verify(path: str) -> dict:
       raise DataError(f"manifest: file name {name!r} leaves the store", store.manifest_path)
     _field_of(entry, "bytes", int, store.manifest_path, f"{name} ")
     _field_of(entry, "sha256", str, store.manifest_path, f"{name} ")
-    store_check.check_inside(store.path, file_path, store.manifest_path)
     try:
       # The size first: a FIFO or device is refused unopened, a file of another size unhashed.
       size = safe_read.regular_size(file_path)
       if size != entry["bytes"]:
         raise DataError(f"{size} bytes, manifest.json says {entry['bytes']}", file_path)
+      store_check.check_inside(store.path, file_path, store.manifest_path)
       digest = sha256_file(file_path)
     except safe_read.NotARegularFile as e:
       raise DataError(f"{e.strerror} (listed in manifest.json)", file_path) from None

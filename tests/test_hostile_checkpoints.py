@@ -482,7 +482,7 @@ def test_flax_msgpack_bounded_by_the_parameters_its_config_declares(tmp_path):
   path = directory / "flax_model.msgpack"
   with open(path, "wb") as f:
     f.truncate(12 << 30)
-  with pytest.raises(CheckpointError, match=f"a Flax msgpack checkpoint \\({12 << 30} bytes") as e:
+  with pytest.raises(CheckpointError, match="cannot read a Flax msgpack checkpoint \\(larger") as e:
     checkpoints.load_checkpoint(str(directory))
   _one_line_error(e, path)
 

@@ -387,7 +387,7 @@ def _sparse(path, size=SPARSE):
 def test_sparse_msgpack_is_refused_by_its_size_before_reading(step_dir):
   path = os.path.join(step_dir, "checkpoint")
   os.truncate(path, SPARSE)  # its msgpack, then 12 GiB of nothing
-  _error(step_dir, path, f"a T5X checkpoint \\({SPARSE} bytes, larger than {1 << 30}\\)")
+  _error(step_dir, path, f"cannot read a T5X checkpoint \\(larger than {1 << 30} bytes\\)")
 
 
 def test_sparse_zarr_chunk_is_refused_by_the_chunk_shape_before_reading(step_dir):

@@ -137,7 +137,7 @@ def read_bounded(path: str, max_bytes: int) -> bytes:
     # Refused by its size before a byte is read: a sparse file of gigabytes below the bound
     # would otherwise be allocated up to the bound first.
     if (size := _open_size(f)) is not None and size > max_bytes:
-      raise FileTooLarge(errno.EFBIG, f"{size} bytes, larger than {max_bytes}", path)
+      raise FileTooLarge(errno.EFBIG, f"larger than {max_bytes} bytes", path)
     # `read(n)` allocates n bytes before reading: a generous bound must not cost its size. The
     # file's size first (one read), then blocks, should it have grown since.
     blocks, total = [], 0

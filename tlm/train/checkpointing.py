@@ -275,11 +275,13 @@ class CheckpointManager:
         ),
       )
     except (ValueError, KeyError, TypeError) as e:
+      orbax_failures.settle_callbacks()  # the other arrays' reads, still in flight
       raise CheckpointError(
         f"{self.directory}/{step}: does not match the model and optimizer of this config "
         f"({str(e).splitlines()[0][:300]}); use another workdir"
       ) from None
     except Exception as e:  # tensorstore reports an unreadable chunk as a bare Exception
+      orbax_failures.settle_callbacks()
       raise CheckpointError(_unreadable(self.directory, step, e)) from None
     return restored.params, restored.opt_state, dict(restored.data_state)
 
@@ -294,10 +296,12 @@ class CheckpointManager:
         step, args=ocp.args.Composite(params=ocp.args.StandardRestore(abstract_params))
       )
     except (ValueError, KeyError, TypeError) as e:
+      orbax_failures.settle_callbacks()
       raise CheckpointError(
         f"{self.directory}/{step}/params: does not match the model ({str(e).splitlines()[0][:300]})"
       ) from None
     except Exception as e:
+      orbax_failures.settle_callbacks()
       raise CheckpointError(_unreadable(self.directory, step, e)) from None
     return restored.params
 

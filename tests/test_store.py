@@ -661,3 +661,47 @@ def test_a_source_without_examples_for_a_year_names_its_store(tmp_path):
   sources = datasets.load_sources(path, years=[2014], split="train")
   with pytest.raises(ConfigError, match=f"no examples for year 2014 \\(example store {path}\\)"):
     MixtureSampler(sources, seed=0, years=[2014], source_weights={"news_ssm": 1})
+
+
+def _truncate_half(path):
+  os.truncate(path, os.path.getsize(path) // 2)
+
+
+def _overwrite_beyond(path):
+  with open(path, "r+b") as f:
+    f.write(np.full(os.path.getsize(path) // 2, 60000, "<u2").tobytes())
+
+
+def _replace_by_rename(path):
+  with open(path + ".new", "wb") as f:
+    f.write(np.full(os.path.getsize(path) // 2, 60000, "<u2").tobytes())
+  os.replace(path + ".new", path)
+
+
+# A store damaged while batches are drawn from it: (damage of its token file, the error a
+# later batch raises naming that file, or None: the batches go on as before).
+DAMAGED_WHILE_READ = [
+  (_truncate_half, "data file shorter than at open"),
+  (_overwrite_beyond, "token id 60000 is not below"),
+  (_replace_by_rename, None),  # the open file is still read: what the run opened, unchanged
+]
+
+
+@pytest.mark.parametrize(
+  "damage, match", DAMAGED_WHILE_READ, ids=lambda x: getattr(x, "__name__", "")
+)
+def test_store_damaged_while_batches_are_drawn(tmp_path, damage, match):
+  path = _copy_store(tmp_path)
+  tokens = f"{path}/train/2014.tokens.bin"
+  before = [_batcher_2014(path).batch(step) for step in range(1, 4)]
+  b = _batcher_2014(path)
+  b.batch(0)
+  damage(tokens)
+  if match is None:
+    for step, want in zip(range(1, 4), before):
+      for k, v in b.batch(step).items():
+        np.testing.assert_array_equal(v, want[k])
+    return
+  with pytest.raises(DataError, match=f"^{tokens}: {match}"):
+    for step in range(1, 4):
+      b.batch(step)

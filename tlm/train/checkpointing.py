@@ -171,13 +171,19 @@ class CheckpointManager:
     if not bad:
       return
     if self._main:
+      moved = []
       for step in bad:
         path = storage.join(self.directory, str(step))
         target, n = f"{path}.bad", 1
         while storage.exists(target):
           target, n = f"{path}.bad{n}", n + 1
-        storage.move_tree(path, target)
-      warn(f"moved the bad checkpoint(s) {bad} in {self.directory} aside to STEP.bad")
+        try:
+          storage.move_tree(path, target)
+        except FileNotFoundError:  # deleted since it was found bad: nothing left to set aside
+          continue
+        moved.append(step)
+      if moved:
+        warn(f"moved the bad checkpoint(s) {moved} in {self.directory} aside to STEP.bad")
     if jax.process_count() > 1:
       from jax.experimental import multihost_utils
 

@@ -28,7 +28,8 @@ What is checked when (every file is treated as hostile):
   resident memory stays flat, and checked with vectorised numpy, so a hostile index fails
   with one line naming it before any training step (docs/paper_scale.md has the cost).
 - at every read: the example's offsets again (the file may have changed since) and, for text,
-  its UTF-8; the caller checks token ids against its vocabulary.
+  its UTF-8; the caller checks token ids against its vocabulary (`tlm.data.store_check`
+  has the checks of ids, dtype and links made at open and by `verify`).
 - the SHA-256 of each file: written at build time, verified by `verify` (`--mode=check_store`),
   e.g. once after copying a store to a host. Not at open: hashing the paper's ~40 GB of tokens
   on every host at every (re)start would take minutes; sizes and offsets catch truncation and
@@ -460,23 +461,6 @@ class Store:
     return Table(self, split, year)
 
 
-def _vocab_size(model: bytes, store: "Store") -> int:
-  """The size of the store's vocabulary, which must be the manifest's `vocab_size`."""
-  from tlm.data.vocab import Vocabulary
-
-  try:
-    size = Vocabulary(model).vocab_size
-  except DataError as e:  # read from bytes, it names no file: the store's copy is the one
-    raise DataError(str(e), store.vocab_path) from None
-  if size != store.manifest["vocab"]["vocab_size"]:
-    raise DataError(
-      f"manifest: vocab_size {store.manifest['vocab']['vocab_size']}, but {VOCAB_FILE} has "
-      f"{size} ids",
-      store.manifest_path,
-    )
-  return size
-
-
 def verify(path: str) -> dict:
   """Checks a whole store: the manifest, every file's size and SHA-256, every table's offsets,
   and every token id against the vocabulary's size.
@@ -518,7 +502,9 @@ def verify(path: str) -> dict:
       raise DataError(f"cannot read ({e.strerror or e})", store.vocab_path) from None
     if vocab_fingerprint(model) != store.vocab_sha256:
       raise DataError("differs from the vocabulary fingerprint in manifest.json", store.vocab_path)
-    vocab_size = _vocab_size(model, store)
+    vocab_size = store_check.vocab_size(
+      model, store.manifest["vocab"]["vocab_size"], store.vocab_path, store.manifest_path
+    )
   examples = 0
   for key in store.manifest["tables"]:
     split, year = key.split("/")

@@ -9,6 +9,7 @@ where its files may lead. `tlm.data.store` calls them at open and in `verify`
   inside the store. A store file that is a link to a file elsewhere (with a manifest made to
   match it) would have training read whatever it points to; it is refused, as the T5X reader
   refuses a chunk linked out of its array. A link within the store is followed.
+- `vocab_size`: in `verify`: the manifest's `vocab_size` is the store's `spiece.model`'s.
 - `scan_token_ids`: in `verify`: every stored id is in [0, vocabulary size). Not at open: a
   scan reads every token (the paper's ~40 GB), which `verify` does anyway to hash them; a
   batch checks the ids it draws (`tlm.data.packing`).
@@ -56,6 +57,23 @@ def check_inside(store_dir: str, path: str, manifest_path: str) -> None:
       "store files must lie inside the store directory: copy the file in instead",
       path,
     )
+
+
+def vocab_size(model: bytes, declared: int, vocab_path: str, manifest_path: str) -> int:
+  """The size of the vocabulary `model` (the store's copy), which must be the manifest's
+  `declared` one: a manifest that overstates it would let ids beyond the vocabulary through."""
+  from tlm.data.vocab import Vocabulary
+
+  try:
+    size = Vocabulary(model).vocab_size
+  except DataError as e:  # read from bytes, it names no file: the store's copy is the one
+    raise DataError(str(e), vocab_path) from None
+  if size != declared:
+    raise DataError(
+      f"manifest: vocab_size {declared}, but {os.path.basename(vocab_path)} has {size} ids",
+      manifest_path,
+    )
+  return size
 
 
 def scan_token_ids(path: str, dtype, vocab_size: int) -> None:

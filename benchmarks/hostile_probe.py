@@ -21,8 +21,9 @@ surface) cover every surface the issue names: paths and URIs on every path flag 
 key (paths.py), the project's own state files read back (state_*.py), the workdir's layout
 (layout.py), settings at their extremes (extremes.py), the builders (builders.py), checkpoints
 verified on every load (checkpoints.py), the surfaces added this round (the example store, T5X
-checkpoints, sampling flags: store.py, t5x.py, sampling.py) and a disk that fills up
-(disk_full.py).
+checkpoints, sampling flags: store.py, t5x.py, sampling.py), files damaged while a run reads
+them (midrun.py: a store truncated, rewritten or replaced while training draws from it, a
+checkpoint deleted while it is restored) and a disk that fills up (disk_full.py).
 
 First a base is built once with the CLI itself (a tiny training workdir with steps 1 and 2 on
 the tests' fixture data, one with `best/`, its evaluation, the tlm / HF / T5X conversions of it,
@@ -55,7 +56,8 @@ And two checks on every case whatever its class:
   directory) and `$HOME/.cache/tlm`;
 - `lost`: a checkpoint step directory of the case's workdir(s) that was intact before (every
   file hashed after the case's setup, its deliberately damaged steps excluded) is missing or
-  changed after.
+  changed after; or what the case's own `after` check found lost, whatever the outcome (the
+  midrun cases: the run's newest checkpoint must match its checksum manifest).
 A case passes iff its class is `one_line_error` or `ok` and neither check found anything.
 
 Prints a table (one row per case) and the counts per class, and writes everything as JSON.
@@ -158,6 +160,9 @@ class Case:
     hide: packages the child must see as not installed.
     timeout: seconds (None: the probe's default).
     stdin_null: stdin is /dev/null (always); kept for clarity.
+    after: `after(ctx, proc)` -> None, or what the run lost, checked whatever the outcome
+      (an error included): e.g. that a run whose files were damaged while it read them kept
+      its last checkpoint intact. What it returns counts as `lost`.
   """
 
   name: str
@@ -170,6 +175,7 @@ class Case:
   workdirs: tuple[str, ...] = ()
   hide: tuple[str, ...] = ()
   timeout: float | None = None
+  after: Callable | None = None
 
 
 class Skip(Exception):
@@ -483,6 +489,8 @@ def run_case(case: Case, base: dict, root: str, index: int, default_timeout: flo
     record["class"], record["detail"] = classify(case, ctx, run)
     record["outside"] = outside_changes(before, snapshot(directory), allowed)
     record["lost"] = lost_checkpoints(directory, hashes)
+    if case.after is not None and (why := case.after(ctx, run)) is not None:
+      record["lost"].append(why)
   except Skip as e:
     record.update(**{"class": "skipped", "detail": str(e), "outside": [], "lost": []})
   except Exception as e:  # the probe's own failure in setting up a case: reported, not hidden

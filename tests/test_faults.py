@@ -119,6 +119,20 @@ def test_deleted_data_state_is_an_incomplete_checkpoint(workdir, capsys):
   assert "does not match" not in err
 
 
+def test_bad_checkpoint_deleted_before_it_is_set_aside(workdir, capsys):
+  # Found bad at the restore, then deleted (by a user, while the run restored) before the
+  # first save sets it aside: there is nothing left to move, and the save goes on.
+  _random_bytes(_largest_params_file(workdir, 3))
+  manager = CheckpointManager(workdir, keep=3)
+  assert manager.latest_step() == 2
+  shutil.rmtree(os.path.join(workdir, "checkpoints", "3"))
+  manager.save(3, *_state(30), {"step": 3})
+  manager.close()
+  assert sorted(os.listdir(os.path.join(workdir, "checkpoints"))) == ["1", "2", "3"]
+  assert "moved the bad checkpoint" not in capsys.readouterr().err
+  assert _restore_latest(workdir)[0] == 3
+
+
 def test_no_good_checkpoint_left_is_one_line_error(workdir):
   for step in (1, 2, 3):
     _truncate(_largest_params_file(workdir, step))

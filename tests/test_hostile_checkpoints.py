@@ -473,6 +473,48 @@ def test_flax_msgpack_nested_maps(tmp_path, depth):
   _one_line_error(e, path)
 
 
+def _safetensors_declaring_12g(path):
+  # A header declaring one tensor as large as the file, which is sparse: gigabytes of nothing.
+  header = json.dumps(
+    {"shared.weight": {"dtype": "F32", "shape": [3 << 30], "data_offsets": [0, 12 << 30]}}
+  ).encode()
+  with open(path, "wb") as f:
+    f.write(len(header).to_bytes(8, "little") + header)
+    f.truncate(8 + len(header) + (12 << 30))
+
+
+def _sparse_12g(path):
+  with open(path, "wb") as f:
+    f.truncate(12 << 30)
+
+
+@pytest.mark.parametrize(
+  "name, make",
+  [
+    ("model.safetensors", _safetensors_declaring_12g),
+    ("pytorch_model.bin", _sparse_12g),
+    ("flax_model.msgpack", _sparse_12g),
+  ],
+)
+def test_hf_weights_bounded_by_the_parameters_the_config_declares(tmp_path, name, make):
+  # Refused by their size, unread: the readers allocate what a header declares.
+  directory = tmp_path / "hf"
+  directory.mkdir()
+  (directory / "config.json").write_text(json.dumps(_tiny_hf_config()))
+  make(directory / name)
+  match = "bytes of weights, more than the parameters config.json declares can take"
+  with pytest.raises(CheckpointError, match=match) as e:
+    checkpoints.load_checkpoint(str(directory))
+  _one_line_error(e, directory / name)
+
+
+def test_flax_msgpack_read_alone_is_bounded_too(tmp_path):
+  path = tmp_path / "flax_model.msgpack"
+  _sparse_12g(path)
+  with pytest.raises(CheckpointError, match="cannot read a Flax msgpack checkpoint \\(larger"):
+    flax_msgpack.read(str(path), max_bytes=1 << 20)
+
+
 # ---------------------------------------------------------------------------------------------
 # TensorBundle: index entries checked against the data files before anything is allocated.
 

@@ -488,3 +488,220 @@ def test_the_store_and_its_builders_never_import_jax():
   )
   proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)
   assert proc.returncode == 0, proc.stderr
+
+
+# --- token ids, links out of the store, read-only and interrupted conversions ------------------
+
+
+def _rewrite(path, name, array):
+  """Writes a store file and makes the manifest agree (a hostile user who knows the format)."""
+  array.tofile(f"{path}/{name}")
+  m = json.load(open(f"{path}/manifest.json"))
+  m["files"][name] = {"bytes": os.path.getsize(f"{path}/{name}"), "sha256": _sha(f"{path}/{name}")}
+  json.dump(m, open(f"{path}/manifest.json", "w"))
+
+
+def _as_int32(path, edit=lambda ids: None):
+  """The copied store's tokens as int32 (as a store of a vocabulary above 65,536 ids holds
+  them), `edit(ids)` applied to train/2014's."""
+  m = json.load(open(f"{path}/manifest.json"))
+  m["token_dtype"] = "int32"
+  json.dump(m, open(f"{path}/manifest.json", "w"))
+  for name in [n for n in m["files"] if n.endswith(".tokens.bin")]:
+    ids = np.fromfile(f"{path}/{name}", "<u2").astype("<i4")
+    if name == "train/2014.tokens.bin":
+      edit(ids)
+    _rewrite(path, name, ids)
+
+
+def _batcher_2014(path):
+  sources = datasets.load_sources(path, years=[2014], split="train")
+  sampler = MixtureSampler(sources, seed=0, years=[2014], source_weights={"news_ssm": 1})
+  return Batcher(sampler, Vocabulary(VOCAB), rows=2, input_length=32, target_length=8)
+
+
+def test_negative_token_ids_are_refused_by_batches_and_check_store(tmp_path):
+  path = _copy_store(tmp_path)
+  _as_int32(path)
+  assert store.verify(path)["examples"] == 162  # int32 ids are fine as such
+  _batcher_2014(path).batch(0)
+  _as_int32(_copy_store(tmp_path / "neg"), lambda ids: ids.__setitem__(slice(None), -3))
+  bad = str(tmp_path / "neg" / "ssm")
+  tokens = f"{bad}/train/2014.tokens.bin"
+  with pytest.raises(DataError, match=f"^{tokens}: token id -3 is negative"):
+    _batcher_2014(bad).batch(0)
+  with pytest.raises(DataError, match=f"^{tokens}: token id -3 at element 0 is outside"):
+    store.verify(bad)
+
+
+def test_check_store_reports_token_ids_beyond_the_vocabulary(tmp_path):
+  path = _copy_store(tmp_path)
+  ids = np.fromfile(f"{path}/train/2014.tokens.bin", "<u2")
+  ids[7] = 180  # the fixture's vocabulary has ids 0..179
+  _rewrite(path, "train/2014.tokens.bin", ids)
+  with pytest.raises(DataError, match=r"2014.tokens.bin: token id 180 at element 7 is outside"):
+    store.verify(path)
+
+
+@pytest.mark.parametrize(
+  "vocab_size, dtype, match",
+  [
+    (70_000, "uint16", "token_dtype uint16 cannot hold the ids of a vocabulary of 70000"),
+    (0, "uint16", "vocab_size 0 is not a vocabulary's size"),
+    (-5, "int32", "vocab_size -5 is not a vocabulary's size"),
+  ],
+)
+def test_token_dtype_must_hold_the_vocabulary_at_open(tmp_path, vocab_size, dtype, match):
+  path = _copy_store(tmp_path)
+  m = json.load(open(f"{path}/manifest.json"))
+  m["vocab"]["vocab_size"], m["token_dtype"] = vocab_size, dtype
+  json.dump(m, open(f"{path}/manifest.json", "w"))
+  with pytest.raises(DataError, match=f"^{path}/manifest.json: manifest: {match}"):
+    store.Store(path)
+
+
+def test_check_store_compares_the_manifest_vocab_size_with_the_vocabulary(tmp_path):
+  path = _copy_store(tmp_path)
+  m = json.load(open(f"{path}/manifest.json"))
+  m["vocab"]["vocab_size"] = 60_000  # would let ids up to 59,999 through
+  json.dump(m, open(f"{path}/manifest.json", "w"))
+  with pytest.raises(DataError, match="vocab_size 60000, but spiece.model has 180 ids"):
+    store.verify(path)
+
+
+def test_store_file_linked_outside_the_store_is_refused(tmp_path):
+  path = _copy_store(tmp_path)
+  tokens = f"{path}/train/2014.tokens.bin"
+  shutil.move(tokens, tmp_path / "elsewhere.bin")  # the same bytes: the manifest still matches
+  os.symlink(tmp_path / "elsewhere.bin", tokens)
+  for read in (lambda: store.Store(path).table("train", 2014), lambda: store.verify(path)):
+    with pytest.raises(DataError, match=f"^{tokens}: a link to .*elsewhere.bin, outside the store"):
+      read()
+  # A link inside the store is followed.
+  os.remove(tokens)
+  shutil.move(tmp_path / "elsewhere.bin", f"{path}/train/moved.bin")
+  os.symlink("moved.bin", tokens)
+  store.Store(path).table("train", 2014).close()
+
+
+def test_read_only_jsonl_directory_is_one_line_not_converted(tmp_path, monkeypatch):
+  path = str(tmp_path / "ssm")
+  shutil.copytree(JSONL_SSM, path)
+  before = _tree(path)
+  real_open = open
+
+  def read_only(name, *args, **kwargs):  # a read-only file system, as root sees one
+    if os.path.dirname(str(name)) == path and args and args[0] != "r":
+      raise OSError(30, "Read-only file system", name)
+    return real_open(name, *args, **kwargs)
+
+  monkeypatch.setattr(store_convert, "open", read_only, raising=False)
+  with pytest.raises(UserError) as err:
+    store_convert.open_ssm_store(path)
+  message = str(err.value)
+  assert message.startswith(f"{path}: cannot convert this JSON-lines SSM directory in place")
+  assert "(Read-only file system)" in message and "--mode=convert_ssm" in message
+  assert _tree(path) == before
+
+
+def test_interrupted_in_place_conversion_is_cleaned_up(tmp_path):
+  path = tmp_path / "ssm"
+  shutil.copytree(JSONL_SSM, path)
+  os.makedirs(path / ".tlm-convert-k1ll3d" / "train")  # a conversion killed while staging
+  (path / ".tlm-convert-k1ll3d" / "train" / "2010.text.bin").write_bytes(b"x" * 1000)
+  store_convert.open_ssm_store(str(path))
+  assert not [n for n in os.listdir(path) if n.startswith(".tlm-convert-")]
+
+
+def test_staging_left_by_killed_builds_is_removed_under_the_lock(tmp_path, capfd):
+  from tlm.cli.data import clean_interrupted
+
+  out = tmp_path / "ssm"
+  stale = [tmp_path / ".ssm.k1ll3d00.tmp", tmp_path / ".ssm.abcdefgh.tmp.old"]
+  for d in stale:
+    os.makedirs(d / "train")
+    (d / "train" / "2010.tokens.bin").write_bytes(b"\0" * 4096)
+  others = [tmp_path / ".ssm.tlm.lock", tmp_path / ".ssmx.abcdefgh.tmp", tmp_path / ".ssm.notes"]
+  for p in others:
+    os.makedirs(p)
+  clean_interrupted(str(out))
+  assert not any(d.exists() for d in stale) and all(p.exists() for p in others)
+  err = capfd.readouterr().err
+  assert err.startswith("notice: removed 2 staging directories (8,192 bytes)") and str(out) in err
+
+
+def test_output_directory_under_a_regular_file_is_not_a_directory(tmp_path):
+  from tlm.files import atomic_output_dir, check_replaceable
+  from tlm.workdir_lock import WorkdirLock
+
+  (tmp_path / "file").write_text("x")
+  out = str(tmp_path / "file" / "sub" / "out")
+  want = f"{tmp_path / 'file'} is not a directory"
+  with pytest.raises(UserError, match=f"^{out}: cannot be created, {want}$"):
+    check_replaceable(out, store_build.OUTPUT_NAMES)
+  with pytest.raises(UserError, match=f"cannot create the lock \\({want}\\)$"):
+    WorkdirLock.beside(out, "build_ssm").acquire()
+  with pytest.raises(UserError, match=f"^{out}: cannot write \\({want}\\); not written$"):
+    with atomic_output_dir(out):
+      pass
+
+
+def test_a_source_without_examples_for_a_year_names_its_store(tmp_path):
+  from tlm.errors import ConfigError
+
+  path = _copy_store(tmp_path)
+  m = json.load(open(f"{path}/manifest.json"))
+  m["tables"]["train/2014"]["examples"] = 0
+  for name in ("train/2014.tokens.bin", "train/2014.tokens.idx"):
+    np.zeros(1 if name.endswith("idx") else 0, "<i8" if name.endswith("idx") else "<u2").tofile(
+      f"{path}/{name}"
+    )
+    m["files"][name] = {"bytes": os.path.getsize(f"{path}/{name}"), "sha256": "0" * 64}
+  json.dump(m, open(f"{path}/manifest.json", "w"))
+  sources = datasets.load_sources(path, years=[2014], split="train")
+  with pytest.raises(ConfigError, match=f"no examples for year 2014 \\(example store {path}\\)"):
+    MixtureSampler(sources, seed=0, years=[2014], source_weights={"news_ssm": 1})
+
+
+def _truncate_half(path):
+  os.truncate(path, os.path.getsize(path) // 2)
+
+
+def _overwrite_beyond(path):
+  with open(path, "r+b") as f:
+    f.write(np.full(os.path.getsize(path) // 2, 60000, "<u2").tobytes())
+
+
+def _replace_by_rename(path):
+  with open(path + ".new", "wb") as f:
+    f.write(np.full(os.path.getsize(path) // 2, 60000, "<u2").tobytes())
+  os.replace(path + ".new", path)
+
+
+# A store damaged while batches are drawn from it: (damage of its token file, the error a
+# later batch raises naming that file, or None: the batches go on as before).
+DAMAGED_WHILE_READ = [
+  (_truncate_half, "data file shorter than at open"),
+  (_overwrite_beyond, "token id 60000 is not below"),
+  (_replace_by_rename, None),  # the open file is still read: what the run opened, unchanged
+]
+
+
+@pytest.mark.parametrize(
+  "damage, match", DAMAGED_WHILE_READ, ids=lambda x: getattr(x, "__name__", "")
+)
+def test_store_damaged_while_batches_are_drawn(tmp_path, damage, match):
+  path = _copy_store(tmp_path)
+  tokens = f"{path}/train/2014.tokens.bin"
+  before = [_batcher_2014(path).batch(step) for step in range(1, 4)]
+  b = _batcher_2014(path)
+  b.batch(0)
+  damage(tokens)
+  if match is None:
+    for step, want in zip(range(1, 4), before):
+      for k, v in b.batch(step).items():
+        np.testing.assert_array_equal(v, want[k])
+    return
+  with pytest.raises(DataError, match=f"^{tokens}: {match}"):
+    for step in range(1, 4):
+      b.batch(step)

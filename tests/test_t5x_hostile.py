@@ -368,3 +368,109 @@ def test_chunk_file_linked_out_of_the_array(step_dir, tmp_path):
   os.remove(_chunk(step_dir))
   os.symlink(secret, _chunk(step_dir))
   _error(step_dir, os.path.join(step_dir, ARRAY, ".zarray"), "'1.0' is a link that leads outside")
+
+
+# ---------------------------------------------------------------------------------------------
+# Reads bounded by the format, not by the file's size: a sparse file of 12 GiB holds nothing
+# but would be allocated whole by a read bounded by its own size.
+
+SPARSE = 12 << 30
+
+
+def _sparse(path, size=SPARSE):
+  if os.path.lexists(path):
+    os.remove(path)
+  with open(path, "wb") as f:
+    f.truncate(size)
+
+
+def test_sparse_msgpack_is_refused_by_its_size_before_reading(step_dir):
+  path = os.path.join(step_dir, "checkpoint")
+  os.truncate(path, SPARSE)  # its msgpack, then 12 GiB of nothing
+  _error(step_dir, path, f"cannot read a T5X checkpoint \\(larger than {1 << 30} bytes\\)")
+
+
+def test_sparse_zarr_chunk_is_refused_by_the_chunk_shape_before_reading(step_dir):
+  _sparse(_chunk(step_dir))
+  _error(step_dir, _chunk(step_dir), f"chunk file of {SPARSE} bytes, more than a chunk of 8192")
+
+
+def test_chunk_file_bound_is_what_deflate_can_need():
+  # Incompressible data grows by deflate's stored-block overhead only.
+  data = np.random.RandomState(0).bytes(1 << 20)
+  for level in (0, 1, 9):
+    packed = gzip.compress(data, compresslevel=level)
+    assert len(packed) <= t5x_zarr.max_chunk_file_bytes(len(data), compressed=True)
+  assert t5x_zarr.max_chunk_file_bytes(8192, compressed=False) == 8192
+
+
+# ---------------------------------------------------------------------------------------------
+# Orbax layout: an array's data missing is tlm's one line, last (no tracebacks of TensorStore
+# reads still in flight, which arrive at the event loop Orbax closed, timing-dependent).
+
+_MISSING_ARRAY_RUNS = 20
+
+
+def _orbax_step(tmp_path) -> str:
+  cfg = t5.get_preset("tiny", vocab_size=32)
+  rs = np.random.RandomState(0)
+  target = checkpoints.unflatten(
+    {k: rs.randn(*s).astype(np.float32) for k, s in checkpoints.param_shapes(cfg).items()}
+  )
+  return ref.save_orbax(str(tmp_path), {"target": target, "state": {"step": np.int32(1)}}, 1)
+
+
+def test_orbax_array_data_missing_is_one_line_every_time(tmp_path):
+  import subprocess
+  import sys
+
+  step_dir = _orbax_step(tmp_path / "model")
+  data = os.path.join(step_dir, "state", "ocdbt.process_0", "d")
+  os.remove(os.path.join(data, max(os.listdir(data), key=lambda n: os.path.getsize(f"{data}/{n}"))))
+  # One process loads it 20 times (each failure leaves the other arrays' reads in flight),
+  # then exits with tlm's line, as run.py does.
+  code = (
+    "import sys\n"
+    "from tlm.errors import CheckpointError\n"
+    "from tlm.models import checkpoints\n"
+    f"for _ in range({_MISSING_ARRAY_RUNS}):\n"
+    "  try:\n"
+    f"    checkpoints.load_checkpoint({str(tmp_path / 'model')!r})\n"
+    "  except CheckpointError as e:\n"
+    "    last = e\n"
+    "print(f'error: {last}', file=sys.stderr)\n"
+    "sys.exit(1)\n"
+  )
+  root = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+  proc = subprocess.run(
+    [sys.executable, "-c", code],
+    cwd=root,
+    capture_output=True,
+    text=True,
+    timeout=600,
+    env=dict(os.environ, JAX_PLATFORMS="cpu", PYTHONPATH=root),
+  )
+  lines = [line for line in proc.stderr.splitlines() if line.strip()]
+  assert proc.returncode == 1 and len(lines) == 1, proc.stderr[-3000:]
+  assert lines[0].startswith(f"error: {step_dir}/state: cannot restore 'target'"), lines[0]
+
+
+def test_orbax_checkpoint_named_by_a_relative_path(tmp_path, monkeypatch):
+  _orbax_step(tmp_path / "model")
+  monkeypatch.chdir(tmp_path)
+  _, relative = checkpoints.load_checkpoint("model")
+  _, absolute = checkpoints.load_checkpoint(str(tmp_path / "model"))
+  want = dict(checkpoints.flatten(absolute))
+  got = dict(checkpoints.flatten(relative))
+  assert got.keys() == want.keys() and all(np.array_equal(got[k], want[k]) for k in want)
+
+
+def test_orbax_sparse_file_does_not_vouch_for_declared_bytes(tmp_path):
+  # The arrays' declared bytes are weighed against the bytes the checkpoint holds: a sparse
+  # file of 12 GiB holds none of them.
+  from tlm.models.formats import t5x
+
+  directory = os.path.join(_orbax_step(tmp_path / "model"), "state")
+  held = t5x._tree_bytes(directory)
+  _sparse(os.path.join(directory, "padding"))
+  assert t5x._tree_bytes(directory) < held + (1 << 20)

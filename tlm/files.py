@@ -165,6 +165,14 @@ def atomic_output_dir(path: str) -> Iterator[str]:
     os.makedirs(parent, exist_ok=True)
     tmp = tempfile.mkdtemp(prefix=f".{os.path.basename(path)}.", suffix=".tmp", dir=parent)
     os.chmod(tmp, _default_mode(directory=True))
+  except (FileExistsError, NotADirectoryError) as e:
+    # makedirs met a file where a directory must be: say which, not "File exists".
+    blocker = not_a_directory(path)
+    if blocker is None:
+      raise _output_error(path, e, existed) from None
+    error = OutputError(f"{path}: cannot write ({blocker} is not a directory); not written")
+    error.path, error.reason = path, f"{blocker} is not a directory"
+    raise error from None
   except OSError as e:
     raise _output_error(path, e, existed) from None
   with _cleaned_on_failure(tmp, path, existed):
@@ -180,6 +188,57 @@ def atomic_output_dir(path: str) -> Iterator[str]:
   except OSError as e:
     shutil.rmtree(tmp, ignore_errors=True)
     raise _output_error(path, e, existed) from None
+
+
+def _staging_name(path: str) -> re.Pattern:
+  """The names `atomic_output_dir(path)` stages under beside `path` (mkdtemp's 8 characters),
+  and the old `path` set aside while the new one is renamed in (`.old`)."""
+  return re.compile(rf"\.{re.escape(os.path.basename(path))}\.[a-z0-9_]{{8}}\.tmp(\.old)?")
+
+
+def _tree_size(path: str) -> int:
+  total = 0
+  for top, _, names in os.walk(path):
+    for name in names:
+      with contextlib.suppress(OSError):
+        total += os.lstat(os.path.join(top, name)).st_size
+  return total
+
+
+def remove_interrupted_staging(path: str) -> tuple[int, int]:
+  """Removes what killed runs writing the output directory `path` left beside it: their
+  staging directories (`atomic_output_dir`), which a SIGKILL or a power cut leaves behind
+  (gigabytes, for a store at the paper's scale). Only under the lock on writing `path`
+  (`tlm.workdir_lock.WorkdirLock.beside`): no other run is writing it, so none is in use.
+
+  Returns:
+    (directories removed, their bytes); (0, 0) on an object store, which has none there.
+  """
+  if storage.is_remote(path):
+    return 0, 0
+  path = os.path.abspath(path)
+  parent, pattern = os.path.dirname(path), _staging_name(path)
+  try:
+    names = sorted(n for n in os.listdir(parent) if pattern.fullmatch(n))
+  except OSError:
+    return 0, 0
+  count = size = 0
+  for name in names:
+    stage = os.path.join(parent, name)
+    if os.path.isdir(stage) and not os.path.islink(stage):
+      size += _tree_size(stage)
+      shutil.rmtree(stage, ignore_errors=True)
+      count += not os.path.lexists(stage)
+  return count, size
+
+
+def not_a_directory(path: str) -> str | None:
+  """The nearest existing ancestor of the local `path` if it is not a directory (a regular
+  file, say), which makes `path` impossible to create."""
+  parent = os.path.dirname(os.path.abspath(path))
+  while not os.path.lexists(parent):
+    parent = os.path.dirname(parent)
+  return None if os.path.isdir(parent) else parent
 
 
 @contextlib.contextmanager
@@ -273,6 +332,8 @@ def check_replaceable(output_dir: str, ours: set[str]) -> None:
       )
   elif storage.exists(output_dir):
     raise UserError(f"{output_dir}: exists and is not a directory")
+  elif not storage.is_remote(output_dir) and (blocker := not_a_directory(output_dir)):
+    raise UserError(f"{output_dir}: cannot be created, {blocker} is not a directory")
 
 
 # The longest line a text input may hold (a JSONL example, a TSV row; a whole news article

@@ -111,15 +111,45 @@ def regular_size(path: str) -> int:
   return st.st_size
 
 
+_BLOCK = 1 << 24  # bytes read at once where a file's size is unknown or has grown
+
+
+def _open_size(f) -> int | None:
+  """The size of an open file: its descriptor's, or an object store file's; None if unknown."""
+  try:
+    return os.fstat(f.fileno()).st_size
+  except (AttributeError, OSError, ValueError):  # no descriptor (io.UnsupportedOperation)
+    size = getattr(f, "size", None)
+    return size if isinstance(size, int) else None
+
+
 def read_bounded(path: str, max_bytes: int) -> bytes:
   """The bytes of a regular file of at most `max_bytes`, reading at most one byte more.
+
+  `max_bytes` is what the file's format can legitimately need (docs/operations.md lists each
+  reader's bound), never the file's own size: a larger file is refused by its size, unread.
 
   Raises:
     FileTooLarge: the file holds more than `max_bytes`.
     OSError: as `open_regular`.
   """
   with open_regular(path) as f:
-    raw = f.read(max_bytes + 1)
+    # Refused by its size before a byte is read: a sparse file of gigabytes below the bound
+    # would otherwise be allocated up to the bound first.
+    if (size := _open_size(f)) is not None and size > max_bytes:
+      raise FileTooLarge(errno.EFBIG, f"larger than {max_bytes} bytes", path)
+    # `read(n)` allocates n bytes before reading: a generous bound must not cost its size. The
+    # file's size first (one read), then blocks, should it have grown since.
+    blocks, total = [], 0
+    want = _BLOCK if size is None else size + 1
+    while total <= max_bytes:
+      block = f.read(min(want, max_bytes + 1 - total))
+      if not block:
+        break
+      blocks.append(block)
+      total += len(block)
+      want = _BLOCK
+    raw = b"".join(blocks)
   if len(raw) > max_bytes:
     raise FileTooLarge(errno.EFBIG, f"larger than {max_bytes} bytes", path)
   return raw

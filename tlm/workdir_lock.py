@@ -44,7 +44,7 @@ import uuid
 from tlm import safe_read, storage
 from tlm.console import warn
 from tlm.errors import UserError
-from tlm.files import absent_dirs, remove_empty_dirs
+from tlm.files import absent_dirs, not_a_directory, remove_empty_dirs
 
 LOCK_NAME = ".tlm.lock"
 # A lock tlm writes is ~200 bytes.
@@ -267,7 +267,10 @@ class WorkdirLock:
           return self
         time.sleep(0.05)
     except OSError as e:
-      raise UserError(f"{self.path}: cannot create the lock ({e.strerror or e})") from None
+      # A regular file where a parent directory must be: named, rather than "File exists".
+      blocker = not_a_directory(self.path) if not storage.is_remote(self.path) else None
+      reason = f"{blocker} is not a directory" if blocker else e.strerror or e
+      raise UserError(f"{self.path}: cannot create the lock ({reason})") from None
     raise LockedError(
       f"{self.path}: could not take the lock (empty or changing); delete it if no run is using "
       f"{self.directory}"

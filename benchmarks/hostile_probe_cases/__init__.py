@@ -17,6 +17,8 @@ One module per surface, each a set of tables (one row per case) and a builder pe
 - `store` (store.py): the example store: check_store, convert_ssm, training on a damaged store;
 - `t5x` (t5x.py): T5X checkpoints through --checkpoint and model.init_checkpoint;
 - `sampling` (sampling.py): predict's sampling flags;
+- `midrun` (midrun.py): files damaged while a run reads them (a store truncated, rewritten or
+  replaced while training draws from it; a checkpoint deleted while a resumed run restores it);
 - `disk_full` (disk_full.py): a disk that fills up (a small tmpfs; root only, else `skipped`).
 """
 
@@ -26,6 +28,7 @@ from . import (
   disk_full,
   extremes,
   layout,
+  midrun,
   paths,
   sampling,
   state_manifests,
@@ -47,5 +50,6 @@ CASES = [
   *store.CASES,
   *t5x.CASES,
   *sampling.CASES,
+  *midrun.CASES,
   *disk_full.CASES,
 ]

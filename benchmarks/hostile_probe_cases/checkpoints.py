@@ -3,6 +3,7 @@ parameter file in a training step, a tlm model directory, an HF safetensors file
 against a workdir, a step that is missing or empty.
 """
 
+import json
 import os
 
 import numpy as np
@@ -116,6 +117,14 @@ def _hf(damage):
       os.truncate(path, os.path.getsize(path) // 2)
     elif damage == "fifo":
       ctx.fifo("H/model.safetensors")
+    elif damage == "declares_12g_sparse":
+      # A header declaring one tensor of 12 GiB, the file made that long by a sparse tail.
+      header = json.dumps(
+        {"shared.weight": {"dtype": "F32", "shape": [3 << 30], "data_offsets": [0, 12 << 30]}}
+      ).encode()
+      with open(path, "wb") as f:
+        f.write(len(header).to_bytes(8, "little") + header)
+        f.truncate(8 + len(header) + (12 << 30))
     return score_args(ctx, ctx.path("H"))
 
   return setup
@@ -135,6 +144,7 @@ MODELS = [
   ("ckpt_hf_header_huge", _hf("header_huge"), error("model.safetensors")),
   ("ckpt_hf_truncated", _hf("truncated"), error("model.safetensors")),
   ("ckpt_hf_fifo", _hf("fifo"), error("model.safetensors")),
+  ("ckpt_hf_declares_12g_sparse", _hf("declares_12g_sparse"), error("model.safetensors")),
 ]
 
 

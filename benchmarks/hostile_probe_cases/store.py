@@ -111,6 +111,52 @@ def _examples_lie(s):
   s.m["tables"][s.bin[: -len(".tokens.bin")]]["examples"] += 5
 
 
+def _negative_ids(s):
+  """Every token file as int32 (as a store of a vocabulary above 65,536 ids holds them), one
+  table's ids -3: rehashed, so only the ids are wrong."""
+  s.m["token_dtype"] = "int32"
+  for name in [n for n in s.m["files"] if n.endswith(".tokens.bin")]:
+    ids = np.fromfile(s.path(name), "<u2").astype("<i4")
+    if name == s.bin:
+      ids[:] = -3
+    ids.tofile(s.path(name))
+    s.m["files"][name] = sha_entry(s.path(name))
+  s.rewrite = True
+
+
+def _vocab(key, given):
+  return _in_manifest(lambda m: m["vocab"].__setitem__(key, given))
+
+
+def _linked_outside(s):
+  """The token file moved out of the store and linked back (its manifest entry still
+  matches: the same bytes)."""
+  outside = s.ctx.path("elsewhere.bin")
+  shutil.move(s.path(s.bin), outside)
+  os.symlink(outside, s.path(s.bin))
+
+
+def _empty_table(s):
+  """The table of the token file emptied (0 examples): a year the sampler draws from."""
+  for name in (s.bin, s.idx):
+    np.zeros(1 if name == s.idx else 0, "<i8" if name == s.idx else "<u2").tofile(s.path(name))
+    s.m["files"][name] = sha_entry(s.path(name))
+  s.m["tables"][s.bin[: -len(".tokens.bin")]]["examples"] = 0
+  s.rewrite = True
+
+
+# The fixture's tokenized store under check_store: (name, damage(store)); each an error
+# naming S.
+TOKENS_CHECKED = [
+  ("negative_token_ids_int32_rehashed", _negative_ids),
+  ("token_ids_beyond_vocab_rehashed", lambda s: _token_ids_beyond_vocab(s)),
+  ("token_dtype_cannot_hold_vocab", _vocab("vocab_size", 70_000)),
+  ("vocab_size_lies", _vocab("vocab_size", 60_000)),
+  ("vocab_size_zero", _vocab("vocab_size", 0)),
+  ("bin_linked_outside", _linked_outside),
+]
+
+
 # (name, damage(store)) of the base's store under check_store; each is an error naming S.
 CHECKED = [
   ("truncated_bin", lambda s: os.truncate(s.path(s.bin), 3)),
@@ -134,16 +180,21 @@ CHECKED = [
 ]
 
 
-def _check_store(damage):
-  """check_store of a copy S of the base's store, damaged."""
+def _check_store(damage, tokens=False):
+  """check_store of a copy S of the base's store (the fixture's tokenized one with `tokens`:
+  its first train token file), damaged."""
 
   def setup(ctx):
-    ctx.copy("store", "S")
+    if tokens:
+      shutil.copytree(f"{TINY}/ssm", ctx.path("S"))
+    else:
+      ctx.copy("store", "S")
     with open(ctx.path("S/manifest.json")) as f:
       m = json.load(f)
     names = sorted(m["files"])
-    bin_name = next(n for n in names if n.endswith(".bin"))
-    idx_name = next(n for n in names if n.endswith(".idx"))
+    first = (lambda n: n.startswith("train/") and n.endswith(".tokens.bin")) if tokens else None
+    bin_name = next(n for n in names if (first or (lambda n: n.endswith(".bin")))(n))
+    idx_name = bin_name[:-4] + ".idx" if tokens else next(n for n in names if n.endswith(".idx"))
     s = _Store(ctx, m, bin_name, idx_name)
     damage(s)
     if s.rewrite:
@@ -162,6 +213,10 @@ TRAINED = [
   ("token_ids_beyond_vocab_rehashed", _token_ids_beyond_vocab),
   ("vocab_sha_differs", lambda s: s.m["vocab"].__setitem__("sha256", "0" * 64)),
   ("manifest_lies_examples", _examples_lie),
+  ("negative_token_ids_int32_rehashed", _negative_ids),
+  ("token_dtype_cannot_hold_vocab", lambda s: s.m["vocab"].__setitem__("vocab_size", 70_000)),
+  ("bin_linked_outside", _linked_outside),
+  ("empty_year_table", _empty_table),
 ]
 
 
@@ -220,6 +275,47 @@ JSONL_STORES = [
 ]
 
 
+def _read_only_jsonl(ctx):
+  """Training on a JSON-lines SSM directory J that cannot be written (immutable: not even root
+  may write into it), so it cannot be converted in place."""
+  shutil.copytree(f"{STORE_FIX}/tiny_ssm_jsonl", ctx.path("J"))
+  ctx.make_immutable("J")
+  return fresh(ctx, f"data.ssm_dir={ctx.path('J')}")
+
+
+_STALE = (".out.k1ll3d00.tmp", ".out.k1ll3d00.tmp.old")
+
+
+def _build_after_a_killed_build(ctx):
+  """build_ssm into out, beside which a killed build left its staging directories."""
+  for rel in _STALE:
+    ctx.write(f"{rel}/train/2010.text.bin", b"\0" * 4096)
+  return [
+    "--mode=build_ssm",
+    f"--news={STORE_FIX}/news_sample.jsonl",
+    f"--entities={STORE_FIX}/entities_sample.tsv",
+    f"--output_dir={ctx.path('out')}",
+  ]
+
+
+def _stale_removed(ctx, run):
+  left = [rel for rel in _STALE if os.path.exists(ctx.path(rel))]
+  if left:
+    return f"staging left: {left}"
+  if "removed 2 staging directories" not in run["stderr"]:
+    return "no notice of the staging directories removed"
+  return files_exist("out/manifest.json")(ctx, run)
+
+
+def _output_under_a_file(ctx):
+  ctx.write("F", "a regular file\n")
+  return [
+    "--mode=build_ssm",
+    f"--news={STORE_FIX}/news_sample.jsonl",
+    f"--output_dir={ctx.path('F/sub/out')}",
+  ]
+
+
 def _convert_ssm(rel, content):
   def setup(ctx):
     shutil.copytree(f"{STORE_FIX}/tiny_ssm_jsonl", ctx.path("J"))
@@ -237,6 +333,34 @@ CASES = [
   *(
     case(f"store_check_{name}", SURFACE, _check_store(damage), **error("S", timeout=120))
     for name, damage in CHECKED
+  ),
+  case("store_check_tokens_intact", SURFACE, _check_store(_AS_READ, tokens=True), expect="ok"),
+  *(
+    case(
+      f"store_check_tokens_{name}",
+      SURFACE,
+      _check_store(damage, tokens=True),
+      **error("S", timeout=120),
+    )
+    for name, damage in TOKENS_CHECKED
+  ),
+  case(
+    "store_train_read_only_jsonl_dir",
+    SURFACE,
+    _read_only_jsonl,
+    **error("J", "cannot convert", writes=("w",), timeout=180),
+  ),
+  case(
+    "build_ssm_after_a_killed_build",
+    SURFACE,
+    _build_after_a_killed_build,
+    **ok(_stale_removed, "out", *_STALE, timeout=180),
+  ),
+  case(
+    "build_ssm_output_under_a_regular_file",
+    SURFACE,
+    _output_under_a_file,
+    **error("F is not a directory", timeout=120),
   ),
   case(
     "store_check_unlisted_extra_file",

@@ -7,8 +7,11 @@ directory that links out.
 import glob
 import os
 import shutil
+import subprocess
+import sys
 
 import numpy as np
+from hostile_probe import ROOT
 
 from .common import (
   FIFO,
@@ -59,6 +62,45 @@ def _links_out(ctx):
   os.symlink("/etc", d)
 
 
+def _sparse_12g(path):
+  """The file as it was, then 12 GiB of nothing (a sparse file: no disk space)."""
+  os.truncate(path, 12 << 30)
+
+
+# The base's legacy checkpoint rewritten as T5X's Orbax layout (`checkpoint_0/state`) by the
+# tests' reference writer (tests/t5x_reference.py, Orbax's own CheckpointManager).
+_TO_ORBAX = (
+  "import sys, numpy as np; sys.path.insert(0, sys.argv[3]); "
+  "from flax import traverse_util; from tests import t5x_reference as ref; "
+  "from tlm.models.formats import t5x; "
+  "target = traverse_util.unflatten_dict(t5x.read_legacy(sys.argv[1]), sep='/'); "
+  "ref.save_orbax(sys.argv[2], {'target': target, 'state': {'step': np.int32(0)}}, 0)"
+)
+
+
+def _orbax_copy(ctx):
+  """T: the base's T5X checkpoint in the Orbax layout, with its spiece.model."""
+  env = dict(os.environ, JAX_PLATFORMS="cpu", PYTHONPATH=ROOT)
+  legacy = os.path.join(ctx.base["t5x"], "checkpoint_0")
+  proc = subprocess.run(
+    [sys.executable, "-c", _TO_ORBAX, legacy, ctx.path("T"), ROOT],
+    env=env,
+    capture_output=True,
+    text=True,
+    timeout=300,
+  )
+  if proc.returncode:
+    raise RuntimeError(f"writing the Orbax copy failed: {proc.stderr[-500:]}")
+  shutil.copy(os.path.join(ctx.base["t5x"], "spiece.model"), ctx.path("T/spiece.model"))
+
+
+def _orbax_data_missing(ctx):
+  """The largest data file of the Orbax copy's OCDBT store removed: arrays whose data it held
+  cannot be read, while the others' reads are in flight."""
+  data = ctx.path("T/checkpoint_0/state/ocdbt.process_0/d")
+  os.remove(os.path.join(data, max(os.listdir(data), key=lambda n: os.path.getsize(f"{data}/{n}"))))
+
+
 MSGPACK = f"{STEP}/checkpoint"
 # What a damage does to the copy T, by name.
 DAMAGES = {
@@ -78,6 +120,9 @@ DAMAGES = {
   "empty_newer_step": lambda ctx: os.makedirs(ctx.path("T/checkpoint_5")),
   "huge_step_number": lambda ctx: os.makedirs(ctx.path("T/checkpoint_" + "9" * 40)),
   "zarray_links_out": _links_out,
+  "msgpack_sparse_12g": lambda ctx: _sparse_12g(ctx.path(MSGPACK)),
+  "chunk_sparse_12g": lambda ctx: _sparse_12g(ctx.path(_chunk(ctx))),
+  "orbax_array_data_missing": _orbax_data_missing,
 }
 # What reads T, by mode.
 READS = {
@@ -94,8 +139,11 @@ def _t5x(damage, mode="score"):
   `mode` (a key of READS)."""
 
   def setup(ctx):
-    ctx.copy("t5x", "T")
-    if damage:
+    if damage is not None and damage.startswith("orbax"):
+      _orbax_copy(ctx)
+    else:
+      ctx.copy("t5x", "T")
+    if damage and damage != "orbax":
       DAMAGES[damage](ctx)
     return READS[mode](ctx)
 
@@ -123,11 +171,37 @@ DAMAGED = [
   ("empty_newer_step", "score", "either"),
   ("huge_step_number", "score", "either"),
   ("zarray_links_out", "score", "error"),
+  ("msgpack_sparse_12g", "score", "error"),
+  ("chunk_sparse_12g", "convert", "error"),
+  ("orbax_array_data_missing", "convert", "error"),
+  ("orbax_array_data_missing", "score", "error"),
 ]
+
+
+def _export_over_earlier(ctx):
+  """--format=t5x into out, which holds an earlier export (the base's)."""
+  ctx.copy("t5x", "out")
+  return convert_args(ctx.base["W0"], ctx.path("out"), "t5x")
 
 
 CASES = [
   *(case(name, SURFACE, _t5x(None, mode), **expectation) for name, mode, expectation in INTACT),
+  case(
+    "t5x_orbax_score",
+    SURFACE,
+    _t5x("orbax", "score"),
+    **ok(scores_equal("ref2"), "out.jsonl", timeout=240),
+  ),
+  case(
+    "t5x_convert_over_an_earlier_export",
+    SURFACE,
+    _export_over_earlier,
+    **ok(
+      files_exist("out/checkpoint_0/checkpoint", warning="replaced the earlier convert output"),
+      "out",
+      timeout=240,
+    ),
+  ),
   *(
     case(
       f"t5x_{damage}_{mode}",

@@ -17,13 +17,18 @@ strict (every source tensor used once, shapes checked) and DST appears only when
 full disk is a one-line error naming DST. One convert at a time writes DST (a lock beside it).
 DST is replaced as a whole, so it must be absent, empty or a previous convert's output (only
 the files a convert writes, in any format): a file, or a directory holding anything else (a
-user's notes, the wrong directory typed), is an error before anything is read or written.
+user's notes, the wrong directory typed, a T5X run's later `checkpoint_STEP`), is an error
+before anything is read or written; replacing a previous output (redoing a conversion) is
+done with a notice naming what was replaced. Staging directories that killed converts into
+DST left beside it are removed, with a notice.
 """
 
 import os
 
 from tlm import checksums, storage
+from tlm.cli.data import clean_interrupted
 from tlm.cli.inference import find_vocabulary, require_flags
+from tlm.console import notice
 from tlm.errors import ConfigError, DataError
 from tlm.files import check_replaceable
 
@@ -42,6 +47,13 @@ def _inside(path: str, directory: str) -> bool:
     return path == directory or path.startswith(directory + "/")
   path, directory = os.path.realpath(path), os.path.realpath(directory)
   return path == directory or path.startswith(directory + os.sep)
+
+
+def _earlier_output(output_dir: str) -> list[str]:
+  """What an earlier convert wrote in `output_dir` (`check_replaceable` allowed nothing else)."""
+  if not storage.isdir(output_dir):
+    return []
+  return sorted(n for n in storage.listdir(output_dir) if not n.startswith("."))
 
 
 def main(flags) -> None:
@@ -70,10 +82,16 @@ def main(flags) -> None:
   # A second convert into the same --output_dir stops at once instead of racing the rename.
   with WorkdirLock.beside(flags.output_dir, "convert"):
     check_replaceable(flags.output_dir, OUTPUTS)
+    clean_interrupted(flags.output_dir)
+    replaced = _earlier_output(flags.output_dir)
     config, params = checkpoints.load_checkpoint(flags.checkpoint)
     save = {"hf": checkpoints.save_hf, "tlm": checkpoints.save_tlm, "t5x": checkpoints.save_t5x}
     save = save[flags.format]
     save(flags.output_dir, config, params, spiece_model=spiece_model)
+  if replaced:
+    # Replacing an earlier convert's output is how a conversion is redone; said, so that an
+    # export a user meant to keep (a T5X directory handed on) is not replaced unnoticed.
+    notice(f"replaced the earlier convert output in {flags.output_dir} ({', '.join(replaced)})")
   print(
     f"convert: {flags.checkpoint} -> {flags.output_dir} ({flags.format}"
     f"{', with spiece.model' if spiece_model else ', no vocabulary found'})"

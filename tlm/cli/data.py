@@ -23,10 +23,22 @@ after copying it to a host).
 import time
 
 from tlm.configs import check_value
-from tlm.console import log_line
+from tlm.console import log_line, notice
 from tlm.data import ssm, store, store_convert, templama
 from tlm.errors import ConfigError
+from tlm.files import remove_interrupted_staging
 from tlm.workdir_lock import WorkdirLock
+
+
+def clean_interrupted(output_dir: str) -> None:
+  """Removes the staging directories killed runs into `output_dir` left beside it, with a
+  notice; only under the lock beside `output_dir`, which no other run then holds."""
+  count, size = remove_interrupted_staging(output_dir)
+  if count:
+    notice(
+      f"removed {count} staging director{'y' if count == 1 else 'ies'} ({size:,} bytes) that "
+      f"interrupted runs into {output_dir} had left beside it"
+    )
 
 
 def _require(flags, *names: str) -> None:
@@ -39,6 +51,7 @@ def build_templama(flags) -> dict:
   """Builds TempLAMA from a facts TSV and an entities TSV and prints the counts."""
   _require(flags, "facts", "entities", "output_dir")
   with WorkdirLock.beside(flags.output_dir, "build_templama"):
+    clean_interrupted(flags.output_dir)
     counts = templama.build_templama(
       flags.facts,
       flags.entities,
@@ -69,6 +82,7 @@ def build_ssm(flags) -> dict:
   check_value("data.seed", flags.seed, "--seed")
   t0 = time.perf_counter()
   with WorkdirLock.beside(flags.output_dir, "build_ssm"):
+    clean_interrupted(flags.output_dir)
     stats = ssm.build_ssm(
       flags.news,
       flags.output_dir,
@@ -108,6 +122,7 @@ def convert_ssm(flags) -> dict:
   """Converts a JSON-lines SSM directory to an example store (tokenized with --vocab)."""
   _require(flags, "data", "output_dir")
   with WorkdirLock.beside(flags.output_dir, "convert_ssm"):
+    clean_interrupted(flags.output_dir)
     summary = store_convert.convert(flags.data, flags.output_dir, vocab=flags.vocab)
   kind = f"tokenized with {flags.vocab}" if flags.vocab else "text"
   print(

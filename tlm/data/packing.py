@@ -425,7 +425,11 @@ def _check_vocab(table, vocab) -> None:
 
 
 def _check_ids(seqs: list[np.ndarray], vocab, table) -> None:
-  """Stored ids must be ids of the vocabulary (a hostile file could hold anything)."""
+  """Stored ids must be ids of the vocabulary, 0 <= id < size (a hostile file could hold
+  anything; a negative id would index the embedding from its end)."""
+  low = min((int(s.min()) for s in seqs if s.size), default=0)
+  if low < 0:
+    raise DataError(f"token id {low} is negative (a damaged file)", table.token_file)
   top = max((int(s.max()) for s in seqs if s.size), default=-1)
   if top >= vocab.vocab_size:
     raise DataError(

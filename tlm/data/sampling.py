@@ -153,7 +153,12 @@ class MixtureSampler:
       for year in self._all_years:
         examples = by_year.get(year, ())
         if year in drawn_years and not len(examples):
-          raise ConfigError(f"source {name!r} has no examples for year {year}")
+          # A table of the example store knows its store: the directory to look at.
+          where = getattr(examples, "path", None)
+          raise ConfigError(
+            f"source {name!r} has no examples for year {year}"
+            + (f" (example store {where})" if where else "")
+          )
         row_off.append(total)
         row_cnt.append(len(examples))
         total += len(examples)

@@ -30,7 +30,8 @@ What is checked when (every file is treated as hostile):
   grow with the corpus (docs/paper_scale.md has the cost).
 - at every read: the offsets read (an example's, or a run's: never decreasing, within the
   data, 0 and the data's length at the table's ends) and, for text, its UTF-8; the caller
-  checks token ids against its vocabulary. A hostile offset in a large index thus fails with
+  checks token ids against its vocabulary (`tlm.data.store_check` has the checks of ids,
+  dtype and links made at open and by `verify`). A hostile offset in a large index thus fails with
   one line naming the file when its block is first read, before the step that would use it.
 - the SHA-256 of each file and every offset: written at build time, verified by `verify`
   (`--mode=check_store`), e.g. once after copying a store to a host. Not at open: hashing the
@@ -51,6 +52,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from tlm import safe_read, storage
+from tlm.data import store_check
 from tlm.data.formatting import TextExample
 
 # OFFSET_DTYPE is part of the layout (what .idx files hold): store_write takes it from here.
@@ -147,7 +149,8 @@ def read_manifest(directory: str) -> dict:
     raise DataError("manifest: 'vocab' and 'token_dtype' must be both set or both null", path)
   if vocab is not None:
     _field_of(vocab, "sha256", str, path, "vocab ")
-    _field_of(vocab, "vocab_size", int, path, "vocab ")
+    size = _field_of(vocab, "vocab_size", int, path, "vocab ")
+    store_check.check_token_dtype(dtype, size, path)
   tables = _field_of(manifest, "tables", dict, path)
   files = _field_of(manifest, "files", dict, path)
   for key, table in tables.items():
@@ -344,7 +347,8 @@ class Store:
 
 
 def verify(path: str) -> dict:
-  """Checks a whole store: the manifest, every file's size and SHA-256, every table's offsets.
+  """Checks a whole store: the manifest, every file's size and SHA-256, every table's offsets,
+  and every token id against the vocabulary's size.
 
   Returns:
     {"tables": count, "examples": total, "bytes": total file bytes}.
@@ -365,6 +369,7 @@ def verify(path: str) -> dict:
       size = safe_read.regular_size(file_path)
       if size != entry["bytes"]:
         raise DataError(f"{size} bytes, manifest.json says {entry['bytes']}", file_path)
+      store_check.check_inside(store.path, file_path, store.manifest_path)
       digest = sha256_file(file_path)
     except safe_read.NotARegularFile as e:
       raise DataError(f"{e.strerror} (listed in manifest.json)", file_path) from None
@@ -382,6 +387,9 @@ def verify(path: str) -> dict:
       raise DataError(f"cannot read ({e.strerror or e})", store.vocab_path) from None
     if vocab_fingerprint(model) != store.vocab_sha256:
       raise DataError("differs from the vocabulary fingerprint in manifest.json", store.vocab_path)
+    vocab_size = store_check.vocab_size(
+      model, store.manifest["vocab"]["vocab_size"], store.vocab_path, store.manifest_path
+    )
   examples = 0
   for key in store.manifest["tables"]:
     split, year = key.split("/")
@@ -390,5 +398,8 @@ def verify(path: str) -> dict:
       table.check_all()  # every offset
     finally:
       table.close()
+    if table.has_tokens:
+      dtype = store.manifest["token_dtype"]
+      store_check.scan_token_ids(table.token_file, dtype, vocab_size)
     examples += store.manifest["tables"][key]["examples"]
   return {"tables": len(store.manifest["tables"]), "examples": examples, "bytes": total_bytes}

@@ -133,7 +133,11 @@ def _lock(directory: str) -> Iterator[None]:
   if storage.is_remote(directory):
     yield
     return
-  with open(os.path.join(storage.local(directory), _LOCK), "a") as f:
+  try:
+    f = open(os.path.join(storage.local(directory), _LOCK), "a")
+  except OSError as e:  # a read-only directory (or file system): no conversion in place
+    raise _cannot_convert(directory, e) from None
+  with f:
     fcntl.flock(f, fcntl.LOCK_EX)
     try:
       yield
@@ -141,17 +145,35 @@ def _lock(directory: str) -> Iterator[None]:
       fcntl.flock(f, fcntl.LOCK_UN)
 
 
+def _cannot_convert(directory: str, e: OSError) -> UserError:
+  return UserError(
+    f"{directory}: cannot convert this JSON-lines SSM directory in place ({e.strerror}); "
+    f"run --mode=convert_ssm --data={directory} --output_dir=NEW and set data.ssm_dir=NEW"
+  )
+
+
+_STAGE_PREFIX = ".tlm-convert-"
+
+
+def _remove_interrupted_stages(directory: str) -> None:
+  """Removes the staging directories of conversions of `directory` that were killed. Called
+  under the conversion's lock: no other conversion of it is running, so none is in use."""
+  for name in os.listdir(directory):
+    path = os.path.join(directory, name)
+    if name.startswith(_STAGE_PREFIX) and os.path.isdir(path) and not os.path.islink(path):
+      shutil.rmtree(path, ignore_errors=True)
+
+
 def _convert_in_place(directory: str) -> None:
   """Adds the store's files to a JSON-lines SSM directory: staged, moved in, manifest last."""
   remote = storage.is_remote(directory)
   parent = None if remote else storage.local(directory)
   try:
-    stage = tempfile.mkdtemp(prefix=".tlm-convert-", dir=parent)
+    if parent is not None:
+      _remove_interrupted_stages(parent)
+    stage = tempfile.mkdtemp(prefix=_STAGE_PREFIX, dir=parent)
   except OSError as e:
-    raise UserError(
-      f"{directory}: cannot convert this JSON-lines SSM directory in place ({e.strerror}); "
-      f"run --mode=convert_ssm --data={directory} --output_dir=NEW and set data.ssm_dir=NEW"
-    ) from None
+    raise _cannot_convert(directory, e) from None
   try:
     summary = _write(directory, stage, None)
     names = sorted(storage.walk_files(stage))

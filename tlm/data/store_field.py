@@ -9,11 +9,13 @@ two requests, whatever the run's length), through `tlm.data.ranged` (retries on 
 store).
 """
 
+import posixpath
 from collections.abc import Iterable
 
 import numpy as np
 
 from tlm import safe_read, storage
+from tlm.data import store_check
 from tlm.data.ranged import RangeReader
 from tlm.errors import DataError
 
@@ -73,6 +75,7 @@ class Field:
       if have != want:
         what = "truncated" if have < want else "longer than the manifest says"
         raise DataError(f"{what}: {have} bytes, manifest.json says {want}", path)
+      store_check.check_inside(posixpath.dirname(manifest_path), path, manifest_path)
     if bin_bytes % self.dtype.itemsize:
       raise DataError(
         f"size {bin_bytes} is not a whole number of {self.dtype} elements", self.bin_path

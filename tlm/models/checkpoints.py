@@ -70,22 +70,66 @@ def _shard_files(index: str, directory: str) -> list[str]:
   return [safe_read.confined_path(directory, s, index) for s in sorted(set(weight_map.values()))]
 
 
-def _read_hf_tensors(directory: str) -> tuple[dict[str, np.ndarray], str, bool]:
-  """(tensors, file named in errors, are-Flax-names) of an HF directory."""
+# What an HF weights file may hold beyond its parameters: headers, framing and names (a few
+# hundred bytes per array).
+_HF_SLACK = 64 << 20
+
+
+def _hf_file_bound(cfg: t5.T5Config) -> int:
+  """The most the weights of an HF directory of `cfg` can take (one file, or all its shards
+  together): every parameter the config declares in float64, the widest dtype such files
+  hold (float32 and bfloat16 are usual), twice over for the copies some hold (an untied
+  `lm_head`, the embedding stored once per stack), plus the framing."""
+  elements = sum(int(np.prod(s, dtype=object)) for s in param_shapes(cfg).values())
+  return 2 * 8 * elements + _HF_SLACK
+
+
+def _check_hf_sizes(paths: list[str], named: str, bound: int) -> None:
+  """Refuses weights larger than the config allows by their size, before any is read: a
+  header may declare tensors as large as the file (a sparse file of gigabytes of nothing),
+  and the readers allocate what is declared."""
+  total = 0
+  for path in paths:
+    try:
+      total += safe_read.regular_size(path)
+    except OSError:
+      return  # missing or special: the reader names it
+  if total > bound:
+    raise CheckpointError(
+      f"{named}: {total} bytes of weights, more than the parameters config.json declares can "
+      f"take ({bound})"
+    )
+
+
+def _read_hf_tensors(
+  directory: str, cfg: t5.T5Config | None = None
+) -> tuple[dict[str, np.ndarray], str, bool]:
+  """(tensors, file named in errors, are-Flax-names) of an HF directory (of config `cfg`,
+  which bounds what its weights may take)."""
   from tlm.models.formats import flax_msgpack, safetensors, torch_pickle
+
+  bound = None if cfg is None else _hf_file_bound(cfg)
+
+  def read_flax(path: str) -> dict[str, np.ndarray]:
+    return flax_msgpack.read(path) if bound is None else flax_msgpack.read(path, bound)
 
   for filename, reader, is_flax in (
     ("model.safetensors", safetensors.read, False),
     ("pytorch_model.bin", torch_pickle.read, False),
-    ("flax_model.msgpack", flax_msgpack.read, True),
+    ("flax_model.msgpack", read_flax, True),
   ):
     path = storage.join(directory, filename)
     if storage.isfile(path):
+      if bound is not None:
+        _check_hf_sizes([path], path, bound)
       return reader(path), path, is_flax
     index = path + ".index.json"
     if storage.isfile(index):
       tensors = {}
-      for shard in _shard_files(index, directory):
+      shards = _shard_files(index, directory)
+      if bound is not None:
+        _check_hf_sizes(shards, index, bound)
+      for shard in shards:
         part = reader(shard)
         twice = sorted(set(part) & set(tensors))
         if twice:
@@ -242,7 +286,7 @@ def load_checkpoint(path: str) -> tuple[t5.T5Config, dict]:
       cfg = from_hf_config(hf_config)
     except ConfigError as e:
       raise CheckpointError(f"{storage.join(path, 'config.json')}: {e}") from None
-    tensors, source, is_flax = _read_hf_tensors(path)
+    tensors, source, is_flax = _read_hf_tensors(path, cfg)
     tied = hf_config.get("tie_word_embeddings", True) is not False
     params = params_from_hf(tensors, cfg, tie_word_embeddings=tied, flax=is_flax, source=source)
     return cfg, params

@@ -171,13 +171,19 @@ class CheckpointManager:
     if not bad:
       return
     if self._main:
+      moved = []
       for step in bad:
         path = storage.join(self.directory, str(step))
         target, n = f"{path}.bad", 1
         while storage.exists(target):
           target, n = f"{path}.bad{n}", n + 1
-        storage.move_tree(path, target)
-      warn(f"moved the bad checkpoint(s) {bad} in {self.directory} aside to STEP.bad")
+        try:
+          storage.move_tree(path, target)
+        except FileNotFoundError:  # deleted since it was found bad: nothing left to set aside
+          continue
+        moved.append(step)
+      if moved:
+        warn(f"moved the bad checkpoint(s) {moved} in {self.directory} aside to STEP.bad")
     if jax.process_count() > 1:
       from jax.experimental import multihost_utils
 
@@ -275,11 +281,13 @@ class CheckpointManager:
         ),
       )
     except (ValueError, KeyError, TypeError) as e:
+      orbax_failures.settle_callbacks()  # the other arrays' reads, still in flight
       raise CheckpointError(
         f"{self.directory}/{step}: does not match the model and optimizer of this config "
         f"({str(e).splitlines()[0][:300]}); use another workdir"
       ) from None
     except Exception as e:  # tensorstore reports an unreadable chunk as a bare Exception
+      orbax_failures.settle_callbacks()
       raise CheckpointError(_unreadable(self.directory, step, e)) from None
     return restored.params, restored.opt_state, dict(restored.data_state)
 
@@ -294,10 +302,12 @@ class CheckpointManager:
         step, args=ocp.args.Composite(params=ocp.args.StandardRestore(abstract_params))
       )
     except (ValueError, KeyError, TypeError) as e:
+      orbax_failures.settle_callbacks()
       raise CheckpointError(
         f"{self.directory}/{step}/params: does not match the model ({str(e).splitlines()[0][:300]})"
       ) from None
     except Exception as e:
+      orbax_failures.settle_callbacks()
       raise CheckpointError(_unreadable(self.directory, step, e)) from None
     return restored.params
 

@@ -13,8 +13,8 @@ job of the checkpoint maps.
 import numpy as np
 from flax import serialization
 
-from tlm import storage
 from tlm.errors import CheckpointError
+from tlm.models.formats import guards
 from tlm.safe_read import shown
 
 # How deeply parameter trees may nest (HF's T5: 7 levels); deeper is a corrupt file, refused
@@ -34,11 +34,19 @@ def _flatten(tree, path: str, prefix: str, out: dict, depth: int = 0):
     raise CheckpointError(f"{path}: {shown(prefix)} is a {type(tree).__name__}, not an array")
 
 
-def read(path: str) -> dict[str, np.ndarray]:
-  """Reads a Flax msgpack checkpoint.
+# The largest public Flax T5 (11B parameters, float32) is 44.5 GB; a caller that knows the
+# config passes a tighter bound.
+MAX_FILE_BYTES = 64 << 30
+
+
+def read(path: str, max_bytes: int = MAX_FILE_BYTES) -> dict[str, np.ndarray]:
+  """Reads a Flax msgpack checkpoint (the whole file: it has no index to seek by).
 
   Args:
     path: e.g. `flax_model.msgpack`.
+    max_bytes: the most the file may hold: from the parameters its config declares
+      (`checkpoints.py`), else the largest public checkpoint's size; a larger file is refused
+      by its size, unread.
 
   Returns:
     {dotted name: array}, e.g. `shared.embedding`, `lm_head.kernel`.
@@ -46,11 +54,7 @@ def read(path: str) -> dict[str, np.ndarray]:
   Raises:
     CheckpointError: naming the file if it is missing, truncated or not a Flax checkpoint.
   """
-  try:
-    with storage.open_file(path, "rb") as f:
-      data = f.read()
-  except OSError as e:
-    raise CheckpointError(f"{path}: cannot read ({e.strerror or e})") from None
+  data = guards.read_bounded(path, max_bytes, "a Flax msgpack checkpoint")
   try:
     tree = serialization.msgpack_restore(data)
   except Exception as e:  # msgpack raises its own exception types, ValueError, ...

@@ -18,6 +18,12 @@ orbax or by asyncio for one of orbax's tasks, and the unraisable `RuntimeError("
 closed")` raised in asyncio's `call_soon_threadsafe`. Any other orbax error (a bug, a mismatched
 tree) is logged as before.
 
+A failed restore leaves the other arrays' TensorStore reads in flight in the same way; their
+callbacks are dropped by the same hook, `settle_callbacks` waits for them to stop arriving
+before tlm reports the failure, and asyncio's reports of those reads' own exceptions ("Task
+exception was never retrieved": Orbax stopped awaiting them at the first failure) are dropped
+once a restore has failed.
+
 Orbax raises the first failed write while its other writers (its `_SignalingThread`s, and
 tensorstore's own threads under them) still run: `join_writers` waits for orbax's threads and
 `settle` until nothing changes in the directory being written any more, so that what the failed
@@ -25,6 +31,7 @@ save left is removed for good instead of being written again after the removal.
 """
 
 import contextlib
+import gc
 import logging
 import os
 import sys
@@ -34,6 +41,11 @@ import time
 from tlm.files import io_error_reason
 
 _installed = False
+# When the last callback of a closed event loop arrived (time.monotonic()), for
+# `settle_callbacks`.
+_last_closed_loop_callback = [0.0]
+# Whether a restore has failed in this process (`settle_callbacks`), for `_AbandonedReads`.
+_restore_failed = [False]
 
 
 def _chain(e: BaseException | None):
@@ -72,6 +84,30 @@ class _ReportedWriteFailures(logging.Filter):
       and any(type(e) is ValueError and e.__traceback__ is None for e in chain)
     )
     return not (by_orbax and any(io_error_reason(e) is not None for e in chain))
+
+
+def _raised_in_asyncio_only(e: BaseException) -> bool:
+  """Whether every frame `e` went through is asyncio's: it was raised by an awaitable written
+  in C, such as a TensorStore future, which asyncio awaited for one of Orbax's tasks; or it
+  was never raised at all, only set on a future Orbax wrapped around TensorStore's (no
+  traceback: asyncio logs "Future exception was never retrieved")."""
+  tb = e.__traceback__
+  while tb is not None:
+    if f"{os.sep}asyncio{os.sep}" not in tb.tb_frame.f_code.co_filename:
+      return False
+    tb = tb.tb_next
+  return True
+
+
+class _AbandonedReads(logging.Filter):
+  """After a failed restore (`settle_callbacks`), drops asyncio's ERROR records of the other
+  reads' exceptions: Orbax stopped awaiting those tasks at the first failure, so asyncio logs
+  each exception, never retrieved, with its traceback when the task is collected."""
+
+  def filter(self, record: logging.LogRecord) -> bool:
+    if not _restore_failed[0] or record.levelno < logging.ERROR or not record.exc_info:
+      return True
+    return not _raised_in_asyncio_only(record.exc_info[1])
 
 
 def _closed_loop_callback(unraisable) -> bool:
@@ -133,6 +169,27 @@ def settle(directory: str, prefix: str = "", quiet_s: float = 0.25, timeout_s: f
     time.sleep(0.05)
 
 
+def settle_callbacks(quiet_s: float = 0.2, timeout_s: float = 2.0) -> None:
+  """After a failed restore: waits until TensorStore's callbacks for the reads still in flight
+  have stopped arriving (none for `quiet_s` seconds, at most `timeout_s` in all), so that they
+  reach the hook `install` set while tlm still runs, not the interpreter's exit.
+
+  Orbax runs a restore's reads as asyncio tasks over TensorStore futures and closes its event
+  loop as soon as one fails; the others' reads go on in TensorStore's threads and, as each
+  ends, call the closed loop. Neither Orbax nor TensorStore hands out those futures to wait
+  for, so their arrivals are what is watched.
+  """
+  _restore_failed[0] = True
+  deadline = time.monotonic() + timeout_s
+  while time.monotonic() < deadline:
+    if time.monotonic() - max(_last_closed_loop_callback[0], deadline - timeout_s) >= quiet_s:
+      break
+    time.sleep(0.02)
+  # The abandoned tasks that have finished are collected now, their exceptions' reports
+  # dropped by `_AbandonedReads`, rather than at some later collection or at exit.
+  gc.collect()
+
+
 def install() -> None:
   """Installs the log filter and the unraisable hook (once per process)."""
   global _installed
@@ -141,10 +198,13 @@ def install() -> None:
   _installed = True
   for logger in ("absl", "asyncio"):
     logging.getLogger(logger).addFilter(_ReportedWriteFailures())
+  logging.getLogger("asyncio").addFilter(_AbandonedReads())
   previous = sys.unraisablehook
 
   def hook(unraisable) -> None:
-    if not _closed_loop_callback(unraisable):
+    if _closed_loop_callback(unraisable):
+      _last_closed_loop_callback[0] = time.monotonic()
+    else:
       previous(unraisable)
 
   sys.unraisablehook = hook

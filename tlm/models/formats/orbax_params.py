@@ -124,4 +124,5 @@ def restore(directory: str, shardings=None):
       storage.abspath(directory), args=ocp.args.PyTreeRestore(restore_args=args)
     )
   except Exception as e:
+    orbax_failures.settle_callbacks()  # the other arrays' reads, still in flight
     raise CheckpointError(f"{directory}: cannot restore parameters ({_one_line(e)})") from None

@@ -129,11 +129,8 @@ def step_of(step_dir: str) -> int | None:
 def read_contents(step_dir: str) -> tuple[dict, str]:
   """The decoded msgpack of a legacy checkpoint and the file's path; the version checked."""
   path = storage.join(step_dir, "checkpoint")
-  try:
-    size = storage.getsize(path)
-  except OSError as e:
-    raise CheckpointError(f"{path}: cannot read ({e.strerror or e})") from None
-  contents = t5x_msgpack.decode(guards.read_bounded(path, size, "a T5X checkpoint"), path)
+  raw = guards.read_bounded(path, t5x_msgpack.MAX_FILE_BYTES, "a T5X checkpoint")
+  contents = t5x_msgpack.decode(raw, path)
   version = contents.get("version", 0)
   if version not in READ_VERSIONS or "optimizer" not in contents:
     version = version if isinstance(version, int) else shown(version)
@@ -213,8 +210,18 @@ def _orbax_arrays(meta_tree, prefix: str = ""):
     yield prefix, meta_tree
 
 
+def _held_bytes(path: str) -> int:
+  """The bytes a file holds: locally its allocated blocks where fewer than its size, so that a
+  sparse file (gigabytes of nothing) does not vouch for arrays it cannot hold."""
+  if storage.is_remote(path):
+    return storage.getsize(path)
+  st = os.stat(storage.local(path))
+  blocks = getattr(st, "st_blocks", None)
+  return st.st_size if blocks is None else min(st.st_size, 512 * blocks)
+
+
 def _tree_bytes(directory: str) -> int:
-  return sum(storage.getsize(storage.join(directory, rel)) for rel in storage.walk_files(directory))
+  return sum(_held_bytes(storage.join(directory, rel)) for rel in storage.walk_files(directory))
 
 
 def read_orbax(step_dir: str, subtree: str = "target") -> dict[str, np.ndarray]:
@@ -229,7 +236,13 @@ def read_orbax(step_dir: str, subtree: str = "target") -> dict[str, np.ndarray]:
   import jax
   import orbax.checkpoint as ocp
 
-  directory = storage.join(step_dir, ORBAX_ITEM)
+  from tlm.models.formats import orbax_failures
+
+  # A failed read leaves TensorStore reads of the other arrays in flight; their callbacks,
+  # reaching the event loop Orbax has closed, would print tracebacks after tlm's one line.
+  orbax_failures.install()
+  # Absolute: Orbax resolves a relative directory elsewhere and finds no tree in it.
+  directory = storage.abspath(storage.join(step_dir, ORBAX_ITEM))
   meta_file = storage.join(directory, _ORBAX_METADATA)
   if not storage.isfile(meta_file):
     raise CheckpointError(f"{directory}: Orbax checkpoint without {_ORBAX_METADATA}")
@@ -265,6 +278,7 @@ def read_orbax(step_dir: str, subtree: str = "target") -> dict[str, np.ndarray]:
         args=ocp.args.PyTreeRestore(item=item, restore_args=args, partial_restore=True),
       )
   except Exception as e:
+    orbax_failures.settle_callbacks()
     raise CheckpointError(f"{directory}: cannot restore '{subtree}' ({one_line(e)})") from None
   return {name: np.asarray(value) for name, value in _orbax_values(restored[subtree])}
 

@@ -34,6 +34,12 @@ MAX_DEPTH = 64
 MAX_ENTRIES = 1 << 16
 # Keys and strings (names, dtype names, kvstore paths) are short.
 MAX_STR = 1 << 16
+# The whole file. T5X writes every partitioned array (every parameter of a T5X model, and
+# Adafactor's partitioned slots) to TensorStore and keeps only their specs (a few hundred bytes
+# each) and the small unpartitioned arrays (the step, placeholder slots) here: kilobytes to a
+# few megabytes. 1 GiB still holds a small model written without partitioning inline (T5
+# base in float32 is 0.9 GB); a larger file is refused by its size before it is read.
+MAX_FILE_BYTES = 1 << 30
 
 _EXT_NDARRAY, _EXT_COMPLEX, _EXT_NPSCALAR = 1, 2, 3
 _CHUNKED = "__msgpack_chunked_array__"

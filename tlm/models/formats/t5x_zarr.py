@@ -43,6 +43,11 @@ from tlm.safe_read import shown
 # trailer add a few bytes.
 MAX_INFLATION = 1032
 _SLACK = 64
+# Nor can it shrink much: incompressible data is stored in blocks of at most 64 KiB with 5
+# bytes each (zlib's `compressBound`: n + n/4096 + n/16384 + n/2**25 + 13), plus gzip's
+# 18-byte wrapper and the optional header fields TensorStore never writes (bounded here by
+# 64 KiB).
+_HEADER_SLACK = 1 << 16
 _MAX_ZARRAY = 1 << 20
 # T5X's chunks are up to 64 MiB: an 11B model's largest array has a few hundred.
 _MAX_CHUNKS = 1 << 20
@@ -156,6 +161,15 @@ def read(spec: dict, checkpoint_dir: str, source: str) -> np.ndarray:
   return _read_chunks(directory, shape, chunks, dtype, order, cid, separator)
 
 
+def max_chunk_file_bytes(chunk_bytes: int, compressed: bool) -> int:
+  """The most bytes a chunk of `chunk_bytes` can take in its file: exactly that uncompressed,
+  deflate's worst case (stored blocks) and a header compressed."""
+  if not compressed:
+    return chunk_bytes
+  n = chunk_bytes
+  return n + (n >> 12) + (n >> 14) + (n >> 25) + 13 + _HEADER_SLACK
+
+
 def _read_chunks(directory, shape, chunks, dtype, order, cid, separator) -> np.ndarray:
   grid = [-(-s // c) for s, c in zip(shape, chunks)]  # chunks along each dim (0 if empty)
   count = int(np.prod(grid, dtype=object))
@@ -163,7 +177,7 @@ def _read_chunks(directory, shape, chunks, dtype, order, cid, separator) -> np.n
   if count > _MAX_CHUNKS:
     raise CheckpointError(f"{directory}: {count} chunks (at most {_MAX_CHUNKS})")
   keys = [separator.join(map(str, idx)) for idx in np.ndindex(*grid)] if shape else ["0"]
-  sizes = {}
+  bound = max_chunk_file_bytes(chunk_bytes, cid is not None)
   paths = {}
   for key in keys:  # every chunk present, and sized, before anything is allocated
     # A chunk file may not be a link out of the array's directory (to a file whose bytes
@@ -179,11 +193,16 @@ def _read_chunks(directory, shape, chunks, dtype, order, cid, separator) -> np.n
         f"{path}: chunk declares {chunk_bytes} bytes but holds {size} compressed bytes "
         f"(more than gzip's {MAX_INFLATION}:1)"
       )
-    sizes[key] = size
+    if size > bound:
+      raise CheckpointError(
+        f"{path}: chunk file of {size} bytes, more than a chunk of {chunk_bytes} bytes can take "
+        f"({bound})"
+      )
   out = np.empty(shape, dtype)
   for key, idx in zip(keys, np.ndindex(*grid) if shape else [()]):
     path = paths[key]
-    raw = guards.read_bounded(path, sizes[key], "a zarr chunk")
+    # Bounded by the format, not by the size seen above (the file may have grown since).
+    raw = guards.read_bounded(path, bound, "a zarr chunk")
     if cid is not None:
       raw = _inflate(raw, _COMPRESSORS[cid], chunk_bytes, path)
     chunk = np.frombuffer(raw, dtype).reshape(chunks, order=order)

@@ -9,15 +9,13 @@ door. `test_a_wrong_name_is_caught` shows that each check fails when a name is w
 """
 
 import ast
-import dataclasses
 import functools
 import os
 import re
 
 import pytest
 
-from tlm.configs import registry
-from tlm.configs.schema import Config
+from tlm.configs import overrides, registry
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 MAP = os.path.join(ROOT, "docs", "paper.md")
@@ -77,14 +75,6 @@ def _modes() -> frozenset[str]:
   raise AssertionError("run.py has no MODES table")
 
 
-def _config_keys() -> frozenset[str]:
-  keys = set()
-  for section in dataclasses.fields(Config):
-    if dataclasses.is_dataclass(section.default):
-      keys |= {f"{section.name}.{f.name}" for f in dataclasses.fields(section.default)}
-  return frozenset(keys)
-
-
 def code_problem(path: str, name: str) -> str | None:
   """Why `path:name` does not resolve, or None."""
   if not os.path.isfile(os.path.join(ROOT, path)):
@@ -107,7 +97,7 @@ def map_problems(text: str) -> list[str]:
   out += [f"--mode={m} (not in run.py's MODES)" for m in MODE.findall(text) if m not in _modes()]
   configs = set(registry.names())
   out += [f"--config={c} (no such config)" for c in CONFIG.findall(text) if c not in configs]
-  keys = _config_keys()
+  keys = set(overrides.valid_keys())
   out += [f"--set={k} (no such config key)" for k in SET_KEY.findall(text) if k not in keys]
   return out
 

@@ -35,7 +35,7 @@ import data_store  # noqa: E402
 from tests import remote_store  # noqa: E402
 from tlm.data import datasets  # noqa: E402
 from tlm.data.block_sampling import draws_per_row  # noqa: E402
-from tlm.data.formatting import conditioning_prefix  # noqa: E402
+from tlm.data.conditioning import prefix_text  # noqa: E402
 from tlm.data.packing import Batcher  # noqa: E402
 from tlm.data.prefetch import Prefetcher  # noqa: E402
 from tlm.data.sampling import MixtureSampler  # noqa: E402
@@ -53,7 +53,7 @@ def _emit(row: dict) -> None:
 def _batcher(ssm_dir: str, vocab: Vocabulary, block: bool) -> Batcher:
   sources = datasets.load_sources(ssm_dir, years=YEARS, split="train")
   sampler = MixtureSampler(sources, seed=0, years=YEARS, source_weights={"news_ssm": 1.0})
-  prefix = len(vocab.encode(conditioning_prefix(2014, "temporal")))
+  prefix = len(vocab.encode(prefix_text(2014, "temporal")))
   draws = draws_per_row(sampler.slices, INPUT_LENGTH, TARGET_LENGTH, prefix) if block else 0
   return Batcher(
     sampler,
@@ -72,7 +72,7 @@ def _used_bytes(stats, prefix_ids: int) -> int:
 
 
 def batches(remote: str, vocab: Vocabulary, hosts: list[int], steps: int, ms: float) -> None:
-  prefix = len(vocab.encode(conditioning_prefix(2014, "temporal")))
+  prefix = len(vocab.encode(prefix_text(2014, "temporal")))
   block = _batcher(remote, vocab, block=True)
   for i, h in enumerate(hosts):
     block.batch(0, 0, h)  # warm: the pass's window order

@@ -1,4 +1,5 @@
-"""Tests for tlm/data/sampling.py (the year-uniform mixture) and tlm/data/formatting.py.
+"""Tests for tlm/data/sampling.py (the year-uniform mixture), tlm/data/formatting.py and
+tlm/data/conditioning.py's `format_input`.
 
 Statistical checks use a binomial tolerance of 4 standard deviations per cell,
 |count - n p| <= 4 sqrt(n p (1 - p)) (two-sided tail about 6e-5 per cell); the draws are
@@ -12,7 +13,8 @@ import numpy as np
 import pytest
 
 from tlm.data import formatting, sampling
-from tlm.data.formatting import TextExample, format_input
+from tlm.data.conditioning import format_input
+from tlm.data.formatting import TextExample
 from tlm.data.sampling import MixtureSampler
 from tlm.errors import ConfigError, DataError
 

@@ -315,7 +315,7 @@ def test_every_probe_year_is_one_whole_piece(full):
   # seldom names split into digits and Figures 3 and 4 show a step where the split starts.
   from tlm import configs
   from tlm.configs import years as paper_years
-  from tlm.data.formatting import format_input
+  from tlm.data.conditioning import format_input
 
   path, _ = full
   vocab = Vocabulary(os.path.join(path, "spiece.model"))

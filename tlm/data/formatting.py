@@ -1,23 +1,16 @@
-"""Time conditioning and example text: the one place where a model's input strings are made.
-
-Mirrors §2.3 of the paper (Dhingra et al., TACL 2022): the Temporal model sees the time as a
-text prefix ("year: 2018"), the Uniform and Yearly models see the text alone (Yearly differs
-only in which year's slice it trains on), and for models without a time input the future
-probes of §3.2 put the year in the text ("In 2019, ..."). The conditioning is applied when an
-example is formatted for a model and never stored in a data file.
+"""Example text: TempLAMA queries and salient-span-masking records as (inputs, targets, year).
 
 TempLAMA queries become span-prediction inputs by replacing `_X_` with the first T5 sentinel;
 the target is the name of the first answer (the metric later takes the max over every answer
 and alias). Salient-span-masking examples already hold their `inputs` / `targets` strings.
+The time conditioning (`year: 2014 ...`) is applied later, when an example is read for a model:
+`tlm.data.conditioning`.
 """
 
 from collections.abc import Mapping
 from typing import Any, NamedTuple
 
-from tlm.errors import ConfigError, DataError
-
-# The conditioning modes: Temporal, Uniform / Yearly, and year-in-text for future probes.
-CONDITIONINGS = ("temporal", "none", "in_text")
+from tlm.errors import DataError
 
 _TEMPLAMA_BLANK = "_X_"
 _SENTINEL_0 = "<extra_id_0>"
@@ -35,49 +28,6 @@ class TextExample(NamedTuple):
   inputs: str
   targets: str
   year: int
-
-
-def format_input(inputs: str, year: int | str, conditioning: str) -> str:
-  """Applies the time conditioning to a model input.
-
-  Args:
-    inputs: the input text without any time information added.
-    year: the time of the example (an int year, or a date key such as "2014-Q2").
-    conditioning: "temporal" (`"year: 2014 " + inputs`, the Temporal model), "none"
-      (`inputs`, the Uniform and Yearly models) or "in_text" (`"In 2014, " + inputs`, future
-      probes for models without a time input).
-
-  Returns:
-    The text the model reads.
-
-  Raises:
-    ConfigError: for an unknown conditioning.
-  """
-  if conditioning == "temporal":
-    return f"year: {year} {inputs}"
-  if conditioning == "none":
-    return inputs
-  if conditioning == "in_text":
-    return f"In {year}, {inputs}"
-  raise ConfigError(f"unknown time conditioning {conditioning!r}; expected one of {CONDITIONINGS}")
-
-
-def conditioning_prefix(year: int | str, conditioning: str) -> str:
-  """The text `format_input` puts before the inputs ("" for "none"), without its space:
-  `format_input(x, year, c) == conditioning_prefix(year, c) + " " + x` when it is not empty.
-
-  The example store prepends this prefix's tokens to stored tokens (`tlm.data.packing`).
-  """
-  return format_input("", year, conditioning)[:-1] if conditioning != "none" else ""
-
-
-def check_conditioning(conditioning: str) -> str:
-  """Returns `conditioning` if it is one of CONDITIONINGS, else raises ConfigError."""
-  if conditioning not in CONDITIONINGS:
-    raise ConfigError(
-      f"unknown time conditioning {conditioning!r}; expected one of {CONDITIONINGS}"
-    )
-  return conditioning
 
 
 def templama_query_input(query: str) -> str:

@@ -19,7 +19,7 @@ from concurrent.futures import ThreadPoolExecutor
 import numpy as np
 
 from tlm.data.block_sampling import BlockSampler, runs
-from tlm.data.formatting import conditioning_prefix, format_input
+from tlm.data.conditioning import format_input, prefix_ids
 from tlm.data.packed_rows import pack_flat
 from tlm.data.sampling import MixtureSampler
 from tlm.errors import ConfigError, DataError
@@ -160,7 +160,7 @@ class Batcher:
   Row r of step s holds draws (s, r, 0), (s, r, 1), ... up to, not including, the first that
   does not fit (packed), or draw (s, r, 0) alone (unpacked). A batch reads only the examples
   it draws: from a tokenized table of the example store (`tlm.data.store.Table`) their ids,
-  with the time prefix's ids put in front (`tlm.data.store_write.prefix_problem` says why that
+  with the time prefix's ids put in front (`tlm.data.conditioning.prefix_ids` says why that
   equals tokenizing the prefixed text); otherwise their text, tokenized through a cache of at
   most `cache_size` texts (least recently used out), and the ids of the last `cache_size`
   text examples drawn. Nothing else is kept between batches, so memory does not grow with the
@@ -224,9 +224,8 @@ class Batcher:
     return ids
 
   def _prefix(self, year: int) -> np.ndarray:
-    if year not in self._prefix_ids:
-      text = conditioning_prefix(year, self.sampler.conditioning)
-      self._prefix_ids[year] = self._encode(text) if text else np.zeros(0, np.int32)
+    if year not in self._prefix_ids:  # tokenized once per year
+      self._prefix_ids[year] = prefix_ids(self.vocab, year, self.sampler.conditioning)
     return self._prefix_ids[year]
 
   def _fetch(self, flat_ids: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:

@@ -20,7 +20,7 @@ from typing import NamedTuple
 
 import numpy as np
 
-from tlm.data.formatting import check_conditioning, format_input
+from tlm.data.conditioning import check_conditioning, format_input
 from tlm.errors import ConfigError
 
 # Source names used by the glue (tlm.data.datasets) and the configs.

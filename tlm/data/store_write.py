@@ -23,6 +23,7 @@ import uuid
 import numpy as np
 
 from tlm import storage
+from tlm.data.conditioning import prefix_text
 from tlm.data.store import FORMAT, MANIFEST, OFFSET_DTYPE, TEXT, TOKENS, VERSION, file_name
 from tlm.files import atomic_output_file
 
@@ -65,7 +66,7 @@ def prefix_problem(vocab) -> str:
       return "the SentencePiece model treats whitespace as a suffix"
     if not proto.normalizer_spec.add_dummy_prefix:
       return "the SentencePiece model adds no dummy prefix"
-  for prefix in ("year: 2014", "In 2014,"):
+  for prefix in (prefix_text(2014, "temporal"), prefix_text(2014, "in_text")):
     for text in _PROBES:
       if vocab.encode(f"{prefix} {text}") != vocab.encode(prefix) + vocab.encode(text):
         return f"encode({prefix + ' ' + text!r}) is not encode({prefix!r}) + encode({text!r})"

@@ -16,7 +16,7 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from tlm.data.formatting import format_input
+from tlm.data.conditioning import format_input
 from tlm.errors import ConfigError
 from tlm.infer.predictor import Predictor
 
@@ -33,7 +33,7 @@ def route_to_expert(year: int, expert_years: Sequence[int]) -> int:
 
 
 class TimeConditioned:
-  """A Predictor whose queries are formatted for their year (`tlm.data.formatting`).
+  """A Predictor whose queries are formatted for their year (`tlm.data.conditioning`).
 
   Args:
     predictor: the model.

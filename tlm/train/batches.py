@@ -18,7 +18,7 @@ from tlm import configs, storage
 from tlm.configs import Config, DataConfig
 from tlm.data import datasets
 from tlm.data.block_sampling import draws_per_row
-from tlm.data.formatting import conditioning_prefix
+from tlm.data.conditioning import prefix_ids
 from tlm.data.locations import Sources, resolve_sources, synthetic_data
 from tlm.data.packing import Batcher, BatchStats
 from tlm.data.prefetch import Prefetcher
@@ -90,7 +90,7 @@ def make_batcher(
   )
   block_draws = 0
   if data.sampler == "block":
-    prefix = vocab.encode(conditioning_prefix(years[0] if years else 0, data.conditioning))
+    prefix = prefix_ids(vocab, years[0] if years else 0, data.conditioning)
     block_draws = data.block_draws or draws_per_row(
       sampler.slices, data.input_length, data.target_length, len(prefix)
     )

@@ -102,7 +102,8 @@ def build(
     return store_build.process_chunk(chunk, plan.chunk_plan(chunk.index), options, part_dir)
 
   def jobs_of(results, plan):
-    return store_build.merge_jobs(out, part_dir, plan, results, options.token_dtype)
+    shuffled = options.shuffle_seed is not None
+    return store_build.merge_jobs(out, part_dir, plan, results, options.token_dtype, shuffled)
 
   def finish(merged, plan, results):  # on a worker: the statistics are read back from stats.json
     store_build.finish(out, plan, results, merged, options)

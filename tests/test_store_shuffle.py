@@ -211,3 +211,31 @@ def test_beam_writes_the_local_shuffled_store(tmp_path, monkeypatch, shuffled_st
   assert _tree(out) == _tree(shuffled_store)
   direct = _build(tmp_path / "direct", beam_options="--runner=DirectRunner", shuffle_seed=0)
   assert _tree(direct) == _tree(shuffled_store)
+
+
+def test_shuffled_merge_failed_half_way_then_run_again_is_one_run(tmp_path, monkeypatch):
+  """A merge lost after some buckets (a preempted worker) and retried, then run a second time:
+  the files of one clean run; its parts are only read."""
+  from tests.test_ssm_beam import Crash, _fail_on_call
+  from tlm.data import store_write
+
+  parts = str(tmp_path / "parts")
+  for unit in range(3):
+    writer = store_write.PartWriter(parts, unit, keyed=True)
+    for i in range(30):
+      writer.add_text("val", 2019, f"u{unit} e{i}", "t", store_shuffle.key(5, 2019, unit, i))
+    writer.close()
+  prefixes = [store_write.part_prefix(parts, u, "val", 2019, store.TEXT) for u in range(3)]
+  before = _tree(parts)
+  clean = store_shuffle.merge_shuffled(
+    str(tmp_path / "clean"), "val", 2019, "text", 1, prefixes, 64
+  )
+  out = str(tmp_path / "out")
+  _fail_on_call(monkeypatch, store_shuffle, "_read_range", 20)
+  with pytest.raises(Crash):
+    store_shuffle.merge_shuffled(out, "val", 2019, store.TEXT, 1, prefixes, 64)
+  assert not os.path.exists(os.path.join(out, "val/2019.text.bin"))  # nothing half-written
+  again = store_shuffle.merge_shuffled(out, "val", 2019, store.TEXT, 1, prefixes, 64)
+  assert again == clean and again["buckets"] >= 8
+  assert store_shuffle.merge_shuffled(out, "val", 2019, store.TEXT, 1, prefixes, 64) == clean
+  assert _tree(out) == _tree(str(tmp_path / "clean")) and _tree(parts) == before

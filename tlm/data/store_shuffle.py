@@ -36,10 +36,11 @@ from tlm import storage
 from tlm.data.store import OFFSET_DTYPE, file_name
 
 KEY_DTYPE = np.dtype("<u8")
-# Data of a table gathered in memory at once by a shuffled merge: the merge's memory is about
-# twice this (the bucket read, then joined in order), whatever the table's size.
+# Data of a table gathered in memory at once by a shuffled merge: the merge holds about this
+# (the bucket as read; it is written out in order in small groups), whatever the table's size.
 BUCKET_BYTES = 64 << 20
 _WRITE_BYTES = 1 << 22
+_WRITE_EXAMPLES = 1 << 14
 
 
 def order_entry(seed: int | None) -> dict | None:
@@ -172,7 +173,7 @@ def merge_shuffled(
     index.write(np.zeros(1, OFFSET_DTYPE).tobytes())
     base, examples = 0, 0
     for b in range(buckets):
-      keys, lens, chunks = [], [], []
+      keys, lens, ranges = [], [], []
       for prefix, (cut, elements) in zip(prefixes, starts):
         e0, e1 = int(cut[b]), int(cut[b + 1])
         if e0 == e1:
@@ -180,17 +181,25 @@ def merge_shuffled(
         keys.append(np.frombuffer(_read_range(prefix + ".key", 8 * e0, 8 * e1), KEY_DTYPE))
         part_lens = _read_range(prefix + ".len", 16 * e0, 16 * e1)
         lens.append(np.frombuffer(part_lens, OFFSET_DTYPE).reshape(-1, 2))
-        x0, x1 = int(elements[b]) * itemsize, int(elements[b + 1]) * itemsize
-        chunks.append(_read_range(prefix + ".bin", x0, x1))
+        ranges.append(
+          (prefix + ".bin", int(elements[b]) * itemsize, int(elements[b + 1]) * itemsize)
+        )
       if not keys:
         continue
       bucket_keys, bucket_lens = np.concatenate(keys), np.concatenate(lens)
-      blob = memoryview(b"".join(chunks))
-      del chunks
-      nbytes = bucket_lens.sum(axis=1) * itemsize
-      first = np.concatenate([[0], np.cumsum(nbytes)[:-1]])
+      # The bucket's data read straight into one buffer (no second copy while it is joined).
+      blob = memoryview(bytearray(sum(x1 - x0 for _, x0, x1 in ranges)))
+      at = 0
+      for path, x0, x1 in ranges:
+        blob[at : at + x1 - x0] = _read_range(path, x0, x1)
+        at += x1 - x0
+      nbytes = (bucket_lens.sum(axis=1) * itemsize).tolist()
+      first = np.concatenate([[0], np.cumsum(nbytes)[:-1]]).astype(np.int64).tolist()
       order = np.argsort(bucket_keys, kind="stable")
-      data.write(b"".join(blob[first[i] : first[i] + nbytes[i]] for i in order.tolist()))
+      # Written in groups, so that the slices in flight stay small beside the bucket.
+      for g in range(0, len(order), _WRITE_EXAMPLES):
+        group = order[g : g + _WRITE_EXAMPLES].tolist()
+        data.write(b"".join(blob[first[i] : first[i] + nbytes[i]] for i in group))
       del blob
       offsets = base + np.cumsum(bucket_lens[order].ravel())
       index.write(offsets.astype(OFFSET_DTYPE).tobytes())

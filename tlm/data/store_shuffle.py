@@ -193,13 +193,14 @@ def merge_shuffled(
       for path, x0, x1 in ranges:
         blob[at : at + x1 - x0] = _read_range(path, x0, x1)
         at += x1 - x0
-      nbytes = (bucket_lens.sum(axis=1) * itemsize).tolist()
-      first = np.concatenate([[0], np.cumsum(nbytes)[:-1]]).astype(np.int64).tolist()
+      ends = np.cumsum(bucket_lens.sum(axis=1) * itemsize)
+      firsts = ends - bucket_lens.sum(axis=1) * itemsize
       order = np.argsort(bucket_keys, kind="stable")
       # Written in groups, so that the slices in flight stay small beside the bucket.
       for g in range(0, len(order), _WRITE_EXAMPLES):
-        group = order[g : g + _WRITE_EXAMPLES].tolist()
-        data.write(b"".join(blob[first[i] : first[i] + nbytes[i]] for i in group))
+        group = order[g : g + _WRITE_EXAMPLES]
+        spans = zip(firsts[group].tolist(), ends[group].tolist())
+        data.write(b"".join(blob[a:z] for a, z in spans))
       del blob
       offsets = base + np.cumsum(bucket_lens[order].ravel())
       index.write(offsets.astype(OFFSET_DTYPE).tobytes())

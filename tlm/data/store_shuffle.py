@@ -11,7 +11,7 @@ the table is a uniform sample of the year.
 The sort never holds a table in one worker's memory (the paper's years are ~40M examples,
 GBs), in two passes:
 1. `KeyedPart` (a chunk's part): the chunk's examples sorted by key (its data staged in an
-   unnamed local temporary file, its lengths and keys in memory: ~40 bytes per example of the
+   unnamed local temporary file, its lengths and keys in memory: 32 bytes per example of the
    chunk), written with a `.key` file of the sorted keys (uint64).
 2. `merge_shuffled` (a table): B buckets, bucket b holding the keys in [b, b+1) * 2^64 / B,
    with B from the table's size so that a bucket holds about `BUCKET_BYTES` of data. Bucket by
@@ -24,6 +24,7 @@ Both only read their inputs and write through `StagedFile`, so a unit run twice,
 after a failure, writes the same files.
 """
 
+import array
 import hashlib
 import math
 import mmap
@@ -63,23 +64,25 @@ class KeyedPart:
   def __init__(self, prefix: str):
     self.prefix = prefix
     self._tmp = tempfile.TemporaryFile()  # unnamed: gone with the process, whatever happens
-    self._sizes: list[int] = []  # bytes per example
-    self._lens: list[int] = []
-    self._keys: list[int] = []
+    # 32 bytes per example of the chunk (typed arrays, not lists of Python ints: ~5x less).
+    self._sizes = array.array("q")  # bytes per example
+    self._lens = array.array("q")
+    self._keys = array.array("Q")
 
   def add(self, inputs: bytes, targets: bytes, n_in: int, n_tg: int, key: int) -> None:
     self._tmp.write(inputs)
     self._tmp.write(targets)
     self._sizes.append(len(inputs) + len(targets))
-    self._lens += (n_in, n_tg)
+    self._lens.append(n_in)
+    self._lens.append(n_tg)
     self._keys.append(key)
 
   def close(self) -> None:
     from tlm.data.store_write import StagedFile
 
-    keys = np.array(self._keys, KEY_DTYPE)
+    keys = np.frombuffer(self._keys, np.uint64).astype(KEY_DTYPE)
     order = np.argsort(keys, kind="stable")
-    sizes = np.array(self._sizes, np.int64)
+    sizes = np.frombuffer(self._sizes, np.int64)
     starts = np.concatenate([[0], np.cumsum(sizes)[:-1]])
     self._tmp.flush()
     files = [StagedFile(self.prefix + ext) for ext in (".bin", ".len", ".key")]
@@ -98,7 +101,7 @@ class KeyedPart:
       finally:
         if total:
           view.close()
-      lens = np.array(self._lens, OFFSET_DTYPE).reshape(-1, 2)[order]
+      lens = np.frombuffer(self._lens, np.int64).reshape(-1, 2)[order]
       files[1].write(lens.astype(OFFSET_DTYPE).tobytes())
       files[2].write(keys[order].tobytes())
     except BaseException:

@@ -77,6 +77,9 @@ flags.DEFINE_integer("num_workers", 1, "build_ssm: local processes (same output 
 flags.DEFINE_string(
   "beam_options", None, "build_ssm: run as an Apache Beam pipeline with these options."
 )
+flags.DEFINE_integer(
+  "shuffle_seed", -1, "build_ssm: write each table in an order seeded with it; < 0: corpus order."
+)
 flags.DEFINE_string(
   "data",
   None,

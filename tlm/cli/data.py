@@ -5,6 +5,7 @@
   python run.py --mode=build_ssm --news=news.jsonl --output_dir=D [--entities=entities.tsv --seed=0]
       [--news='shards/news-*.jsonl.gz,more.jsonl' --num_workers=N --vocab=spiece.model]
       [--beam_options='--runner=DataflowRunner --project=P ...']   # Apache Beam instead
+      [--shuffle_seed=0]   # each table in a seeded order (the block sampler's windows)
   python run.py --mode=convert_ssm --data=JSONL_SSM_DIR --output_dir=D [--vocab=spiece.model]
   python run.py --mode=check_store --data=D
 
@@ -92,9 +93,12 @@ def build_ssm(flags) -> dict:
       num_workers=flags.num_workers,
       beam_options=flags.beam_options,
       progress=log_line,
+      shuffle_seed=flags.shuffle_seed,
     )
   seconds = time.perf_counter() - t0
   workers = "Beam" if flags.beam_options else f"{flags.num_workers} worker(s)"
+  if flags.shuffle_seed >= 0:
+    workers += f", tables shuffled with seed {flags.shuffle_seed}"
   t = stats["totals"]
   manifest = store.read_manifest(flags.output_dir)
   kind = f"tokenized ({manifest['token_dtype']} ids of {flags.vocab})" if flags.vocab else "text"

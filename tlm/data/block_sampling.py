@@ -21,9 +21,11 @@ the window. A rank beyond `allot` (probability below 1e-9 per step and slice) wr
 window. A table smaller than a window is read cyclically.
 
 The batch of a step is a pure function of (seed, step), on any number of hosts; resuming needs
-the step alone. The examples within a window keep the store's order (the builder writes each
-year's examples in corpus order): a step's examples of a year come from a few hundred
-consecutive examples, not from the whole year (docs/paper_scale.md says what that means).
+the step alone. The examples within a window keep the store's order. A store built with
+`--shuffle_seed` holds each table sorted by a seeded hash (`tlm.data.store_shuffle`), so a
+window is a uniform sample of its year; in corpus order (the default build, and every store
+built before) a step's examples of a year come from a few hundred consecutive articles, not
+from the whole year (docs/paper_scale.md), and `corpus_order_warning` says so.
 """
 
 import numpy as np
@@ -117,6 +119,19 @@ class BlockSampler:
       else:  # a table smaller than a step's window: read cyclically
         index[sel] = (step * allot + q) % size
     return slot.astype(np.int64).reshape(shape), index.reshape(shape)
+
+
+def corpus_order_warning(slices) -> str:
+  """One line naming the stores in corpus order among `slices` ("" if none): their windows
+  are runs of consecutive articles, and a rebuild with `--shuffle_seed` would fix that."""
+  paths = sorted({t.path for t in slices if getattr(t, "order", None) == "corpus"})
+  if not paths:
+    return ""
+  return (
+    f"{', '.join(paths)}: example store in corpus order, so the block sampler reads each "
+    "step's examples of a year from a few hundred consecutive articles; rebuild it with "
+    "--mode=build_ssm --shuffle_seed=0 for windows that sample the whole year"
+  )
 
 
 def runs(index: np.ndarray, max_gap: int) -> list[tuple[int, int]]:

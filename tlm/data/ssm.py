@@ -131,8 +131,11 @@ class BuildSettings:
   heldout_fraction: float
   max_context_words: int
   vocab: str | None
+  shuffle_seed: int | None = None  # None: corpus order
 
   def __post_init__(self):
+    if self.shuffle_seed is not None and self.shuffle_seed < 0:
+      raise UserError(f"shuffle_seed must be >= 0 (or None: corpus order), got {self.shuffle_seed}")
     if self.heldout_articles < 0 or not 0 <= self.heldout_fraction < 0.5:
       raise UserError("heldout_articles must be >= 0 and heldout_fraction in [0, 0.5)")
     if self.max_context_words < 1:
@@ -151,6 +154,7 @@ def build_ssm(
   num_workers: int = 1,
   beam_options: str | Sequence[str] | None = None,
   progress: Callable[[str], None] | None = None,
+  shuffle_seed: int | None = None,
 ) -> dict:
   """Builds SSM examples from a news corpus, split by article and year, into an example store.
 
@@ -169,6 +173,9 @@ def build_ssm(
     beam_options: build as an Apache Beam pipeline with these options instead
       (`tlm.data.ssm_beam`; e.g. "--runner=DirectRunner"); the same output. `num_workers` is
       not used then.
+    shuffle_seed: write every table in an order seeded with it (`tlm.data.store_shuffle`:
+      a window of consecutive examples, as the block sampler reads, is then a sample of the
+      whole year); None or negative: corpus order (the articles in input order).
     progress: called with progress lines (the names of the gazetteer loaded and the memory
       they hold); the command line prints them, a library call stays quiet by default.
 
@@ -179,8 +186,10 @@ def build_ssm(
     DataError: a bad input line (nothing is written then).
     UserError: a setting out of range (`BuildSettings`).
   """
+  if shuffle_seed is not None and shuffle_seed < 0:
+    shuffle_seed = None
   settings = BuildSettings(
-    gazetteer, seed, heldout_articles, heldout_fraction, max_context_words, vocab
+    gazetteer, seed, heldout_articles, heldout_fraction, max_context_words, vocab, shuffle_seed
   )
   if beam_options:
     from tlm.data import ssm_beam

@@ -3,14 +3,15 @@
 The same units of work as the local builder (`tlm.data.store_build`): chunks of the input are
 scanned, the held-out plan is computed from the counts, chunks are turned into parts, tables
 are merged and the manifest written last, so the store is byte-identical to the one
-`--num_workers` processes write. Beam only schedules and retries them (DirectRunner in the
-tests, also in its multi-process mode with every bundle run twice; Dataflow, Flink or Spark in
-production: docs/paper_scale.md has the commands). Every stage may be run twice or again after
-a failure: its files appear whole or not at all (`tlm.data.store_write.StagedFile`) and the
-merges only read the parts. Parts and the store are written straight under the output
-directory, local or on an object store (gs://), through `tlm.storage`; the manifest is written
-last, so a pipeline that fails leaves no store (a stale manifest is deleted first), and the
-parts are deleted after it, when the pipeline has ended.
+`--num_workers` processes write (with `--shuffle_seed`, the same shuffled store: its order is a
+sort by a hash of each example's identity, `tlm.data.store_shuffle`). Beam only schedules and
+retries them (DirectRunner in the tests, also in its multi-process mode with every bundle run
+twice; Dataflow, Flink or Spark in production: docs/paper_scale.md has the commands). Every
+stage may be run twice or again after a failure: its files appear whole or not at all
+(`tlm.data.store_write.StagedFile`) and the merges only read the parts. Parts and the store are
+written straight under the output directory, local or on an object store (gs://), through
+`tlm.storage`; the manifest is written last, so a pipeline that fails leaves no store (a stale
+manifest is deleted first), and the parts are deleted after it, when the pipeline has ended.
 
 apache-beam is optional and lives in an environment of its own (requirements-beam.txt: it needs
 protobuf < 7); without it `--beam_options` says so in one line. Tested with apache-beam 2.77.0
@@ -102,7 +103,8 @@ def build(
     return store_build.process_chunk(chunk, plan.chunk_plan(chunk.index), options, part_dir)
 
   def jobs_of(results, plan):
-    return store_build.merge_jobs(out, part_dir, plan, results, options.token_dtype)
+    shuffled = options.shuffle_seed is not None
+    return store_build.merge_jobs(out, part_dir, plan, results, options.token_dtype, shuffled)
 
   def finish(merged, plan, results):  # on a worker: the statistics are read back from stats.json
     store_build.finish(out, plan, results, merged, options)

@@ -9,7 +9,10 @@ opening a store costs the same whatever its size. The SSM builder (`tlm.data.sto
 A store directory:
 
   manifest.json             format, token dtype, vocabulary fingerprint, tables, file sizes
-                            and SHA-256; written last (the store exists once it does)
+                            and SHA-256, the tables' order (no entry: corpus order;
+                            {"kind": "shuffled", "seed": N}: `--shuffle_seed`,
+                            `tlm.data.store_shuffle`); written last (the store exists once
+                            it does)
   spiece.model              tokenized stores: the vocabulary the tokens are ids of
   <split>/<year>.<field>.bin  example data laid end to end: example i's inputs, then its targets
   <split>/<year>.<field>.idx  little-endian int64 offsets into .bin (in elements), 2n+1 of
@@ -71,6 +74,10 @@ SPLITS = ("train", "val", "test")
 TEXT, TOKENS = "text", "tokens"
 FIELDS = (TEXT, TOKENS)
 TOKEN_DTYPES = ("uint16", "int32")
+# The order of each table's examples: the corpus's (no "order" in the manifest: every store
+# built before the entry existed), or sorted by a seeded hash (`tlm.data.store_shuffle`).
+CORPUS, SHUFFLED = "corpus", "shuffled"
+ORDERS = (CORPUS, SHUFFLED)
 _HASH_BLOCK = 1 << 24
 _ITER_BLOCK = 4096  # examples read at once when a table is iterated
 
@@ -155,6 +162,11 @@ def read_manifest(directory: str) -> dict:
   files = _field_of(manifest, "files", dict, path)
   for key, table in tables.items():
     _check_table(key, table, files, dtype, path)
+  order = manifest.get("order", {"kind": CORPUS})
+  if not isinstance(order, dict) or order.get("kind") not in ORDERS:
+    raise DataError(f"manifest: 'order' is not one of the kinds {ORDERS}", path)
+  if order["kind"] == SHUFFLED:
+    _field_of(order, "seed", int, path, "order ")
   return manifest
 
 
@@ -204,6 +216,7 @@ class Table(Sequence):
         store.manifest_path,
       )
     self.split, self.year, self.path = split, int(year), store.path
+    self.order = store.order  # the block sampler warns about corpus order
     self.remote = storage.is_remote(store.path)  # reads are requests: issue them concurrently
     self._count = int(entry["examples"])
     files = store.manifest["files"]
@@ -329,6 +342,7 @@ class Store:
     manifest: its parsed manifest.
     vocab_sha256: the fingerprint of the vocabulary of its tokens, "" for a text store.
     vocab_path: the copy of that vocabulary in the store, "" for a text store.
+    order: "corpus" or "shuffled": the order of every table's examples.
   """
 
   def __init__(self, path: str):
@@ -338,6 +352,7 @@ class Store:
     vocab = self.manifest.get("vocab")
     self.vocab_sha256 = vocab["sha256"] if vocab else ""
     self.vocab_path = storage.join(self.path, VOCAB_FILE) if vocab else ""
+    self.order = self.manifest.get("order", {"kind": CORPUS})["kind"]
 
   def years(self, split: str) -> list[int]:
     return sorted(int(k.split("/")[1]) for k in self.manifest["tables"] if k.split("/")[0] == split)

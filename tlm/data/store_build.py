@@ -15,6 +15,8 @@ of an Apache Beam pipeline in `tlm.data.ssm_beam`.
    its chunk's offset plus its rank in the chunk.
 5. `process_chunk` (parallel): sentences, salient spans, examples, tokens (with a
    vocabulary), appended to the chunk's parts (`tlm.data.store_write`).
+   With a shuffle seed (`--shuffle_seed`) the parts are sorted by a hash of each example's
+   stable identity and a table's merge is a bucketed sort (`tlm.data.store_shuffle`).
 6. `merge_table` (parallel over tables), then the manifest and stats.json; the parts are
    deleted only after that, so that every step can be run again (an engine retries a unit of
    work that failed, and may run one twice).
@@ -39,7 +41,7 @@ from collections.abc import Callable, Iterator, Sequence
 import numpy as np
 
 from tlm import storage
-from tlm.data import store, store_write
+from tlm.data import store, store_shuffle, store_write
 from tlm.data.salient_spans import Gazetteer, find_spans, split_sentences
 from tlm.data.ssm import (
   MAX_CONTEXT_WORDS,
@@ -87,6 +89,7 @@ class Options:
   vocab: str | None = None
   token_dtype: str | None = None
   max_context_words: int = MAX_CONTEXT_WORDS
+  shuffle_seed: int | None = None  # None: corpus order
 
 
 # ---- inputs and chunks ---------------------------------------------------------------------
@@ -320,7 +323,8 @@ def process_chunk(chunk: Chunk, chunk_plan: dict, options: Options, part_dir: st
   Idempotent: the parts are named by the chunk and appear whole or not at all, so a chunk run
   twice, or again after a failure, leaves the same parts.
   """
-  writer = store_write.PartWriter(part_dir, chunk.index, options.token_dtype)
+  keyed = options.shuffle_seed is not None
+  writer = store_write.PartWriter(part_dir, chunk.index, options.token_dtype, keyed)
   try:
     stats = _write_chunk(chunk, chunk_plan, options, writer)
     return ChunkResult(chunk.index, writer.close(), stats)
@@ -350,6 +354,7 @@ def _write_chunk(chunk: Chunk, chunk_plan: dict, options: Options, writer) -> St
     val, test = heldout[year]
     split = "val" if rank in val else "test" if rank in test else "train"
     stats.articles[split, year] += 1
+    made = 0  # the article's examples so far: with `rank`, an example's identity
     for sentence in split_sentences(text):
       spans = find_spans(sentence, names)
       stats.add_sentence(split, year, spans)
@@ -357,14 +362,18 @@ def _write_chunk(chunk: Chunk, chunk_plan: dict, options: Options, writer) -> St
       for span, ex in zip(spans, examples, strict=True):
         whole = len(sentence) - (span.end - span.start) + len(SENTINEL)
         stats.cut += len(ex["inputs"]) < whole
+        key = None
+        if options.shuffle_seed is not None:
+          key = store_shuffle.key(options.shuffle_seed, year, rank, made)
+        made += 1
         if vocab is None or split in HELDOUT_SPLITS:
-          writer.add_text(split, year, ex["inputs"], ex["targets"])
+          writer.add_text(split, year, ex["inputs"], ex["targets"], key)
         if vocab is not None:
           try:
             ids = vocab.encode(ex["inputs"]), vocab.encode(ex["targets"])
           except DataError as e:
             raise DataError(str(e), chunk.path, line_no) from None
-          writer.add_tokens(split, year, *ids)
+          writer.add_tokens(split, year, *ids, key)
   return stats
 
 
@@ -376,12 +385,15 @@ def table_fields(split: str, tokenized: bool) -> list[str]:
 
 
 def merge_job(job: tuple) -> dict:
-  """`store_write.merge_table` of one (split, year, field): a picklable unit for a pool."""
-  out_dir, split, year, field, itemsize, prefixes = job
+  """`store_write.merge_table` of one (split, year, field), or with `bucket_bytes` (a
+  shuffled build) `store_shuffle.merge_shuffled`: a picklable unit for a pool."""
+  out_dir, split, year, field, itemsize, prefixes, *rest = job
+  if rest and rest[0] is not None:
+    return store_shuffle.merge_shuffled(out_dir, split, year, field, itemsize, prefixes, rest[0])
   return store_write.merge_table(out_dir, split, year, field, itemsize, prefixes)
 
 
-def merge_jobs(out_dir, part_dir, plan, results, token_dtype) -> list[tuple]:
+def merge_jobs(out_dir, part_dir, plan, results, token_dtype, shuffled=False) -> list[tuple]:
   """One merge per (split, year, field), with the parts written for it in chunk order."""
   written = collections.defaultdict(list)
   for result in sorted(results, key=lambda r: r.index):
@@ -394,7 +406,8 @@ def merge_jobs(out_dir, part_dir, plan, results, token_dtype) -> list[tuple]:
     for year in plan.years:
       for field in table_fields(split, token_dtype is not None):
         itemsize = 1 if field == store.TEXT else np.dtype(token_dtype).itemsize
-        jobs.append((out_dir, split, year, field, itemsize, written.get((split, year, field), [])))
+        job = (out_dir, split, year, field, itemsize, written.get((split, year, field), []))
+        jobs.append(job + ((store_shuffle.BUCKET_BYTES,) if shuffled else ()))
   return jobs
 
 
@@ -424,7 +437,9 @@ def finish(out_dir, plan, results, merged, options: Options) -> dict:
   data = (json.dumps(summary, indent=2) + "\n").encode("utf-8")
   with store_write.StagedFile(storage.join(out_dir, "stats.json")) as f:
     f.write(data)
-  store_write.write_manifest(out_dir, store_write.manifest_bytes(tables, files, token_dtype, vocab))
+  order = store_shuffle.order_entry(options.shuffle_seed)
+  manifest = store_write.manifest_bytes(tables, files, token_dtype, vocab, order)
+  store_write.write_manifest(out_dir, manifest)
   return summary
 
 
@@ -473,7 +488,13 @@ def prepare(
         "(per process)"
       )
   token_dtype = check_vocab_for_store(settings.vocab) if settings.vocab else None
-  options = Options(settings.gazetteer, settings.vocab, token_dtype, settings.max_context_words)
+  options = Options(
+    settings.gazetteer,
+    settings.vocab,
+    token_dtype,
+    settings.max_context_words,
+    settings.shuffle_seed,
+  )
   return paths, options
 
 
@@ -498,7 +519,8 @@ def build(
       part_dir = os.path.join(tmp, _PARTS)
       work = [(c, plan.chunk_plan(c.index), options, part_dir) for c in chunks]
       results = _map(pool, _process_star, work)
-      jobs = merge_jobs(tmp, part_dir, plan, results, options.token_dtype)
+      shuffled = options.shuffle_seed is not None
+      jobs = merge_jobs(tmp, part_dir, plan, results, options.token_dtype, shuffled)
       merged = zip([(j[1], j[2], j[3]) for j in jobs], _map(pool, merge_job, jobs))
       summary = finish(tmp, plan, results, merged, options)
       storage.rmtree(part_dir)

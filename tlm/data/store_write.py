@@ -175,12 +175,16 @@ class PartWriter:
     directory: where the parts go (local or remote).
     unit: the unit's position in the input order (parts are merged in this order).
     token_dtype: "uint16" / "int32" for token fields; None without tokens.
+    keyed: every example comes with a sort key and the parts are written in key order
+      (`tlm.data.store_shuffle.KeyedPart`: a shuffled build).
   """
 
-  def __init__(self, directory: str, unit: int, token_dtype: str | None = None):
-    self.directory, self.unit = directory, unit
+  def __init__(
+    self, directory: str, unit: int, token_dtype: str | None = None, keyed: bool = False
+  ):
+    self.directory, self.unit, self.keyed = directory, unit, keyed
     self.dtype = np.dtype(token_dtype).newbyteorder("<") if token_dtype else None
-    self._parts: dict[tuple[str, int, str], _Part] = {}
+    self._parts: dict = {}
 
   def prefix(self, split: str, year: int, field: str) -> str:
     return part_prefix(self.directory, self.unit, split, year, field)
@@ -188,17 +192,27 @@ class PartWriter:
   def _part(self, split: str, year: int, field: str) -> _Part:
     key = (split, year, field)
     if key not in self._parts:
-      self._parts[key] = _Part(self.prefix(split, year, field))
+      if self.keyed:
+        from tlm.data.store_shuffle import KeyedPart
+
+        self._parts[key] = KeyedPart(self.prefix(split, year, field))
+      else:
+        self._parts[key] = _Part(self.prefix(split, year, field))
     return self._parts[key]
 
-  def add_text(self, split: str, year: int, inputs: str, targets: str) -> None:
+  def add_text(self, split: str, year: int, inputs: str, targets: str, key=None) -> None:
     a, b = inputs.encode("utf-8"), targets.encode("utf-8")
-    self._part(split, year, TEXT).add(a, b, len(a), len(b))
+    self._part(split, year, TEXT).add(a, b, len(a), len(b), *self._key(key))
 
-  def add_tokens(self, split: str, year: int, inputs, targets) -> None:
+  def add_tokens(self, split: str, year: int, inputs, targets, key=None) -> None:
     a = np.asarray(inputs, self.dtype)
     b = np.asarray(targets, self.dtype)
-    self._part(split, year, TOKENS).add(a.tobytes(), b.tobytes(), a.size, b.size)
+    self._part(split, year, TOKENS).add(a.tobytes(), b.tobytes(), a.size, b.size, *self._key(key))
+
+  def _key(self, key) -> tuple:
+    if (key is not None) != self.keyed:
+      raise ValueError("a keyed writer takes a key with every example, an unkeyed one none")
+    return () if key is None else (key,)
 
   def close(self) -> list[tuple[str, int, str]]:
     """Writes out what is buffered; returns the (split, year, field) of every part written."""
@@ -288,7 +302,9 @@ def merge_table(
   return {"examples": examples, "files": {bin_name: data.close(), idx_name: index.close()}}
 
 
-def manifest_bytes(tables: dict, files: dict, token_dtype: str | None, vocab: dict | None) -> bytes:
+def manifest_bytes(
+  tables: dict, files: dict, token_dtype: str | None, vocab: dict | None, order: dict | None = None
+) -> bytes:
   """The manifest: deterministic (sorted keys, no dates), so equal stores have equal bytes.
 
   Args:
@@ -296,6 +312,8 @@ def manifest_bytes(tables: dict, files: dict, token_dtype: str | None, vocab: di
     files: file name -> {"bytes", "sha256"}.
     token_dtype: "uint16" / "int32", or None for a text store.
     vocab: {"sha256", "vocab_size"} or None.
+    order: the tables' order (`tlm.data.store_shuffle.order_entry`); None for corpus order,
+      which writes no entry (a store's bytes are those of builds before the entry existed).
   """
   manifest = {
     "format": FORMAT,
@@ -305,6 +323,8 @@ def manifest_bytes(tables: dict, files: dict, token_dtype: str | None, vocab: di
     "tables": tables,
     "files": files,
   }
+  if order is not None:
+    manifest["order"] = order
   return (json.dumps(manifest, indent=1, sort_keys=True) + "\n").encode("utf-8")
 
 

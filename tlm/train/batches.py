@@ -16,8 +16,9 @@ import numpy as np
 
 from tlm import configs, storage
 from tlm.configs import Config, DataConfig
+from tlm.console import warn
 from tlm.data import datasets
-from tlm.data.block_sampling import draws_per_row
+from tlm.data.block_sampling import corpus_order_warning, draws_per_row
 from tlm.data.conditioning import prefix_ids
 from tlm.data.locations import Sources, resolve_sources, synthetic_data
 from tlm.data.packing import Batcher, BatchStats
@@ -25,6 +26,9 @@ from tlm.data.prefetch import Prefetcher
 from tlm.data.sampling import NEWS_SSM, TEMPLAMA, MixtureSampler
 from tlm.data.vocab import Vocabulary
 from tlm.errors import ConfigError, UserError
+
+# The corpus-order warnings printed in this process (a run builds its batcher more than once).
+_WARNED: set[str] = set()
 
 
 def train_years(data: DataConfig, variant: str = "") -> tuple[int, ...]:
@@ -94,6 +98,10 @@ def make_batcher(
     block_draws = data.block_draws or draws_per_row(
       sampler.slices, data.input_length, data.target_length, len(prefix)
     )
+    warning = corpus_order_warning(sampler.slices)
+    if warning and warning not in _WARNED:  # once per process, however many batchers
+      _WARNED.add(warning)
+      warn(warning)
   return Batcher(
     sampler,
     vocab,

@@ -21,6 +21,21 @@ from tlm.data.future_relations import RESOURCES
 from tlm.eval import experiments
 
 
+# ---- the parallel run (pytest-xdist, `--dist loadgroup`) --------------------------------------
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+  """Keeps each test file on one worker: a test without an `xdist_group` mark joins its file's
+  group, so a module-scoped fixture (a trained model, a reproduction) is built once, not once
+  per worker. Files that share something across processes name a group of their own (the
+  coordinator tests: `xdist_group("coordinator")`) and run one after the other on one worker.
+  Runs before xdist's own hook, which reads the marks (hence `tryfirst`)."""
+  for item in items:
+    if item.get_closest_marker("xdist_group") is None:
+      item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
+
+
 @pytest.fixture
 def bucket(tmp_path, monkeypatch):
   """gs://bucket served from tmp_path/store by tests/objstore.py (a filesystem that behaves

@@ -20,7 +20,6 @@ from tlm.data.formatting import TextExample, templama_query_input
 from tlm.data.future_relations import RESOURCES
 from tlm.eval import experiments
 
-
 # ---- the parallel run (pytest-xdist, `--dist loadgroup`) --------------------------------------
 
 

@@ -27,9 +27,21 @@ ABSL_FLAGS = frozenset({"help", "helpfull", "helpshort", "helpxml", "flagfile", 
 @functools.cache
 def run_py() -> tuple[frozenset[str], frozenset[str], frozenset[str]]:
   """(run.py's modes, its flags, its bool flags), read with `ast`."""
+  modes, names, bools, _ = _read_run_py()
+  return modes, names, bools
+
+
+@functools.cache
+def enum_choices() -> dict[str, tuple[str, ...]]:
+  """{flag: its values} of run.py's `DEFINE_enum` flags with a literal list (not --mode)."""
+  return _read_run_py()[3]
+
+
+@functools.cache
+def _read_run_py():
   with open(os.path.join(ROOT, "run.py"), encoding="utf-8") as f:
     tree = ast.parse(f.read())
-  modes, names, bools = set(), set(), set()
+  modes, names, bools, enums = set(), set(), set(), {}
   for node in ast.walk(tree):
     if isinstance(node, ast.Assign) and any(
       isinstance(t, ast.Name) and t.id == "MODES" for t in node.targets
@@ -45,7 +57,9 @@ def run_py() -> tuple[frozenset[str], frozenset[str], frozenset[str]]:
       names.add(node.args[0].value)
       if node.func.attr == "DEFINE_bool":
         bools.add(node.args[0].value)
-  return frozenset(modes), frozenset(names), frozenset(bools)
+      if node.func.attr == "DEFINE_enum" and isinstance(node.args[2], ast.List):
+        enums[node.args[0].value] = tuple(e.value for e in node.args[2].elts)
+  return frozenset(modes), frozenset(names), frozenset(bools), enums
 
 
 def markdown_files() -> list[str]:
@@ -117,6 +131,8 @@ def command_problems(args: str) -> list[str]:
       continue
     elif name not in names | ABSL_FLAGS and not (name[:2] == "no" and name[2:] in bools):
       out.append(f"no flag --{name}")
+    elif name in enum_choices() and not placeholder(value) and value not in enum_choices()[name]:
+      out.append(f"--{name}={value} is not one of {', '.join(enum_choices()[name])}")
   return out
 
 
@@ -149,6 +165,9 @@ def test_the_reader_finds_commands_and_problems():
   problems = [p for _, args in found for p in command_problems(args)]
   assert problems == ["no flag --no_such_flag", "no mode nomode"]
   assert command_problems("--mode=convert --format=t5x --set=a.b=1") == []
+  assert command_problems("--mode=convert --format=onnx") == [
+    "--format=onnx is not one of hf, tlm, t5x"
+  ]
 
 
 def test_every_documented_command_names_a_mode_and_flags_that_exist():
@@ -160,10 +179,14 @@ def test_every_documented_command_names_a_mode_and_flags_that_exist():
 def test_the_modes_table_has_every_mode_and_only_flags_that_exist():
   modes, names, _ = run_py()
   with open(os.path.join(ROOT, "docs", "ARCHITECTURE.md"), encoding="utf-8") as f:
-    rows = modes_table(f.read())
+    text = f.read()
+  rows = modes_table(text)
   assert sorted(rows) == sorted(modes)
   unknown = {m: [f for f in flags if f not in names] for m, flags in rows.items()}
   assert not any(unknown.values()), unknown
+  # The formats the table lists (`--format=hf\|tlm\|t5x`, pipes escaped) are all of them.
+  for mode, values in re.findall(r"^\| (\w+) .*--format=([\w\\|]+)", text, re.M):
+    assert sorted(values.split("\\|")) == sorted(enum_choices()["format"]), (mode, values)
 
 
 def test_the_readmes_test_command_is_the_one_ci_runs():

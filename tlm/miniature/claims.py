@@ -5,8 +5,8 @@ the rules every claim follows; each claim is one named function: C1-C8 (the tabl
 `tlm.miniature.table_claims`, C9-C13 (the figures) in `tlm.miniature.figure_claims`, M1, M2 in
 `tlm.miniature.mechanism`, the parts they share in `tlm.miniature.claim_parts`.
 
-The claims (ids and statements fixed; other code and tests read them) are those of issue 13,
-from the paper's §3 (Tables 2 and 7, Figures 2-5), and the mechanism M1, M2 behind them. Each
+The claims (ids and statements fixed; other code and tests read them) are the testable ones
+of the paper's §3 (Tables 2 and 7, Figures 2-5), and the mechanism M1, M2 behind them. Each
 claim is one or more *components*, each a margin that is positive exactly when that part of
 the claim holds: "A > B" has the margin A - B, and a claim holds on a seed iff every component
 margin is > 0 (a tie does not hold). A compound claim's margin is the minimum of its
@@ -41,7 +41,7 @@ Every threshold is fixed here, before any result is seen, and none was changed a
   alpha 0.6" covers the alphas <= 0.6; "reaches the retrained model in a fraction of its
   steps" is: at some evaluated step of the alpha-0.5 run, below the retrained model's steps,
   the adapted Temporal model is above the retrained one on both 2019-20 and 2010-18.
-- M2 (issue 19, replacing a share of changing predictions that could not fail): the
+- M2 (pre-registered, replacing a share of changing predictions that could not fail): the
   right-year rate against chance and against the Yearly experts, by the comment above
   `mechanism.m2_temporal_tracks_the_asked_year`.
 

@@ -25,7 +25,7 @@ def m1_temporal_beats_uniform_off_most_frequent(meas):
   return collect(build)
 
 
-# M2, pre-registered (issue 19; fixed before any run of this measure was looked at). On the
+# M2, pre-registered (fixed before any run of this measure was looked at). On the
 # (subject, relation) pairs whose gold answer changes inside 2010-18, the right-year rate of a
 # model is the share of its answers that are the asked year's gold answer among those that are
 # some year's gold answer of the pair; the chance rate is the rate of the same answers shuffled

@@ -64,7 +64,7 @@ def _copy(saved, name, tmp_path):
 
 
 def _corrupt(directory):
-  """4 KiB of random bytes into the largest parameter data file (as the hostile-input probe does)."""
+  """4 KiB of random bytes into the largest parameter data file (as the hostile probe does)."""
   found = glob.glob(os.path.join(directory, "params", "**", "d", "*"), recursive=True)
   path = max(found, key=os.path.getsize)
   with open(path, "r+b") as f:

@@ -33,6 +33,9 @@ def test_paper_configs_name_public_t5_and_ssm_only_for_cbqa():
       assert "-ssm" not in configs.describe(f"{size}_{variant}")
     assert configs.paper_checkpoint(size, "cbqa_ft") == f"google/t5-{size}-ssm"
     assert "ssm-nq" not in configs.describe(f"{size}_cbqa_ft")
+  # No public Base SSM: a checkpoint name to load, and the deviation in the description.
+  assert configs.paper_checkpoint("base", "cbqa_ft") == "google/t5-v1_1-base"
+  assert "(no public Base SSM checkpoint: a deviation)" in configs.describe("base_cbqa_ft")
 
 
 def test_the_miniature_starts_every_model_from_its_pretrained_t5(tmp_path):

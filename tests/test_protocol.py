@@ -149,10 +149,13 @@ def test_pretrain_corpus_replaces_the_worlds_and_only_for_pretraining(tmp_path):
   corpus = tmp_path / "c.jsonl"
   corpus.write_text('{"text": "Kelvar FC was founded in 2019 and won in 2020."}\n' * 3)
   config = configs.override(configs.get("tiny_t5"), small)
-  world = PretrainingData(config).train_batch(0, 0, 2)[0]
+  world_data = PretrainingData(config)
+  world = world_data.train_batch(0, 0, 2)[0]
+  world_data.close()  # its prefetching thread
   mine = configs.replace(config, "data.pretrain_corpus", str(corpus))
   data = PretrainingData(mine)
   batch = data.train_batch(0, 0, 2)[0]
+  data.close()
   text = " ".join(data.vocab.decode(list(row)) for row in batch["encoder_input_tokens"])
   assert "Kelvar" in text
   assert not np.array_equal(batch["encoder_input_tokens"], world["encoder_input_tokens"])

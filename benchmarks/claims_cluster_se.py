@@ -7,7 +7,7 @@ Reads one seed's `results/per_query.json` (and `results/eval.json` for the gold 
 M2 needs when per_query.json predates its `answers` column) and prints, per claim component,
 the bootstrap standard error of its margin with each pool resampled by its unit
 (`tlm.miniature.claims`: TempLAMA by (subject, relation) pair) and with every item resampled on its
-own (the bootstrap before issue 19), and their ratio. With `--ssm_dir` (the world's SSM
+own (the bootstrap before the pairs), and their ratio. With `--ssm_dir` (the world's SSM
 directory), the news pools are also measured with the examples clustered by their article's
 date: per_query.json records no article, so the evaluated examples are matched back to the
 SSM test files by the evaluation's own rule (`experiments.spread`) and checked against the

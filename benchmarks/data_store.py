@@ -1,5 +1,5 @@
 """The example store at scale: memory, start-up and rows/s against corpus size; build_ssm MB/s
-against workers; the issue's goal (a 30x corpus in a real training process). JSON lines.
+against workers; the store's goal (a 30x corpus in a real training process). JSON lines.
 
   python benchmarks/data.py --store=1,10,50          # stores of 1M, 10M, 50M examples
   python benchmarks/data.py --store_build=10 --workers=1,2   # build_ssm on 10 copies of news

@@ -1,4 +1,4 @@
-"""Hostile-input probe of issue 22: runs `run.py` as a careless or hostile user would, one case
+"""Hostile-input probe: runs `run.py` as a careless or hostile user would, one case
 per subprocess in a temporary directory of its own, and classifies how each case ends.
 
   python benchmarks/hostile_probe.py [--every=K] [--only=SUBSTRING] [--jobs=1] [--timeout=240]

@@ -20,6 +20,31 @@ from tlm.data.formatting import TextExample, templama_query_input
 from tlm.data.future_relations import RESOURCES
 from tlm.eval import experiments
 
+# ---- the parallel run (pytest-xdist, `--dist loadgroup`) --------------------------------------
+
+
+@pytest.hookimpl(tryfirst=True)
+def pytest_collection_modifyitems(config, items):
+  """Keeps each test file on one worker: a test without an `xdist_group` mark joins its file's
+  group, so a module-scoped fixture (a trained model, a reproduction) is built once, not once
+  per worker. Files that share something across processes name a group of their own (the
+  coordinator tests: `xdist_group("coordinator")`) and run one after the other on one worker.
+  Runs before xdist's own hook, which reads the marks (hence `tryfirst`).
+
+  On a worker the groups are handed out in this order (pyproject's `--no-loadscope-reorder`):
+  first those holding a `slow` test (multi-process, minutes each), then the larger ones, so
+  that no worker is left running one long group while the others wait."""
+  groups: dict[str, list] = {}
+  for item in items:
+    if item.get_closest_marker("xdist_group") is None:
+      item.add_marker(pytest.mark.xdist_group(item.nodeid.split("::")[0]))
+    names = sorted({m.args[0] for m in item.iter_markers("xdist_group")})
+    groups.setdefault("_".join(names), []).append(item)
+  if os.environ.get("PYTEST_XDIST_WORKER"):
+    slow = {g: any(i.get_closest_marker("slow") for i in group) for g, group in groups.items()}
+    order = sorted(groups, key=lambda g: (not slow[g], -len(groups[g])))
+    items[:] = [item for g in order for item in groups[g]]
+
 
 @pytest.fixture
 def bucket(tmp_path, monkeypatch):

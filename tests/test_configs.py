@@ -79,7 +79,7 @@ _PAPER_VALUES = {
     "train.checkpoint_every": 500, "data.news_to_templama": 0.0, "data.conditioning": "none",
     "mesh.model": 8, "required": ("model.init_checkpoint", "data.templama_dir"),
   },
-  "base_cbqa_ft": {"start": "google/t5-v1_1-base (no public Base SSM)", "train.steps": 5000},
+  "base_cbqa_ft": {"start": "google/t5-v1_1-base", "train.steps": 5000},
 }  # fmt: skip
 
 

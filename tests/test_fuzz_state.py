@@ -1,4 +1,4 @@
-"""Property-based fuzz tests (Hypothesis) of what parses input (issue 22, item 6, the part of JSON
+"""Property-based fuzz tests (Hypothesis) of what parses input (the part of JSON
 lines and the project's own state files): the JSON-lines reader, checksum manifests, the
 workdir lock, best.json, a checkpoint's data state, a saved config.json and model_config.json,
 and a seed's per_query.json. Whatever the bytes, each reader either succeeds or raises its

@@ -1,4 +1,4 @@
-"""Checkpoint readers against hostile and corrupt files (issue 9, "checkpoint readers").
+"""Checkpoint readers against hostile and corrupt files.
 
 Every file here is small and written by the test: the bombs declare huge sizes, they do not
 hold them. Each case must end in one `UserError` (a `CheckpointError` for checkpoints) whose

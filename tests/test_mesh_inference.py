@@ -24,6 +24,8 @@ from tests.helpers import (
 from tlm.models import checkpoints, t5
 
 VOCAB = os.path.join(FIXTURES, "tiny_data", "spiece.model")
+# Jobs on a coordinator port: with the other such tests on one worker (tests/conftest.py).
+pytestmark = pytest.mark.xdist_group("coordinator")
 
 
 @pytest.fixture(scope="module")

@@ -14,7 +14,8 @@ from tlm.models.formats import orbax_params
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
-pytestmark = pytest.mark.slow
+# Jobs on a coordinator port: with the other such tests on one worker (tests/conftest.py).
+pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("coordinator")]
 
 
 def command(workdir, steps, *flags):

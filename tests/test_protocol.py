@@ -33,6 +33,9 @@ def test_paper_configs_name_public_t5_and_ssm_only_for_cbqa():
       assert "-ssm" not in configs.describe(f"{size}_{variant}")
     assert configs.paper_checkpoint(size, "cbqa_ft") == f"google/t5-{size}-ssm"
     assert "ssm-nq" not in configs.describe(f"{size}_cbqa_ft")
+  # No public Base SSM: a checkpoint name to load, and the deviation in the description.
+  assert configs.paper_checkpoint("base", "cbqa_ft") == "google/t5-v1_1-base"
+  assert "(no public Base SSM checkpoint: a deviation)" in configs.describe("base_cbqa_ft")
 
 
 def test_the_miniature_starts_every_model_from_its_pretrained_t5(tmp_path):
@@ -146,10 +149,13 @@ def test_pretrain_corpus_replaces_the_worlds_and_only_for_pretraining(tmp_path):
   corpus = tmp_path / "c.jsonl"
   corpus.write_text('{"text": "Kelvar FC was founded in 2019 and won in 2020."}\n' * 3)
   config = configs.override(configs.get("tiny_t5"), small)
-  world = PretrainingData(config).train_batch(0, 0, 2)[0]
+  world_data = PretrainingData(config)
+  world = world_data.train_batch(0, 0, 2)[0]
+  world_data.close()  # its prefetching thread
   mine = configs.replace(config, "data.pretrain_corpus", str(corpus))
   data = PretrainingData(mine)
   batch = data.train_batch(0, 0, 2)[0]
+  data.close()
   text = " ".join(data.vocab.decode(list(row)) for row in batch["encoder_input_tokens"])
   assert "Kelvar" in text
   assert not np.array_equal(batch["encoder_input_tokens"], world["encoder_input_tokens"])

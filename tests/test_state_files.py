@@ -1,4 +1,4 @@
-"""The project's own state files read back as hostile input (issue 22, item 2): checksum
+"""The project's own state files read back as hostile input: checksum
 manifests, the workdir lock, best.json, a checkpoint's data state, a saved config.json or
 model_config.json, and the results combine_seeds reads. Each class of bad input has its own
 cases: names leading out of their directory, special files (a FIFO, a device) that must never

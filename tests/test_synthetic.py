@@ -492,7 +492,7 @@ def test_encyclopedia_states_the_snapshot_facts(full):
 
 
 def test_dated_generic_corpus_adds_ordered_years_and_nothing_else(full):
-  """The lever corpus (issue 13): the generic documents, each with a year of origin and two
+  """The lever corpus (research/levers): the generic documents, each with a year of origin and two
   consecutive years, plus calendar documents; no news sentence, no time-varying fact; every
   year 2000-2035 next to its neighbour; a pure function of (world, seed)."""
   from tlm.data.salient_spans import split_sentences

@@ -1,5 +1,5 @@
-"""Forward-looking sentences in the synthetic world (`tlm.data.synthetic.forward`, issue 19 item
-5b): off by default (the default world is unchanged), added at their share after fact sentences
+"""Forward-looking sentences in the synthetic world (`tlm.data.synthetic.forward`): off
+by default (the default world is unchanged), added at their share after fact sentences
 they extend, the undated control differing from the dated sentences only in the year's phrase,
 the no-leak rule on hand-made facts, the count of later answers they state on a hand-made
 world, and the config keys that switch them on."""

@@ -1,4 +1,4 @@
-"""T5X checkpoints in and out (issue 21): random HF transformers T5 models (the reference),
+"""T5X checkpoints in and out: random HF transformers T5 models (the reference),
 written as T5X writes them (tests/t5x_reference.py, transcribed from t5x/checkpoints.py), read
 by tlm: the HF model's logits and greedy outputs, for T5 1.0 and 1.1, the legacy layout
 (msgpack + gzip zarr, several chunks per array, float32 and bfloat16) and the Orbax one, a

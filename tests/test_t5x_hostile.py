@@ -1,4 +1,4 @@
-"""T5X checkpoints against hostile and corrupt files (issue 21): each case is one
+"""T5X checkpoints against hostile and corrupt files: each case is one
 `CheckpointError` whose message is one line naming the file at fault, raised before anything
 is opened outside the checkpoint or allocated beyond the bytes present.
 

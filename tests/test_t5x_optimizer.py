@@ -1,4 +1,4 @@
-"""Continuing a T5X run (issue 21): T5X's Adafactor state, after T5X updates, read into tlm's
+"""Continuing a T5X run: T5X's Adafactor state, after T5X updates, read into tlm's
 optax Adafactor gives the update T5X would have made next.
 
 The reference is `t5x_adafactor_update`, T5X's `Adafactor.apply_param_gradient`

@@ -61,6 +61,7 @@ def tiny():
     lambda x: (rng.normal(size=x.shape) * 0.5).astype(np.float32), layout.abstract.params
   )
   batch = data.train_batch(0, 0, 8)[0]
+  data.close()  # its prefetching thread
 
   def fresh_state():
     p = jax.tree.map(jnp.asarray, params)

@@ -1,5 +1,5 @@
-"""Every load of a tlm checkpoint is checked against its checksum manifest, whatever the mode
-(issue 22, item 3): `load_checkpoint` (score, predict, eval*, convert), `model.init_checkpoint`
+"""Every load of a tlm checkpoint is checked against its checksum manifest, whatever the mode:
+`load_checkpoint` (score, predict, eval*, convert), `model.init_checkpoint`
 (`load_init_params`) and the evaluations' predictors. A workdir falls back to its newest intact
 step with a warning; a step or model directory named on its own that fails is a one-line error.
 A tlm model directory (`save_tlm`) carries a manifest too. And a save that fails on a full disk
@@ -64,7 +64,7 @@ def _copy(saved, name, tmp_path):
 
 
 def _corrupt(directory):
-  """4 KiB of random bytes into the largest parameter data file (as the issue's probe did)."""
+  """4 KiB of random bytes into the largest parameter data file (as the hostile probe does)."""
   found = glob.glob(os.path.join(directory, "params", "**", "d", "*"), recursive=True)
   path = max(found, key=os.path.getsize)
   with open(path, "r+b") as f:

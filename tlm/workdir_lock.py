@@ -14,7 +14,7 @@ another host cannot be checked from here: the error says which file to delete if
 gone.
 
 Design (why not `fcntl.flock`): flock is advisory, per host, unreliable on NFS and absent on
-object stores, which the storage layer of the scale issue targets (etils.epath). The lock is
+object stores, which the storage layer targets (etils.epath). The lock is
 instead a small JSON file created with an exclusive create of a complete file: here
 `os.link` of a fully written temporary file, which fails if the name exists (atomic on local
 disks and NFS, and no reader ever sees a half-written lock). Every other step (read, delete)

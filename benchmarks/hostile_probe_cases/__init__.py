@@ -1,4 +1,4 @@
-"""The cases of benchmarks/hostile_probe.py, written from issue 22's description as a careless
+"""The cases of benchmarks/hostile_probe.py, written as a careless
 or hostile user would try them: `CASES`, a list of `Case` (hostile_probe.py says what each field
 means and how an outcome is classified), in the order of the surfaces below.
 

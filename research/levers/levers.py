@@ -1,7 +1,7 @@
 """What would make Temporal beat Uniform in the miniature: more steps, a wider model, or a start
-pretrained on dated text (issue 13; research/levers/README.md).
+pretrained on dated text (research/levers/README.md).
 
-Issue 13's goal is that C1, C5 and M1 (`tlm.miniature.claims`) hold on every seed with their 95%
+The goal is that C1, C5 and M1 (`tlm.miniature.claims`) hold on every seed with their 95%
 interval above zero; the faithful protocol (`--mode=reproduce`: the 230K-parameter tiny T5, 800
 steps) does not get there. This module measures what would. For a *setting* (a model size, a
 number of steps and the corpus its start was pretrained on, `start_corpus`) and each seed it
@@ -93,7 +93,7 @@ def lever_claims() -> list[claims.Claim]:
 
 
 def gets_there(summaries: Mapping[str, Mapping]) -> bool | None:
-  """The goal of issue 13 on these claim summaries: each holds on every seed and its 95%
+  """The goal on these claim summaries: each holds on every seed and its 95%
   interval (over (subject, relation) pairs and seeds) lies above zero. None if a verdict is
   missing."""
   if any(s["holds"] is None for s in summaries.values()):

@@ -1,4 +1,4 @@
-"""What would get the miniature to issue 13's goal: more steps, a wider model, a dated start.
+"""What would get the miniature to the levers' goal: more steps, a wider model, a dated start.
 
   python research/levers/miniature_levers.py --reproduction='runs/reproduce/seed={seed}' \\
       --root=runs/levers [--settings=tiny-3200,wide-800] [--seeds=0,1,2]

@@ -35,7 +35,7 @@ class _Size(NamedTuple):
   label: str
   preset: str  # tlm.models.t5 preset: the architecture
   t5: str  # the public T5.1.1 checkpoint (Raffel et al. 2020)
-  ssm: str  # T5.1.1+SSM, the start of cbqa_ft
+  ssm: str | None  # T5.1.1+SSM, the start of cbqa_ft; None: no public one (Base)
   model_axis: int  # mesh.model: XL and XXL split their parameters over 4 / 8 devices
   remat: str  # model.remat: Large and up recompute each layer in the backward pass (memory)
 
@@ -44,14 +44,7 @@ _SIZES = {
   "small": _Size(
     "Small", "t5-v1_1-small", "google/t5-v1_1-small", "google/t5-small-ssm", 1, "none"
   ),
-  "base": _Size(
-    "Base",
-    "t5-v1_1-base",
-    "google/t5-v1_1-base",
-    "google/t5-v1_1-base (no public Base SSM)",
-    1,
-    "none",
-  ),
+  "base": _Size("Base", "t5-v1_1-base", "google/t5-v1_1-base", None, 1, "none"),
   "large": _Size(
     "Large", "t5-v1_1-large", "google/t5-v1_1-large", "google/t5-large-ssm", 1, "full"
   ),
@@ -61,7 +54,7 @@ _SIZES = {
 
 
 class Run(NamedTuple):
-  """One named config of the paper, `{size}_{variant}`: a row of `_RUNS`."""
+  """One named config of the paper, `{size}_{variant}`: a row of `RUNS`."""
 
   size: str
   variant: str
@@ -70,56 +63,45 @@ class Run(NamedTuple):
   expected: str  # the paper's result the run should reproduce
 
 
-# The columns of `Run` ("-": not in the paper; run times "about ..."). A row whose first cell
-# is empty continues the last cell of the row above.
-_RUNS = """
-size  | variant  | paper   | run time   | expected
-small | temporal | Table 3 | 8 hours    | above small_uniform on TempLAMA, by less than at Large
-small | uniform  | Table 3 | 8 hours    | below small_temporal on TempLAMA
-small | yearly   | -       | 8 hours    | as large_yearly, at Small scale
-small | cbqa_ft  | Table 3 | 10 minutes | below the news-trained models; no better on 2019-20
-      |          |         |            | than on 2010-18
-base  | temporal | -       | 1 day      | between Small and Large
-base  | uniform  | -       | 1 day      | between Small and Large
-base  | yearly   | -       | 1 day      | between Small and Large
-base  | cbqa_ft  | -       | 30 minutes | below large_cbqa_ft; starts from T5.1.1 (no Base SSM)
-large | temporal | Table 2 | 4 days     | the best TempLAMA F1 of all models on 2010-18 and on
-      |          |         |            | 2019-20, above Uniform; the lowest CustomNews perplexity
-      |          |         |            | (Table 7)
-large | uniform  | Table 2 | 4 days     | below Temporal on TempLAMA; better on facts lasting 5+
-      |          |         |            | years (Figure 2)
-large | yearly   | Table 2 | 4 days     | the best 2010-18 CustomNews F1, much worse on 2019-20
-      |          |         |            | CustomNews; each expert worse the further the query's
-      |          |         |            | year is from its own (Figure 2)
-large | cbqa_ft  | Table 2 | 2 hours    | far below the news-trained models on TempLAMA; low, flat
-      |          |         |            | entropy on future queries (Figure 4)
-xl    | temporal | -       | 16 days    | between Large and XXL
-xl    | uniform  | -       | 16 days    | between Large and XXL
-xl    | yearly   | -       | 16 days    | between Large and XXL
-xl    | cbqa_ft  | -       | 7 hours    | between Large and XXL
-xxl   | temporal | Table 3 | 2 months   | the largest gain of Temporal over Uniform of all sizes
-xxl   | uniform  | Table 3 | 2 months   | below xxl_temporal on TempLAMA
-xxl   | yearly   | -       | 2 months   | as large_yearly, at XXL scale
-xxl   | cbqa_ft  | Table 3 | 1 day      | below the news-trained models; no better on 2019-20
-      |          |         |            | than on 2010-18
-"""
-
-
-def _parse_runs(table: str) -> tuple[Run, ...]:
-  rows: list[list[str]] = []
-  for line in table.strip().splitlines()[1:]:
-    cells = [cell.strip() for cell in line.split("|")]
-    if cells[0]:
-      rows.append(cells)
-    else:
-      rows[-1][-1] += " " + cells[-1]
-  return tuple(
-    Run(size, variant, "" if paper == "-" else paper, time, expected)
-    for size, variant, paper, time, expected in rows
-  )
-
-
-RUNS = _parse_runs(_RUNS)
+# The paper's twenty runs: size, variant, the paper's table that reports it ("" if none), the
+# estimated run time (about; per expert for yearly) and the expected result.
+# fmt: off
+RUNS = (
+  Run("small", "temporal", "Table 3", "8 hours",    "above small_uniform on TempLAMA, by less "
+                                                    "than at Large"),
+  Run("small", "uniform",  "Table 3", "8 hours",    "below small_temporal on TempLAMA"),
+  Run("small", "yearly",   "",        "8 hours",    "as large_yearly, at Small scale"),
+  Run("small", "cbqa_ft",  "Table 3", "10 minutes", "below the news-trained models; no better on "
+                                                    "2019-20 than on 2010-18"),
+  Run("base",  "temporal", "",        "1 day",      "between Small and Large"),
+  Run("base",  "uniform",  "",        "1 day",      "between Small and Large"),
+  Run("base",  "yearly",   "",        "1 day",      "between Small and Large"),
+  Run("base",  "cbqa_ft",  "",        "30 minutes", "below large_cbqa_ft; starts from T5.1.1 (no "
+                                                    "Base SSM)"),
+  Run("large", "temporal", "Table 2", "4 days",     "the best TempLAMA F1 of all models on "
+                                                    "2010-18 and on 2019-20, above Uniform; the "
+                                                    "lowest CustomNews perplexity (Table 7)"),
+  Run("large", "uniform",  "Table 2", "4 days",     "below Temporal on TempLAMA; better on facts "
+                                                    "lasting 5+ years (Figure 2)"),
+  Run("large", "yearly",   "Table 2", "4 days",     "the best 2010-18 CustomNews F1, much worse "
+                                                    "on 2019-20 CustomNews; each expert worse "
+                                                    "the further the query's year is from its "
+                                                    "own (Figure 2)"),
+  Run("large", "cbqa_ft",  "Table 2", "2 hours",    "far below the news-trained models on "
+                                                    "TempLAMA; low, flat entropy on future "
+                                                    "queries (Figure 4)"),
+  Run("xl",    "temporal", "",        "16 days",    "between Large and XXL"),
+  Run("xl",    "uniform",  "",        "16 days",    "between Large and XXL"),
+  Run("xl",    "yearly",   "",        "16 days",    "between Large and XXL"),
+  Run("xl",    "cbqa_ft",  "",        "7 hours",    "between Large and XXL"),
+  Run("xxl",   "temporal", "Table 3", "2 months",   "the largest gain of Temporal over Uniform "
+                                                    "of all sizes"),
+  Run("xxl",   "uniform",  "Table 3", "2 months",   "below xxl_temporal on TempLAMA"),
+  Run("xxl",   "yearly",   "",        "2 months",   "as large_yearly, at XXL scale"),
+  Run("xxl",   "cbqa_ft",  "Table 3", "1 day",      "below the news-trained models; no better on "
+                                                    "2019-20 than on 2010-18"),
+)
+# fmt: on
 
 _VARIANT_NAMES = {
   "temporal": "Temporal: news prefixed with its year",
@@ -132,8 +114,13 @@ _PLACEHOLDERS = {"model.init_checkpoint": "CKPT", "data.ssm_dir": "SSM", "data.t
 
 
 def paper_checkpoint(size: str, variant: str) -> str:
-  """The public checkpoint a paper config starts from: T5.1.1, or T5.1.1+SSM for cbqa_ft."""
-  return _SIZES[size].ssm if variant == "cbqa_ft" else _SIZES[size].t5
+  """The public checkpoint a paper config starts from: T5.1.1, or T5.1.1+SSM for cbqa_ft.
+
+  There is no public Base SSM checkpoint: `base_cbqa_ft` starts from T5.1.1 Base (a deviation,
+  which `describe` states)."""
+  if variant == "cbqa_ft" and _SIZES[size].ssm is not None:
+    return _SIZES[size].ssm
+  return _SIZES[size].t5
 
 
 def config(run: Run) -> Config:
@@ -163,10 +150,12 @@ def describe(run: Run) -> str:
   year = " [--set=data.year=2014]" if run.variant == "yearly" else ""
   sets = " ".join(f"--set={k}={v}" for k, v in _PLACEHOLDERS.items() if k in c.required)
   per_expert = " per expert" if run.variant == "yearly" else ""
+  cbqa_without_ssm = run.variant == "cbqa_ft" and _SIZES[run.size].ssm is None
+  no_ssm = " (no public Base SSM checkpoint: a deviation)" if cbqa_without_ssm else ""
   return (
     f"{_SIZES[run.size].label} {_VARIANT_NAMES[run.variant]} ({where}).\n"
-    f"Starts from {paper_checkpoint(run.size, run.variant)}, which must be supplied, as must "
-    "the data.\n\n"
+    f"Starts from {paper_checkpoint(run.size, run.variant)}{no_ssm}, which must be supplied, "
+    "as must the data.\n\n"
     f"Command: python run.py --mode=train --config={c.name} --workdir=W{year}\n  {sets}\n"
     f"Run time: about {run.run_time}{per_expert} on 32 TPU v3 cores (estimate).\n"
     f"Expected: {run.reported_in + ': ' if run.reported_in else ''}{run.expected}."

@@ -96,8 +96,8 @@ class DataConfig:
       instead of `ssm_dir` / `templama_dir`.
     world_seed: seed of the synthetic world.
     world_scale: size of the synthetic world (1.0 = the default miniature).
-    forward_looking: the synthetic world's forward-looking news sentences (issue 19, item 5b;
-      `tlm.data.synthetic.forward`): "off" (the default world), "dated" (a term ending in a
+    forward_looking: the synthetic world's forward-looking news sentences
+      (`tlm.data.synthetic.forward`): "off" (the default world), "dated" (a term ending in a
       later year, the year named: "X's contract with Y runs until 2021.") or "undated" (the
       no-year control: the same sentences with the year replaced by an undated phrase).
     forward_share: with `forward_looking` on, their share of all news sentences (the default,

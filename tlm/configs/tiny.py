@@ -54,7 +54,7 @@ def tiny(variant: str) -> Config:
       synthetic=True,
       conditioning=conditioning_of(variant),
       # 20:1, not 1000:1: the world's TempLAMA-train is ~330 queries, and the query format
-      # must be seen within 800 steps.
+      # must be seen early in training (chosen when the runs were 800 steps).
       news_to_templama=0.0 if variant == "cbqa_ft" else 20.0,
       input_length=64,  # the world's documents are short (~25 words)
       target_length=16,

@@ -66,7 +66,7 @@ class T5Config:
     dtype: computation dtype, "float32" or "bfloat16" (params, norms, logits stay float32).
     remat: what each layer keeps for the backward pass: "none" (everything), "full"
       (recompute the layer: gradient checkpointing) or "dots" (keep the weight matmuls'
-      results, recompute the rest). True and False are read as "full" and "none".
+      results, recompute the rest). Only these names: a boolean is a ConfigError.
   """
 
   vocab_size: int

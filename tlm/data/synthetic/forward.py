@@ -1,5 +1,4 @@
-"""Forward-looking news sentences: a term that ends in a later year (issue 19, item 5b; off by
-default).
+"""Forward-looking news sentences: a term that ends in a later year (off by default).
 
 Real news ties later years to current facts: "X's contract with Y runs until 2021", "X's term
 as minister ends at the 2021 election". The default world's news never does so for a TempLAMA

@@ -162,7 +162,7 @@ def encyclopedia_texts(world: World, snapshot: int = SNAPSHOT) -> list[str]:
   return articles
 
 
-# ---- the "public T5" corpus with years (a lever of issue 13, not the protocol's start) --------
+# ---- the "public T5" corpus with years (a lever of research/levers, not the protocol's start) -
 #
 # C4, the public T5's corpus, was crawled in April 2019 and names years everywhere: founding
 # dates, seasons ("2018-19"), reports, plans ("by 2025"), calendars. Its year tokens therefore
@@ -204,7 +204,8 @@ def _group(entity) -> str:
 
 
 def dated_generic_texts(world: World, seed: int) -> list[str]:
-  """`generic_texts` plus years, as C4 names them (see the comment above); a lever of issue 13.
+  """`generic_texts` plus years, as C4 names them (see the comment above); a lever
+  (research/levers).
 
   Each entity's document gets its year of origin and a sentence naming two consecutive years
   in YEARS_FROM..YEARS_TO; one calendar document per year of that range orders the years

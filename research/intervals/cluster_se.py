@@ -1,6 +1,6 @@
 """How much wider the claims' intervals are with the cluster bootstrap than with single items.
 
-  python benchmarks/claims_cluster_se.py --seed_dir=runs/reproduce/seed=0 \\
+  python -m research.intervals.cluster_se --seed_dir=runs/reproduce/seed=0 \\
       [--ssm_dir=~/.cache/tlm/world-v2-s0-x1/ssm] [--resamples=1000]
 
 Reads one seed's `results/per_query.json` (and `results/eval.json` for the gold answers that
@@ -18,19 +18,16 @@ valid (slightly coarse) cluster. Not a timing benchmark: a measurement of the st
 import argparse
 import json
 import os
-import sys
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-from tlm.configs.years import FUTURE_YEARS, TRAIN_SLICE, TRAIN_YEARS  # noqa: E402
-from tlm.eval import (  # noqa: E402
+from tlm.configs.years import FUTURE_YEARS, TRAIN_SLICE, TRAIN_YEARS
+from tlm.miniature import (
   claim_parts,
   claims,
-  stats,  # noqa: E402
+  stats,
 )
-from tlm.miniature.claim_summary import _pool_sizes  # noqa: E402
+from tlm.miniature.claim_summary import _pool_sizes
 
 
 def _add_answers(meas: dict, eval_json: str) -> None:

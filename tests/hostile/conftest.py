@@ -2,9 +2,10 @@
 base they copy from, and the goal's figures.
 
 Every case is marked `hostile`. A run whose `-m` expression names that marker runs them all
-(`python -m pytest tests/hostile -m hostile`, ~30 minutes on 2 cores); any other run (the
-suite's default, `-m "not slow"`) runs only the fast sample (the cases marked `sample`), so
-that the default suite exercises the harness and a few surfaces without a trained model.
+(`python -m pytest tests/hostile -m hostile`: about an hour on 2 cores, one case at a time);
+any other run (the suite's default, `-m "not slow"`) runs only the fast sample (the cases
+marked `sample`), so that the default suite checks the harness and a few surfaces without a
+trained model. `-m "not hostile"` runs none.
 Settings, by environment variable (a conftest below the rootdir cannot add command-line
 options, and the shared tests/conftest.py stays the suite's own):
 - TLM_HOSTILE_EVERY=K: every K-th case of each surface, from its first (an even sample);

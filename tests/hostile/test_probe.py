@@ -5,9 +5,9 @@ no hang, no file written outside the locations it was given and no checkpoint lo
 
 One test per surface, parametrised by that surface's tables (tests/hostile/cases/, one module
 per surface). Every case is marked `hostile`; `python -m pytest tests/hostile -m hostile` runs
-all of them (~30 minutes on 2 cores; `-k NAME` picks cases), any other run only `SAMPLE`: a few
-cases of different surfaces that need no trained model, so that the suite's default run checks
-the harness and those surfaces in seconds (tests/hostile/conftest.py).
+all of them (about an hour on 2 cores; `-k NAME` picks cases), any other run only `SAMPLE`: a
+few cases of different surfaces that need no trained model, so that the suite's default run
+checks the harness and those surfaces in seconds (tests/hostile/conftest.py).
 """
 
 import collections

@@ -23,8 +23,11 @@ SAMPLE = frozenset(
     "train_workdir_gs_missing_package",  # paths: a scheme whose package is missing
     "extreme_train_lr_nan",  # extremes: a setting no training can use
     "build_templama_years_reversed",  # builders: flags checked before anything is written
+    "build_templama_intact",  # builders: a success, its output checked, nothing written outside
     "store_check_tokens_vocab_size_lies",  # store: a manifest that lies about its vocabulary
     "tables_results_missing",  # state: results that are not there
+    "layout_workdir_in_unwritable_parent",  # layout: a workdir that cannot be made
+    "disk_full_build_ssm",  # disk_full: a full disk mid-build (a tmpfs: root only, else skipped)
   }
 )
 

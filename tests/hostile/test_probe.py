@@ -14,6 +14,7 @@ import collections
 
 import pytest
 
+from tests.hostile import probe
 from tests.hostile.cases import CASES
 
 # The default run's cases: fast (run.py refuses before or just after importing jax) and
@@ -44,6 +45,20 @@ def test_the_cases_have_unique_names_and_the_sample_exists():
   names = collections.Counter(c.name for c in CASES)
   assert [n for n, k in names.items() if k > 1] == []
   assert SAMPLE <= set(names)
+
+
+def test_the_harness_fails_a_case_whose_outcome_is_not_the_expected_one(tmp_path):
+  # A refusal where success is expected must not pass: the harness, not only the cases, is
+  # under test here.
+  case = probe.Case(
+    "gs_workdir_expected_to_train",
+    "paths",
+    lambda ctx: probe.train_args("gs://"),
+    expect="ok",
+  )
+  record = probe.run_case(case, probe.Base(str(tmp_path / "base"), 60), str(tmp_path), 120)
+  assert (record["class"], record["passed"]) == ("refused", False), record
+  assert "--workdir" in record["detail"] and record["outside"] == [] and record["lost"] == []
 
 
 @pytest.mark.parametrize("case", cases("paths"))

@@ -1,4 +1,4 @@
-"""C5's explanations (b) and (c) of issue 19, item 5, as pre-registered in
+"""C5's explanations (b) and (c), as pre-registered in
 docs/results/c5/PREREGISTRATION_bc.md: Uniform and Temporal of the default (2800 steps,
 tiny-v1_1, world v3) retrained with one thing changed.
 

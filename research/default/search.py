@@ -1,4 +1,4 @@
-"""The search for the miniature's default protocol (issue 19), on exploration seeds only.
+"""The search for the miniature's default protocol, on exploration seeds only.
 
   python -m research.default.search --settings=v11-3200 --seeds=100 --root=runs/explore
 

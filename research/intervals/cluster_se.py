@@ -6,13 +6,13 @@
 Reads one seed's `results/per_query.json` (and `results/eval.json` for the gold answers that
 M2 needs when per_query.json predates its `answers` column) and prints, per claim component,
 the bootstrap standard error of its margin with each pool resampled by its unit
-(`tlm.miniature.claims`: TempLAMA by (subject, relation) pair) and with every item resampled on its
-own (the bootstrap before issue 19), and their ratio. With `--ssm_dir` (the world's SSM
-directory), the news pools are also measured with the examples clustered by their article's
-date: per_query.json records no article, so the evaluated examples are matched back to the
-SSM test files by the evaluation's own rule (`experiments.spread`) and checked against the
-recorded target lengths; a date's examples are a union of whole articles, so the date is a
-valid (slightly coarse) cluster. Not a timing benchmark: a measurement of the statistics.
+(`tlm.miniature.claims`: TempLAMA by (subject, relation) pair) and with every item resampled
+on its own (the claims' bootstrap before the cluster one), and their ratio. With `--ssm_dir`
+(the world's SSM directory), the news pools are also measured with the examples clustered by
+their article's date: per_query.json records no article, so the evaluated examples are matched
+back to the SSM test files by the evaluation's own rule (`experiments.spread`) and checked
+against the recorded target lengths; a date's examples are a union of whole articles, so the
+date is a valid (slightly coarse) cluster.
 """
 
 import argparse

@@ -1,6 +1,6 @@
-"""The cases of benchmarks/hostile_probe.py, written as a careless
-or hostile user would try them: `CASES`, a list of `Case` (hostile_probe.py says what each field
-means and how an outcome is classified), in the order of the surfaces below.
+"""The hostile-input probe's cases, written as a careless or hostile user would try them:
+`CASES`, a list of `Case` (tests/hostile/probe.py says what each field means and how an outcome
+is classified), in the order of the surfaces below; tests/hostile/test_probe.py runs them.
 
 One module per surface, each a set of tables (one row per case) and a builder per table
 (common.py holds what they share):

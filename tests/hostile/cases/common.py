@@ -4,7 +4,7 @@ file hostile (a FIFO, a sparse giant, a directory, a link to /dev/zero, gone, ed
 replaced) in one place for every state file the cases tamper with.
 
 Every case module is a set of tables, one row per case, and one builder per table that turns a
-row into a `Case` (hostile_probe.py defines it and says how an outcome is classified).
+row into a `Case` (tests/hostile/probe.py defines it and says how an outcome is classified).
 """
 
 import dataclasses
@@ -14,7 +14,8 @@ import json
 import os
 
 import numpy as np
-from hostile_probe import FIXTURE_DATA, Case, train_args
+
+from tests.hostile.probe import FIXTURE_DATA, Case, train_args
 
 STORE_FIX = os.path.join(FIXTURE_DATA, "store")
 # The workdir a case copies from the base's W0 (two steps trained) and its two steps.
@@ -305,7 +306,7 @@ def largest_param_file(step_dir):
 
 
 def random_bytes(ctx, step_rel):
-  """4 KiB of random bytes into a parameter file (the issue's probe)."""
+  """4 KiB of random bytes into a parameter file."""
   path = largest_param_file(ctx.path(step_rel))
   with open(path, "r+b") as f:
     f.seek(64)

@@ -6,7 +6,7 @@ files (FIFOs, devices, directories where a file belongs).
 
 import os
 
-from hostile_probe import FIXTURE_DATA, TINY, train_args
+from tests.hostile.probe import FIXTURE_DATA, TINY, train_args
 
 from .common import (
   ON_W,

@@ -6,7 +6,7 @@ directories that hold a user's files; each must validate before it commits its o
 import gzip
 import os
 
-from hostile_probe import FIXTURE_DATA
+from tests.hostile.probe import FIXTURE_DATA
 
 from .common import STORE_FIX, case, convert_args, either, error, files_exist, ok, value
 

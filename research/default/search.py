@@ -1,6 +1,6 @@
 """The search for the miniature's default protocol, on exploration seeds only.
 
-  python benchmarks/miniature_default.py --settings=v11-3200 --seeds=100 --root=runs/explore
+  python -m research.default.search --settings=v11-3200 --seeds=100 --root=runs/explore
 
 Each setting trains only Uniform and Temporal per seed from the same pretrained start and for
 the same steps (`research.levers.levers`, the cheap screen of the levers study), evaluates them on
@@ -19,11 +19,8 @@ settings that differ only in how Uniform and Temporal train share their start.
 import argparse
 import json
 import os
-import sys
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-from research.levers.levers import Setting, run  # noqa: E402
+from research.levers.levers import Setting, run
 
 WIDE = ("model.emb_dim=128", "model.num_heads=8", "model.head_dim=16", "model.mlp_dim=256")
 # name: (description, steps, curve steps, overrides, the setting whose start it shares or "")

@@ -8,7 +8,8 @@ import os
 import shutil
 
 import numpy as np
-from hostile_probe import TINY
+
+from tests.hostile.probe import TINY
 
 from .common import (
   DEV_ZERO,

@@ -1,36 +1,25 @@
-"""Hostile-input probe: runs `run.py` as a careless or hostile user would, one case
-per subprocess in a temporary directory of its own, and classifies how each case ends.
+"""The hostile-input probe's harness: runs `run.py` as a careless or hostile user would, one case
+per subprocess in a directory of its own, and classifies how each case ends. The cases are
+tables by surface in tests/hostile/cases/; tests/hostile/test_probe.py runs them (a fast sample
+by default, all under `pytest -m hostile`; tests/hostile/conftest.py has the options).
 
-  python benchmarks/hostile_probe.py [--every=K] [--only=SUBSTRING] [--jobs=1] [--timeout=240]
-      [--memory_gib=4] [--json=FILE] [--keep] [--base=ROOT/base] [--list]
+The goal: every case over these surfaces ends in a one-line error or a correct recovery: 0
+tracebacks, 0 hangs, 0 files outside the given locations, 0 checkpoints lost. The surfaces:
+paths and URIs on every path flag and path config key (paths.py), the project's own state files
+read back (state_*.py), the workdir's layout (layout.py), settings at their extremes
+(extremes.py), the builders (builders.py), checkpoints verified on every load (checkpoints.py),
+the example store, T5X checkpoints and sampling flags (store.py, t5x.py, sampling.py), files
+damaged while a run reads them (midrun.py: a store truncated, rewritten or replaced while
+training draws from it, a checkpoint deleted while it is restored) and a disk that fills up
+(disk_full.py).
 
---every=K runs every K-th case of each surface (an even sample: --every=8 is 69 cases; with 19
-more named by --names, 88 cases took 7.5 minutes with --jobs=2 on a shared, heavily loaded
-2-core machine, 2026-12-01, most of it the tiny trainings); without it all 527 cases run (28
-minutes with --jobs=2 on that machine at load average 4-14, base included). --only picks cases
-by name, --list shows them. The counts per surface and class and the goal's figures print as a
-table and, last, as one JSON line
-(--json also writes every case's record). --keep keeps the temporary directory; --base reuses
-the base of a kept one. Each case's address space is capped (--memory_gib). The disk-full cases
-mount small tmpfs file systems (root; elsewhere they are `skipped`).
-
-The issue's goal: "Every case of a hostile-input probe over these surfaces ends in a one-line
-error or a correct recovery: 0 tracebacks, 0 hangs, 0 files outside the given locations, 0
-checkpoints lost." The cases (the package hostile_probe_cases/, one module of tables per
-surface) cover every surface the issue names: paths and URIs on every path flag and path config
-key (paths.py), the project's own state files read back (state_*.py), the workdir's layout
-(layout.py), settings at their extremes (extremes.py), the builders (builders.py), checkpoints
-verified on every load (checkpoints.py), the surfaces added this round (the example store, T5X
-checkpoints, sampling flags: store.py, t5x.py, sampling.py), files damaged while a run reads
-them (midrun.py: a store truncated, rewritten or replaced while training draws from it, a
-checkpoint deleted while it is restored) and a disk that fills up (disk_full.py).
-
-First a base is built once with the CLI itself (a tiny training workdir with steps 1 and 2 on
-the tests' fixture data, one with `best/`, its evaluation, the tlm / HF / T5X conversions of it,
-an example store, reference scores of each step, a seed's results as reproduce writes them).
-Then every case gets `CASE/` with an empty `CASE/cwd` (the process's working directory),
-`CASE/tmp` ($TMPDIR) and `CASE/home` ($HOME, so `~/.cache/tlm` is the case's own), copies what
-it needs from the base, and runs `python run.py ARGS` with a timeout.
+What cases copy from is built with the CLI itself, once per session and only the parts the
+chosen cases ask for (`Base`: a tiny training workdir with steps 1 and 2 on the tests' fixture
+data, its evaluation, one with `best/`, the tlm / HF / T5X conversions of it, an example store,
+reference scores of each step, a seed's results as reproduce writes them). Every case gets
+`CASE/` with an empty `CASE/cwd` (the process's working directory), `CASE/tmp` ($TMPDIR) and
+`CASE/home` ($HOME, so `~/.cache/tlm` is the case's own), copies what it needs from the base,
+and runs `python run.py ARGS` with a timeout and a capped address space.
 
 Outcome of a case (its class, one of):
 - `one_line_error`: exit status > 0, no traceback, and exactly one non-empty stderr line left
@@ -59,14 +48,9 @@ And two checks on every case whatever its class:
   changed after; or what the case's own `after` check found lost, whatever the outcome (the
   midrun cases: the run's newest checkpoint must match its checksum manifest).
 A case passes iff its class is `one_line_error` or `ok` and neither check found anything.
-
-Prints a table (one row per case) and the counts per class, and writes everything as JSON.
-The whole probe takes minutes (tiny configs, two-step trainings, the tests' fixture data).
 """
 
-import argparse
 import collections
-import concurrent.futures
 import dataclasses
 import hashlib
 import json
@@ -78,11 +62,10 @@ import signal
 import stat
 import subprocess
 import sys
-import tempfile
 import time
 from collections.abc import Callable
 
-ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
+ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 RUN_PY = os.path.join(ROOT, "run.py")
 # Resolved: a copy of the tree whose tests/fixtures links to the original trains on the same
 # paths as a base built there (a resumed run refuses data paths other than its own).
@@ -148,7 +131,7 @@ class Case:
 
   Attributes:
     name: unique, short.
-    surface: which surface of the issue it probes.
+    surface: which surface it probes (a module of tests/hostile/cases/).
     setup: `setup(ctx)` prepares the case's files and returns the run.py arguments.
     expect: "error" (a refusal is right), "ok" (success or recovery is right; `check` says
       whether the output is), or "either" (both are right; `check` judges a success).
@@ -188,7 +171,7 @@ class Ctx:
   def __init__(self, directory: str, base: dict):
     self.dir = directory
     self.cwd = os.path.join(directory, "cwd")
-    self.base = base
+    self.base = base  # a `Base`: what `copy` reads is built on first use
     self.damaged: set[str] = set()  # step dirs (relative) damaged on purpose
     self.immutable: list[str] = []  # chattr +i'd paths, undone after the case
     self.mounts: list[str] = []  # tmpfs mount points, unmounted after the case
@@ -380,10 +363,10 @@ def lost_checkpoints(case_dir: str, before: dict) -> list[str]:
 # ---- running and classifying -------------------------------------------------------------------
 
 
-# The address space a case may take (RLIMIT_AS, `--memory_gib`): a case that reads a device or
-# a huge file whole then fails inside itself (a MemoryError, classified like any traceback)
-# instead of driving the shared machine into the kernel's OOM killer, which may pick any
-# process. A two-step tiny training needs under 3 GiB.
+# The address space a case may take (RLIMIT_AS, `--hostile-memory-gib`): a case that reads a
+# device or a huge file whole then fails inside itself (a MemoryError, classified like any
+# traceback) instead of driving the shared machine into the kernel's OOM killer, which may pick
+# any process. A two-step tiny training needs under 3 GiB.
 MEMORY_LIMIT = [4 << 30]
 
 
@@ -452,14 +435,15 @@ def classify(case: Case, ctx: Ctx, run: dict) -> tuple[str, str]:
   return "multi_line_error", " | ".join(lines)[-400:]
 
 
-def run_case(case: Case, base: dict, root: str, index: int, default_timeout: float) -> dict:
+def run_case(case: Case, base, root: str, default_timeout: float) -> dict:
+  """Sets up, runs and classifies `case` in ROOT/NAME; its record (`passed` says it all)."""
   # Plain characters only: a case's own directory must not be hostile (a backslash in it made
   # tensorstore write elsewhere, which the case named `train_workdir_backslash` probes).
-  directory = os.path.join(root, f"{index:03d}_" + re.sub(r"[^A-Za-z0-9._-]", "_", case.name))
+  directory = os.path.join(root, re.sub(r"[^A-Za-z0-9._-]", "_", case.name))
   for sub in ("cwd", "tmp", "home"):
     os.makedirs(os.path.join(directory, sub))
   ctx = Ctx(directory, base)
-  record = {"name": case.name, "surface": case.surface, "expect": case.expect}
+  record = {"name": case.name, "surface": case.surface, "expect": case.expect, "dir": directory}
   try:
     args = case.setup(ctx)
     record["args"] = args
@@ -511,237 +495,153 @@ def run_case(case: Case, base: dict, root: str, index: int, default_timeout: flo
 # ---- the base ----------------------------------------------------------------------------------
 
 
-def build_base(root: str, timeout: float) -> dict:
-  """Builds, with the CLI, everything cases copy from; returns {name: absolute path}."""
-  sys.path.insert(0, ROOT)
-  base_dir = os.path.join(root, "base")
-  os.makedirs(base_dir)
-  b = {"root": base_dir}
-  env = dict(
-    os.environ, JAX_PLATFORMS="cpu", PYTHONPATH=ROOT, MPLCONFIGDIR=os.path.join(root, "mplconfig")
-  )
+class Base:
+  """What cases copy from, built with the CLI under `root` on first use of each name (a case
+  needing only the fixture data costs no training): `base[name]` is its absolute path.
 
-  def cli(*args):
-    run = launch(list(args), base_dir, env, timeout)
-    if run["rc"] != 0:
-      raise SystemExit(f"base: run.py {' '.join(args)} failed:\n{run['stderr'][-3000:]}")
-    return run
+  W0: a two-step training (checkpoints 1 and 2) with its evaluation (results/eval.json);
+  Wbest: one keeping `best/`; tlm, hf, t5x: W0 converted; store: an example store of the
+  fixture's news; in.jsonl: three inputs; ref1.jsonl, ref2.jsonl: their scores by step 1 and 2;
+  seed: a seed's results as reproduce writes them (tests/test_state_files.py `seed_dir`)."""
 
-  def at(name):
-    b[name] = os.path.join(base_dir, name)
-    return b[name]
+  def __init__(self, root: str, timeout: float):
+    self.root = root
+    self.timeout = timeout
+    self.env = dict(
+      os.environ, JAX_PLATFORMS="cpu", PYTHONPATH=ROOT, MPLCONFIGDIR=os.path.join(root, "mpl")
+    )
+    self.built: dict[str, str] = {}
+    self.seconds: dict[str, float] = {}
+    os.makedirs(root, exist_ok=True)
 
-  t0 = time.perf_counter()
-  cli(*train_args(at("W0")))  # checkpoints/1, checkpoints/2
-  cli("--mode=eval", f"--workdir={b['W0']}")  # W0/results/eval.json
-  cli(*train_args(at("Wbest"), "train.keep_best=eval_loss", "train.eval_every=1"))
-  cli(
-    "--mode=convert",
-    f"--checkpoint={b['W0']}/checkpoints/1",
-    f"--output_dir={at('tlm')}",
-    "--format=tlm",
-  )
-  cli("--mode=convert", f"--checkpoint={b['W0']}", f"--output_dir={at('hf')}", "--format=hf")
-  cli("--mode=convert", f"--checkpoint={b['W0']}", f"--output_dir={at('t5x')}", "--format=t5x")
-  cli(
-    "--mode=build_ssm",
-    f"--news={FIXTURE_DATA}/store/news_sample.jsonl",
-    f"--entities={FIXTURE_DATA}/store/entities_sample.tsv",
-    f"--output_dir={at('store')}",
-  )
-  rows = [
-    {"input": "year: 2014 Ana Berg plays for <extra_id_0>.", "target": "<extra_id_0> Gold Hawks"},
-    {"input": "year: 2011 Ana Berg plays for <extra_id_0>.", "target": "<extra_id_0> Red Lions"},
-    {"input": "Kai Lund scored again.", "target": "<extra_id_0> Blue Owls"},
-  ]
-  with open(at("in.jsonl"), "w") as f:
-    f.writelines(json.dumps(r) + "\n" for r in rows)
-  for step in (1, 2):
-    cli(
+  def __getitem__(self, name: str) -> str:
+    if name not in self.built:
+      build = getattr(self, "_" + name.replace(".", "_"), None)
+      if build is None:
+        raise KeyError(name)
+      t0 = time.perf_counter()
+      path = os.path.join(self.root, name)
+      build(path)
+      self.built[name] = path
+      self.seconds[name] = round(time.perf_counter() - t0, 1)
+    return self.built[name]
+
+  def _cli(self, *args: str) -> None:
+    run = launch(list(args), self.root, self.env, self.timeout)
+    if run["rc"] != 0:  # the harness's own failure, reported by the case that asked for it
+      raise RuntimeError(f"base: run.py {' '.join(args)} failed:\n{run['stderr'][-3000:]}")
+
+  def _W0(self, path):
+    self._cli(*train_args(path))
+    self._cli("--mode=eval", f"--workdir={path}")
+
+  def _Wbest(self, path):
+    self._cli(*train_args(path, "train.keep_best=eval_loss", "train.eval_every=1"))
+
+  def _tlm(self, path):
+    w0 = self["W0"]
+    self._cli(
+      "--mode=convert", f"--checkpoint={w0}/checkpoints/1", f"--output_dir={path}", "--format=tlm"
+    )
+
+  def _hf(self, path):
+    self._cli("--mode=convert", f"--checkpoint={self['W0']}", f"--output_dir={path}", "--format=hf")
+
+  def _t5x(self, path):
+    self._cli(
+      "--mode=convert", f"--checkpoint={self['W0']}", f"--output_dir={path}", "--format=t5x"
+    )
+
+  def _store(self, path):
+    self._cli(
+      "--mode=build_ssm",
+      f"--news={FIXTURE_DATA}/store/news_sample.jsonl",
+      f"--entities={FIXTURE_DATA}/store/entities_sample.tsv",
+      f"--output_dir={path}",
+    )
+
+  def _in_jsonl(self, path):
+    rows = [
+      {"input": "year: 2014 Ana Berg plays for <extra_id_0>.", "target": "<extra_id_0> Gold Hawks"},
+      {"input": "year: 2011 Ana Berg plays for <extra_id_0>.", "target": "<extra_id_0> Red Lions"},
+      {"input": "Kai Lund scored again.", "target": "<extra_id_0> Blue Owls"},
+    ]
+    with open(path, "w") as f:
+      f.writelines(json.dumps(r) + "\n" for r in rows)
+
+  def _score(self, path, step):
+    self._cli(
       "--mode=score",
-      f"--checkpoint={b['W0']}/checkpoints/{step}",
-      f"--input_file={b['in.jsonl']}",
-      f"--output_file={at(f'ref{step}.jsonl')}",
+      f"--checkpoint={self['W0']}/checkpoints/{step}",
+      f"--input_file={self['in.jsonl']}",
+      f"--output_file={path}",
     )
-  # A seed's results as reproduce writes them (tests/test_state_files.py `seed_dir`).
-  from tlm.miniature import measurements
 
-  with open(os.path.join(b["W0"], "results", "eval.json")) as f:
-    result = json.load(f)
-  seed = os.path.join(at("seed"), "results")
-  os.makedirs(seed)
-  files = {
-    "per_query.json": measurements.collect(0, {"temporal": result}),
-    "eval.json": {
-      "tiny_temporal": {k: result[k] for k in ("templama", "news", "answer_baselines")}
-    },
-    "seed_summary.json": {"configs": {"temporal": {"name": "tiny_temporal"}}},
+  def _ref1_jsonl(self, path):
+    self._score(path, 1)
+
+  def _ref2_jsonl(self, path):
+    self._score(path, 2)
+
+  def _seed(self, path):
+    from tlm.miniature import measurements
+
+    with open(os.path.join(self["W0"], "results", "eval.json")) as f:
+      result = json.load(f)
+    results = os.path.join(path, "results")
+    os.makedirs(results)
+    files = {
+      "per_query.json": measurements.collect(0, {"temporal": result}),
+      "eval.json": {
+        "tiny_temporal": {k: result[k] for k in ("templama", "news", "answer_baselines")}
+      },
+      "seed_summary.json": {"configs": {"temporal": {"name": "tiny_temporal"}}},
+    }
+    for name, content in files.items():
+      with open(os.path.join(results, name), "w") as f:
+        json.dump(content, f)
+
+
+# ---- the goal's figures --------------------------------------------------------------------------
+
+
+def summary(records: list[dict]) -> dict:
+  """Counts per class and per surface: tracebacks, hangs, files outside, checkpoints lost."""
+
+  def counts(rs):
+    return {
+      "cases": len(rs),
+      "passed": sum(r["passed"] for r in rs),
+      "classes": dict(collections.Counter(r["class"] for r in rs)),
+      "cases_with_files_outside": sum(bool(r["outside"]) for r in rs),
+      "cases_with_checkpoints_lost": sum(bool(r["lost"]) for r in rs),
+    }
+
+  classes = collections.Counter(r["class"] for r in records)
+  surfaces = dict.fromkeys(r["surface"] for r in records)
+  return {
+    **counts(records),
+    "failed": sum(not r["passed"] and r["class"] != "skipped" for r in records),
+    "skipped": classes["skipped"],
+    "tracebacks": classes["traceback"],
+    "hangs": classes["hang"],
+    "signals": classes["signal"],
+    "by_surface": {s: counts([r for r in records if r["surface"] == s]) for s in surfaces},
+    "benign_stderr_patterns": [p.pattern for p in BENIGN],
   }
-  for name, content in files.items():
-    with open(os.path.join(seed, name), "w") as f:
-      json.dump(content, f)
-  b["build_seconds"] = round(time.perf_counter() - t0, 1)
-  with open(os.path.join(base_dir, "base.json"), "w") as f:
-    json.dump(b, f)
-  return b
-
-
-# ---- main --------------------------------------------------------------------------------------
-
-
-def table(records: list[dict]) -> str:
-  rows = [
-    "| # | case | surface | expect | class | s | outside | lost | passed |",
-    "|---|---|---|---|---|---|---|---|---|",
-  ]
-  for i, r in enumerate(records):
-    rows.append(
-      f"| {i} | {r['name']} | {r['surface']} | {r['expect']} | {r['class']} | "
-      f"{r.get('seconds', '')} | {len(r['outside'])} | {len(r['lost'])} | "
-      f"{'yes' if r['passed'] else '**no**'} |"
-    )
-  return "\n".join(rows)
 
 
 def surface_table(summary: dict) -> str:
-  """Counts per surface and class (the goal's figures)."""
+  """Counts per surface and class (Markdown)."""
   classes = sorted({c for s in summary["by_surface"].values() for c in s["classes"]})
   rows = [
     "| surface | cases | passed | " + " | ".join(classes) + " | outside | lost |",
     "|---" * (len(classes) + 5) + "|",
   ]
-  for surface, s in [
-    *summary["by_surface"].items(),
-    ("all", {**summary, "classes": summary["classes"]}),
-  ]:
+  for surface, s in [*summary["by_surface"].items(), ("all", summary)]:
     counts = " | ".join(str(s["classes"].get(c, 0)) for c in classes)
     rows.append(
       f"| {surface} | {s['cases']} | {s['passed']} | {counts} | "
       f"{s['cases_with_files_outside']} | {s['cases_with_checkpoints_lost']} |"
     )
   return "\n".join(rows)
-
-
-def main():
-  parser = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-  parser.add_argument("--json", default="", help="also write every case's record to this file")
-  parser.add_argument("--only", default="", help="run the cases whose name holds this")
-  parser.add_argument("--timeout", type=float, default=240.0, help="seconds per case")
-  parser.add_argument("--keep", action="store_true", help="keep the temporary directory")
-  parser.add_argument("--list", action="store_true", help="list the cases and exit")
-  parser.add_argument("--jobs", type=int, default=1, help="cases run at once")
-  parser.add_argument(
-    "--every",
-    type=int,
-    default=1,
-    help="run every K-th case of each surface (a quicker, even sample)",
-  )
-  parser.add_argument("--names", default="", help="also run these cases (exact names, commas)")
-  parser.add_argument("--base", default="", help="reuse BASE (a --keep run's ROOT/base)")
-  parser.add_argument("--memory_gib", type=float, default=4.0, help="address space per case")
-  args = parser.parse_args()
-  MEMORY_LIMIT[0] = int(args.memory_gib * (1 << 30))
-  sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
-  from hostile_probe_cases import CASES
-
-  names = [c.name for c in CASES]
-  duplicated = [n for n, k in collections.Counter(names).items() if k > 1]
-  assert not duplicated, duplicated
-  cases = [c for c in CASES if args.only in c.name]
-  if args.every > 1:  # every K-th case of each surface, from its first
-    seen = collections.Counter()
-    picked = []
-    for c in cases:
-      if seen[c.surface] % args.every == 0:
-        picked.append(c)
-      seen[c.surface] += 1
-    cases = picked
-  if args.names:  # and these, by exact name
-    wanted = set(args.names.split(","))
-    unknown = wanted - set(names)
-    assert not unknown, f"no such cases: {sorted(unknown)}"
-    cases += [c for c in CASES if c.name in wanted and c not in cases]
-  if args.list:
-    for c in cases:
-      print(f"{c.surface:12} {c.expect:6} {c.name}")
-    return
-  root = tempfile.mkdtemp(prefix="tlm_hostile_probe_")
-  t0 = time.perf_counter()
-  try:
-    if args.base:
-      with open(os.path.join(args.base, "base.json")) as f:
-        base = json.load(f)
-      print(f"base reused from {args.base}; cases under {root}", flush=True)
-    else:
-      base = build_base(root, args.timeout)
-      print(f"base built in {base['build_seconds']}s under {root}", flush=True)
-    cases_root = os.path.join(root, "cases")
-    pool = concurrent.futures.ThreadPoolExecutor(args.jobs)
-    futures = [
-      pool.submit(run_case, c, base, cases_root, i, args.timeout) for i, c in enumerate(cases)
-    ]
-    records = []
-    for i, (case, future) in enumerate(zip(cases, futures)):
-      r = future.result()
-      records.append(r)
-      mark = "PASS" if r["passed"] else "FAIL"
-      extra = (f" outside={r['outside'][:3]}" if r["outside"] else "") + (
-        f" lost={r['lost'][:3]}" if r["lost"] else ""
-      )
-      print(
-        f"[{i:3d}] {mark} {r['class']:16} {r.get('seconds', '-'):>6}s {case.name}: "
-        f"{(r['detail'] or '')[:160]}{extra}",
-        flush=True,
-      )
-  finally:
-    if not args.keep:
-      shutil.rmtree(root, ignore_errors=True)
-  counts = collections.Counter(r["class"] for r in records)
-  summary = {
-    "cases": len(records),
-    "passed": sum(r["passed"] for r in records),
-    "failed": sum(not r["passed"] and r["class"] != "skipped" for r in records),
-    "skipped": sum(r["class"] == "skipped" for r in records),
-    "classes": dict(counts),
-    "tracebacks": counts["traceback"],
-    "hangs": counts["hang"],
-    "signals": counts["signal"],
-    "cases_with_files_outside": sum(bool(r["outside"]) for r in records),
-    "cases_with_checkpoints_lost": sum(bool(r["lost"]) for r in records),
-    "by_surface": {
-      surface: {
-        "cases": len(rs),
-        "passed": sum(r["passed"] for r in rs),
-        "classes": dict(collections.Counter(r["class"] for r in rs)),
-        "cases_with_files_outside": sum(bool(r["outside"]) for r in rs),
-        "cases_with_checkpoints_lost": sum(bool(r["lost"]) for r in rs),
-      }
-      for surface in dict.fromkeys(r["surface"] for r in records)
-      for rs in [[r for r in records if r["surface"] == surface]]
-    },
-    "seconds": round(time.perf_counter() - t0, 1),
-    "benign_stderr_patterns": [p.pattern for p in BENIGN],
-  }
-  print()
-  print(table(records))
-  print()
-  print(surface_table(summary))
-  print()
-  failed = [r for r in records if not r["passed"] and r["class"] != "skipped"]
-  for r in failed:
-    print(
-      f"- {r['name']} ({r['class']}): {r['detail']}"
-      + (f"; outside: {r['outside']}" if r["outside"] else "")
-      + (f"; lost: {r['lost']}" if r["lost"] else "")
-    )
-  print(json.dumps(summary))
-  if args.json:
-    with open(args.json, "w") as f:
-      json.dump({"summary": summary, "cases": records}, f, indent=1)
-  if not args.keep:
-    return
-  print(f"kept {root}")
-
-
-if __name__ == "__main__":
-  main()

@@ -2,7 +2,7 @@
 building, on a small tmpfs (mounting one needs root; elsewhere these cases are `skipped`).
 """
 
-from hostile_probe import train_args
+from tests.hostile.probe import train_args
 
 from .builders import ssm
 from .common import case, convert_args, error, score_args

@@ -16,7 +16,8 @@ import threading
 import time
 
 import numpy as np
-from hostile_probe import ROOT, TINY, train_args
+
+from tests.hostile.probe import ROOT, TINY, train_args
 
 from .common import W, case, fresh, trained
 

@@ -11,7 +11,8 @@ import subprocess
 import sys
 
 import numpy as np
-from hostile_probe import ROOT
+
+from tests.hostile.probe import ROOT
 
 from .common import (
   FIFO,

@@ -2,7 +2,7 @@
 docs/results/c5/PREREGISTRATION_bc.md: Uniform and Temporal of the default (2800 steps,
 tiny-v1_1, world v3) retrained with one thing changed.
 
-  python benchmarks/c5_explanations.py --root=runs/c5bc --seeds=0,1,2 --workers=2 \\
+  python -m research.c5.explanations --root=runs/c5bc --seeds=0,1,2 --workers=2 \\
       --t5='runs/verdict/default/seed={seed}/t5' --baseline='runs/verdict/default/seed={seed}'
 
 The settings (`research.levers.levers.Setting`; everything not named is the default's):
@@ -37,18 +37,15 @@ import argparse
 import json
 import os
 import shutil
-import sys
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+import numpy as np
 
-import numpy as np  # noqa: E402
+from research.levers import levers
+from tlm.configs.years import FUTURE_YEARS, TRAIN_YEARS
+from tlm.errors import DataError, UserError
+from tlm.files import atomic_output_file, write_json
 
-from research.levers import levers  # noqa: E402
-from tlm.configs.years import FUTURE_YEARS, TRAIN_YEARS  # noqa: E402
-from tlm.errors import DataError, UserError  # noqa: E402
-from tlm.files import atomic_output_file, write_json  # noqa: E402
-
-STEPS = 2800  # the default's (docs/results/PREREGISTRATION.md), benchmarks/miniature_default.py
+STEPS = 2800  # the default's (docs/results/PREREGISTRATION.md), research/default/search.py
 SEEDS = (0, 1, 2)
 DATED, UNDATED = "forward-dated", "forward-undated"
 # name: (description, overrides of Uniform and Temporal, start: "t5" or "cbqa")

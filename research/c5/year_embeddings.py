@@ -1,8 +1,8 @@
 """C5, explanation (a): are the year tokens a Temporal model reads for 2019-20 ever trained?
 
-  python benchmarks/year_embeddings.py --root=runs/verdict/default --seeds=0,1,2
+  python -m research.c5.year_embeddings --root=runs/verdict/default --seeds=0,1,2
 
-This script reads the models of the pre-registered verdict (benchmarks/miniature_default.py
+This script reads the models of the pre-registered verdict (`research.default.search`
 --preregistered). For each seed ROOT/seed=S holds the `tiny_t5` start (t5/, step 400) and
 Uniform and Temporal (step 2800). The script compares the token-embedding rows of the years
 2010-2020 between the start and each trained model. It judges the predictions P1-P3 of
@@ -13,15 +13,12 @@ summary. No model is trained.
 import argparse
 import json
 import os
-import sys
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-from tlm.data.vocab import Vocabulary  # noqa: E402
-from tlm.files import write_json  # noqa: E402
-from tlm.models.formats import orbax_params  # noqa: E402
+from tlm.data.vocab import Vocabulary
+from tlm.files import write_json
+from tlm.models.formats import orbax_params
 
 YEARS = tuple(range(2010, 2021))
 OUT = os.path.join("docs", "results", "c5", "year_embeddings.json")

@@ -1,36 +1,33 @@
 """How much wider the claims' intervals are with the cluster bootstrap than with single items.
 
-  python benchmarks/claims_cluster_se.py --seed_dir=runs/reproduce/seed=0 \\
+  python -m research.intervals.cluster_se --seed_dir=runs/reproduce/seed=0 \\
       [--ssm_dir=~/.cache/tlm/world-v2-s0-x1/ssm] [--resamples=1000]
 
 Reads one seed's `results/per_query.json` (and `results/eval.json` for the gold answers that
 M2 needs when per_query.json predates its `answers` column) and prints, per claim component,
 the bootstrap standard error of its margin with each pool resampled by its unit
-(`tlm.miniature.claims`: TempLAMA by (subject, relation) pair) and with every item resampled on its
-own (the bootstrap before the pairs), and their ratio. With `--ssm_dir` (the world's SSM
-directory), the news pools are also measured with the examples clustered by their article's
-date: per_query.json records no article, so the evaluated examples are matched back to the
-SSM test files by the evaluation's own rule (`experiments.spread`) and checked against the
-recorded target lengths; a date's examples are a union of whole articles, so the date is a
-valid (slightly coarse) cluster. Not a timing benchmark: a measurement of the statistics.
+(`tlm.miniature.claims`: TempLAMA by (subject, relation) pair) and with every item resampled
+on its own (the claims' bootstrap before the cluster one), and their ratio. With `--ssm_dir`
+(the world's SSM directory), the news pools are also measured with the examples clustered by
+their article's date: per_query.json records no article, so the evaluated examples are matched
+back to the SSM test files by the evaluation's own rule (`experiments.spread`) and checked
+against the recorded target lengths; a date's examples are a union of whole articles, so the
+date is a valid (slightly coarse) cluster.
 """
 
 import argparse
 import json
 import os
-import sys
 
 import numpy as np
 
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
-
-from tlm.configs.years import FUTURE_YEARS, TRAIN_SLICE, TRAIN_YEARS  # noqa: E402
-from tlm.eval import (  # noqa: E402
+from tlm.configs.years import FUTURE_YEARS, TRAIN_SLICE, TRAIN_YEARS
+from tlm.miniature import (
   claim_parts,
   claims,
-  stats,  # noqa: E402
+  stats,
 )
-from tlm.miniature.claim_summary import _pool_sizes  # noqa: E402
+from tlm.miniature.claim_summary import _pool_sizes
 
 
 def _add_answers(meas: dict, eval_json: str) -> None:

@@ -6,7 +6,7 @@ directories that are not steps, met when a training resumes or an evaluation wri
 import os
 import shutil
 
-from hostile_probe import train_args
+from tests.hostile.probe import train_args
 
 from .common import ON_W, S2, W, case, either, error, trained
 

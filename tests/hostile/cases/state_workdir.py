@@ -7,7 +7,7 @@ import json
 import os
 import socket
 
-from hostile_probe import train_args
+from tests.hostile.probe import train_args
 
 from .common import (
   CHECK_ON_W,

@@ -133,6 +133,36 @@ def test_bad_checkpoint_deleted_before_it_is_set_aside(workdir, capsys):
   assert _restore_latest(workdir)[0] == 3
 
 
+@pytest.mark.parametrize("what", ["params", "opt_state", "step"])
+def test_checkpoint_deleted_while_it_is_restored(workdir, what, capfd):
+  # Verified by its checksums, then deleted (by a user, another job's cleanup) once orbax has
+  # begun to restore it: the deletion is made inside orbax's restore call, so it lands mid-restore
+  # every time (a watcher thread cannot time that). One line naming the checkpoint, no traceback
+  # from TensorStore's reads still in flight, and the older checkpoints untouched.
+  manager = CheckpointManager(workdir, keep=3)
+  step = manager.latest_step()
+  real_restore = manager._manager.restore
+  step_dir = os.path.join(workdir, "checkpoints", str(step))
+
+  def restore_while_deleted(*args, **kwargs):
+    shutil.rmtree(step_dir if what == "step" else os.path.join(step_dir, what))
+    return real_restore(*args, **kwargs)
+
+  manager._manager.restore = restore_while_deleted
+  params, opt_state = _state(0)
+  try:
+    with pytest.raises(CheckpointError) as e:
+      manager.restore(step, _abstract(params), _abstract(opt_state))
+  finally:
+    manager.close()
+  assert "\n" not in str(e.value) and str(step) in str(e.value), str(e.value)
+  assert "Traceback" not in capfd.readouterr().err
+  for older in (1, 2):
+    assert checksums.check(os.path.join(workdir, "checkpoints", str(older)), ITEMS) is None
+  # The next start falls back to the newest checkpoint still whole.
+  assert _restore_latest(workdir)[0] == 2
+
+
 def test_no_good_checkpoint_left_is_one_line_error(workdir):
   for step in (1, 2, 3):
     _truncate(_largest_params_file(workdir, step))

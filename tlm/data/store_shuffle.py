@@ -35,6 +35,7 @@ import numpy as np
 
 from tlm import storage
 from tlm.data.store import OFFSET_DTYPE, file_name
+from tlm.data.store_files import HashedFile, StagedFile
 
 KEY_DTYPE = np.dtype("<u8")
 # Data of a table gathered in memory at once by a shuffled merge: the merge holds about this
@@ -78,8 +79,6 @@ class KeyedPart:
     self._keys.append(key)
 
   def close(self) -> None:
-    from tlm.data.store_write import StagedFile
-
     keys = np.frombuffer(self._keys, np.uint64).astype(KEY_DTYPE)
     order = np.argsort(keys, kind="stable")
     sizes = np.frombuffer(self._sizes, np.int64)
@@ -151,8 +150,6 @@ def merge_shuffled(
   Returns:
     As `merge_table`, and "buckets": how many the table was gathered in.
   """
-  from tlm.data.store_write import HashedFile
-
   sizes = [storage.getsize(p + ".bin") for p in prefixes]
   buckets = bucket_count(sum(sizes), bucket_bytes)
   bounds = bucket_bounds(buckets)

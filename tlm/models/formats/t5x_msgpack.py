@@ -184,19 +184,3 @@ def decode(data: bytes, path: str):
   _depth_and_chunks(tree, path)
   return tree
 
-
-def encode(tree) -> bytes:
-  """msgpack bytes of a tree of dicts, numpy arrays and scalars, as flax's `to_bytes` writes
-  them (arrays as ext records of `(shape, dtype name, bytes)`); arrays must be below 2**30
-  bytes (tlm writes every large array to zarr)."""
-
-  def ext(x):
-    if isinstance(x, (np.ndarray, np.generic)):
-      arr = np.asarray(x)
-      if arr.dtype.name not in DTYPES or arr.nbytes >= 1 << 30:
-        raise TypeError(f"cannot write an array of {arr.dtype.name}, {arr.nbytes} bytes inline")
-      payload = msgpack.packb((arr.shape, arr.dtype.name, arr.tobytes("C")), use_bin_type=True)
-      return msgpack.ExtType(_EXT_NDARRAY if isinstance(x, np.ndarray) else _EXT_NPSCALAR, payload)
-    raise TypeError(f"cannot write a {type(x).__name__} to a T5X msgpack file")
-
-  return msgpack.packb(tree, default=ext, strict_types=True, use_bin_type=True)

@@ -28,7 +28,6 @@ exactly as T5X does.
 """
 
 import os
-import re
 import zlib
 
 import ml_dtypes
@@ -36,6 +35,7 @@ import numpy as np
 
 from tlm import safe_read, storage
 from tlm.errors import CheckpointError
+from tlm.files import tensorstore_status
 from tlm.models.formats import guards
 from tlm.safe_read import shown
 
@@ -258,9 +258,6 @@ def spec_for(name: str, array: np.ndarray) -> dict:
   }
 
 
-_OS_ERROR = re.compile(r"\[os_error_code='?(\d+)")
-
-
 def write(spec: dict, local_dir: str, array: np.ndarray) -> None:
   """Writes `array` with TensorStore where `spec` (from `spec_for`) points in `local_dir`."""
   import tensorstore as ts
@@ -271,10 +268,10 @@ def write(spec: dict, local_dir: str, array: np.ndarray) -> None:
     store = ts.open(opened, create=True, open=True).result()
     store.write(array).result()
   except ValueError as e:
-    # tensorstore reports a failed file write (a full disk, permissions) as a ValueError
-    # quoting the errno: as the OSError it is, naming the array's directory, so that the
-    # atomic output directory being written reports it as the output's one line.
-    code = _OS_ERROR.search(str(e))
-    if code is None:
+    # A failed file write (a full disk, permissions) as the OSError it is, naming the
+    # array's directory, so that the atomic output directory being written reports it as the
+    # output's one line.
+    status = tensorstore_status(e)
+    if status is None or status[1] is None:
       raise
-    raise OSError(int(code.group(1)), os.strerror(int(code.group(1))), path) from None
+    raise OSError(status[1], os.strerror(status[1]), path) from None

@@ -14,10 +14,16 @@ Its leaves are flax's msgpack encodings:
   T5X model), the JSON of its `ts.Spec`, a dict with `driver`, `kvstore` and `metadata`;
   `tlm.models.formats.t5x_zarr` reads those.
 
-This module decodes the file without flax (whose `msgpack_restore` trusts what it reads):
-declared lengths are bounded by the bytes present and by `MAX_ENTRIES` per container, nesting
-by `MAX_DEPTH`, array payloads must hold exactly `shape x itemsize` bytes, and only numeric
-dtypes are accepted. Any problem is one `CheckpointError` naming the file.
+The msgpack itself is parsed by the `msgpack` library, given limits: declared lengths are
+bounded by the bytes present and by `MAX_ENTRIES` per container, nesting by `MAX_DEPTH`. flax's
+layer above it, the ext records and the chunked arrays, is decoded here rather than by
+`flax.serialization.msgpack_restore`, which passes msgpack no limits, makes an array of any
+dtype name a file holds (text, bytes, void) and joins chunks of mixed dtypes by promoting them
+(an int8 chunk beside a float64 one: 8 bytes allocated per byte present); here array payloads
+must hold exactly `shape x itemsize` bytes, only numeric dtypes are accepted and a chunked
+array's chunks must share theirs (tests/test_t5x_hostile.py shows flax's behaviour). Any
+problem is one `CheckpointError` naming the file. tlm writes the file with flax
+(`tlm.models.formats.t5x.write`), as T5X does.
 """
 
 import ml_dtypes
@@ -183,4 +189,3 @@ def decode(data: bytes, path: str):
     raise CheckpointError(f"{path}: not a T5X checkpoint (a {type(tree).__name__}, not a map)")
   _depth_and_chunks(tree, path)
   return tree
-

@@ -25,6 +25,13 @@ files hold (gzip expands at most 1032:1) before anything is allocated, and each 
 inflated with a bounded `zlib.decompressobj`, so a chunk that inflates to more (or less) than
 its declared shape is an error, not an allocation. `write` writes one array with TensorStore,
 exactly as T5X does.
+
+TensorStore is not the reader because its file kvstore opens a chunk file that is a link out
+of the array's directory, and reads a missing chunk as the fill value (zeros) without a word
+(tests/test_t5x_hostile.py shows both); checking the directory first and letting it read
+afterwards would leave both open to a change in between, and it cannot read every store
+`tlm.storage` can (`az://`, `hf://`). It does refuse `..` in a path and stops inflating a
+chunk at its declared size (0.1.86).
 """
 
 import os

@@ -59,9 +59,8 @@ def _is_write_error(e: BaseException, tmp: str) -> bool:
   return name is None or os.path.abspath(os.fsdecode(name)).startswith(tmp)
 
 
-# tensorstore's Python binding raises a failed operation as a plain `ValueError` (every absl
-# status but INVALID_ARGUMENT/OUT_OF_RANGE, CANCELLED and DEADLINE_EXCEEDED becomes one), with
-# no errno, status code or other attribute: the status code leads its message and the errno is
+# tensorstore's Python binding raises a failed file operation as a plain `ValueError`, with no
+# errno, status code or other attribute: the absl status code leads its message and the errno is
 # quoted in it, e.g. `RESOURCE_EXHAUSTED: Error writing local file "x": ... No space left on
 # device [os_error_code='28']` (tensorstore 0.1.86; orbax raises it as it is). The message is
 # the only place either is, so `tensorstore_status` reads it, and nothing else in tlm does;
@@ -69,8 +68,6 @@ def _is_write_error(e: BaseException, tmp: str) -> bool:
 # changes it fails there instead of a full disk becoming a traceback.
 _TS_STATUS = re.compile(r"([A-Z]+(?:_[A-Z]+)*): ")
 _TS_ERRNO = re.compile(r"\[os_error_code='?(\d+)'?\]")
-# The status codes of a failed file operation that may come without an errno.
-_TS_IO_STATUSES = ("RESOURCE_EXHAUSTED", "PERMISSION_DENIED")
 
 
 def tensorstore_status(e: BaseException) -> tuple[str, int | None] | None:

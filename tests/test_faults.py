@@ -513,6 +513,82 @@ def test_full_disk_convert(tiny_disk, save):
   assert os.listdir(tiny_disk) == []
 
 
+# What tensorstore and asyncio raise, pinned: tlm tells their failures apart by what they
+# expose, and where that is only a message or a frame, a change there must fail here.
+
+
+def _tensorstore_write(path: str, array: np.ndarray) -> BaseException:
+  import tensorstore as ts
+
+  spec = {
+    "driver": "zarr",
+    "kvstore": {"driver": "file", "path": f"{path}/"},
+    "metadata": {"shape": list(array.shape), "chunks": list(array.shape), "dtype": "<f4"},
+  }
+  try:
+    ts.open(spec, create=True, open=True).result().write(array).result()
+  except BaseException as e:
+    return e
+  raise AssertionError(f"tensorstore wrote {path}")
+
+
+def _only_in_the_message(e: BaseException):
+  # tensorstore 0.1.86: a plain ValueError with nothing but its message (no errno, no status
+  # attribute, no subclass). A tensorstore that grows one should be read by that instead.
+  assert type(e) is ValueError, type(e)
+  assert not hasattr(e, "errno") and not vars(e) and e.__cause__ is None, vars(e)
+
+
+def test_tensorstore_reports_a_failed_file_operation_in_its_message_only(tmp_path):
+  (tmp_path / "file").write_text("")
+  e = _tensorstore_write(str(tmp_path / "file" / "array"), np.zeros(4, np.float32))  # ENOTDIR
+  _only_in_the_message(e)
+  assert files.tensorstore_status(e) == ("FAILED_PRECONDITION", errno.ENOTDIR), str(e)
+  assert files.io_error_reason(e) == os.strerror(errno.ENOTDIR)
+  assert files.tensorstore_status(ValueError("an unrelated bug")) is None
+  assert files.tensorstore_status(OSError(errno.ENOSPC, "x")) is None
+
+
+def test_tensorstore_reports_a_full_disk_in_its_message_only(tiny_disk):
+  from tlm.models.formats import t5x_zarr
+
+  array = np.random.RandomState(0).rand(1 << 19).astype(np.float32)  # 2 MiB on 1 MiB
+  e = _tensorstore_write(os.path.join(tiny_disk, "array"), array)
+  _only_in_the_message(e)
+  assert files.tensorstore_status(e) == ("RESOURCE_EXHAUSTED", errno.ENOSPC), str(e)
+  assert files.io_error_reason(e) == "No space left on device"
+  # The T5X writer turns it into the OSError it is, naming the array's directory.
+  spec = t5x_zarr.spec_for("target/w", array)
+  with pytest.raises(OSError) as raised:
+    t5x_zarr.write(spec, os.path.join(tiny_disk, "t5x"), array)
+  assert raised.value.errno == errno.ENOSPC
+  assert raised.value.filename == os.path.join(tiny_disk, "t5x", "target.w")
+
+
+def test_a_closed_event_loop_is_told_by_where_asyncio_raises():
+  # asyncio has no exception type for a closed loop: tensorstore's callbacks arriving at the
+  # loop orbax closed are a RuntimeError raised by `_check_closed` under
+  # `call_soon_threadsafe`, which `orbax_failures` recognises by those frames.
+  import asyncio
+  import types
+
+  from tlm.models.formats import orbax_failures
+
+  loop = asyncio.new_event_loop()
+  loop.close()
+  with pytest.raises(RuntimeError) as closed:
+    loop.call_soon_threadsafe(print)
+
+  def unraisable(e):
+    return types.SimpleNamespace(exc_type=type(e), exc_value=e, exc_traceback=e.__traceback__)
+
+  assert orbax_failures._closed_loop_callback(unraisable(closed.value))
+  try:
+    raise RuntimeError("Event loop is closed")  # the same words, raised elsewhere
+  except RuntimeError as e:
+    assert not orbax_failures._closed_loop_callback(unraisable(e))
+
+
 @pytest.mark.slow
 def test_full_disk_during_training_is_one_line_error(tmpfs):
   from tests.helpers import full_disk_training

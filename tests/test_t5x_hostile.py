@@ -474,3 +474,84 @@ def test_orbax_sparse_file_does_not_vouch_for_declared_bytes(tmp_path):
   held = t5x._tree_bytes(directory)
   _sparse(os.path.join(directory, "padding"))
   assert t5x._tree_bytes(directory) < held + (1 << 20)
+
+
+# ---------------------------------------------------------------------------------------------
+# What the libraries do with the same files: why tlm decodes T5X's ext records, chunked arrays
+# and zarr chunks itself (docs/ARCHITECTURE.md, "Hand-written readers and why"). Each test
+# asserts the library's behaviour today: one that gains the guarantee fails here, and the
+# hand-written reader can then give way to it.
+
+
+def _flax_ext(shape, dtype: str, data: bytes):
+  return msgpack.ExtType(1, msgpack.packb((shape, dtype, data), use_bin_type=True))
+
+
+def test_flax_msgpack_restore_allocates_past_the_bytes_present(step_dir):
+  # flax joins a chunked array's chunks with np.concatenate, promoting mixed dtypes: an int8
+  # chunk beside a one-element float64 chunk becomes 8 bytes per byte present (a 1 GiB file,
+  # 8 GiB). It takes no limits to pass msgpack either.
+  import inspect
+
+  n = 1 << 16
+  record = {
+    "__msgpack_chunked_array__": True,
+    "shape": {"0": n + 1},
+    "chunks": {
+      "0": _flax_ext([n], "int8", b"\1" * n),
+      "1": _flax_ext([1], "float64", bytes(8)),
+    },
+  }
+  raw = msgpack.packb({"version": 3, "optimizer": {"target": {"w": record}}})
+  joined = serialization.msgpack_restore(raw)["optimizer"]["target"]["w"]
+  assert joined.dtype == np.float64 and joined.nbytes >= 7 * len(raw)
+  assert list(inspect.signature(serialization.msgpack_restore).parameters) == ["encoded_pytree"]
+  # tlm refuses it before joining anything.
+  with open(os.path.join(step_dir, "checkpoint"), "wb") as f:
+    f.write(raw)
+  _error(step_dir, f"{step_dir}/checkpoint", "chunked array whose chunks differ in dtype")
+
+
+@pytest.mark.parametrize("dtype", ["<U1", "|S4", "|V4"])
+def test_flax_msgpack_restore_makes_arrays_of_any_numpy_dtype(step_dir, dtype):
+  # flax's ext record is `np.dtype(name)` of whatever name the file holds: text, bytes and
+  # void arrays come back as parameters.
+  raw = msgpack.packb(
+    {"version": 3, "optimizer": {"target": {"w": _flax_ext([1], dtype, bytes(4))}}}
+  )
+  assert serialization.msgpack_restore(raw)["optimizer"]["target"]["w"].dtype == np.dtype(dtype)
+  with open(os.path.join(step_dir, "checkpoint"), "wb") as f:
+    f.write(raw)
+  _error(step_dir, f"{step_dir}/checkpoint", "not a numeric dtype")
+
+
+def _tensorstore_read(step_dir) -> np.ndarray:
+  import tensorstore as ts
+
+  spec = {
+    "driver": "zarr",
+    "kvstore": {"driver": "file", "path": os.path.join(step_dir, ARRAY) + "/"},
+  }
+  return ts.open(spec).result().read().result()
+
+
+def test_tensorstore_follows_a_chunk_link_out_of_the_array(step_dir, tmp_path):
+  # TensorStore's file kvstore opens a chunk that is a link to a file anywhere, and its bytes
+  # become the array's.
+  outside = tmp_path / "secret"
+  outside.write_bytes(gzip.compress(np.full((32, 64), 7, np.float32).tobytes()))
+  os.remove(_chunk(step_dir))
+  os.symlink(outside, _chunk(step_dir))
+  assert np.all(_tensorstore_read(step_dir)[32:64] == 7)
+  _error(step_dir, os.path.join(step_dir, ARRAY, ".zarray"), "'1.0' is a link that leads outside")
+
+
+def test_tensorstore_reads_a_missing_chunk_as_its_fill_value(step_dir):
+  # zarr's rule: an absent chunk is the fill value. A checkpoint that lost a chunk file reads
+  # as parameters of zeros, without a word.
+  whole = _tensorstore_read(step_dir)
+  os.remove(_chunk(step_dir))
+  read = _tensorstore_read(step_dir)
+  assert np.all(read[32:64] == 0) and np.array_equal(read[:32], whole[:32])
+  assert not np.all(whole[32:64] == 0)
+  _error(step_dir, _chunk(step_dir), "chunk missing")

@@ -59,34 +59,56 @@ def _is_write_error(e: BaseException, tmp: str) -> bool:
   return name is None or os.path.abspath(os.fsdecode(name)).startswith(tmp)
 
 
-# How tensorstore (orbax) reports a failed file operation: a ValueError (or a one-line
-# CheckpointError quoting it) whose text holds an absl status code and the errno.
-_STATUS = re.compile(r"RESOURCE_EXHAUSTED|PERMISSION_DENIED|os_error_code|No space left")
+# tensorstore's Python binding raises a failed file operation as a plain `ValueError`, with no
+# errno, status code or other attribute: the absl status code leads its message and the errno is
+# quoted in it, e.g. `RESOURCE_EXHAUSTED: Error writing local file "x": ... No space left on
+# device [os_error_code='28']` (tensorstore 0.1.86; orbax raises it as it is). The message is
+# the only place either is, so `tensorstore_status` reads it, and nothing else in tlm does;
+# tests/test_faults.py pins the message of a real failed write, so that a tensorstore that
+# changes it fails there instead of a full disk becoming a traceback.
+_TS_STATUS = re.compile(r"([A-Z]+(?:_[A-Z]+)*): ")
+_TS_ERRNO = re.compile(r"\[os_error_code='?(\d+)'?\]")
+
+
+def tensorstore_status(e: BaseException) -> tuple[str, int | None] | None:
+  """(absl status code, errno or None) of the ValueError tensorstore raised for a failed
+  operation, e.g. ("RESOURCE_EXHAUSTED", 28); None for any other exception."""
+  if type(e) is not ValueError:
+    return None
+  text = str(e)
+  status = _TS_STATUS.match(text)
+  if status is None:
+    return None
+  code = _TS_ERRNO.search(text)
+  return status.group(1), int(code.group(1)) if code else None
 
 
 def io_error_reason(e: BaseException) -> str | None:
   """Why a write failed, e.g. "No space left on device", if `e` is a failed file operation.
 
-  Recognises OSError and the ValueError that orbax/tensorstore raise for one (with the errno
-  in their text); None for anything else (a bug, a mismatched tree).
+  Recognises OSError, the ValueError tensorstore (and orbax through it) raises for one
+  (`tensorstore_status`), and a tlm error that reports one (its `reason`); None for anything
+  else (a bug, a mismatched tree).
   """
   if isinstance(e, OSError):
     return e.strerror or str(e)
-  text = str(e)
-  if not _STATUS.search(text):
+  if isinstance(e, UserError):
+    return getattr(e, "reason", None)
+  status = tensorstore_status(e)
+  if status is None:
     return None
-  code = re.search(r"os_error_code='?(\d+)", text)
-  if code:
-    return os.strerror(int(code.group(1)))
-  if "No space left" in text:
-    return os.strerror(errno.ENOSPC)
-  if "PERMISSION_DENIED" in text:
+  code, number = status
+  if number is not None:
+    return os.strerror(number)
+  if code == "PERMISSION_DENIED":
     return os.strerror(errno.EACCES)
-  return "disk full or quota exceeded (RESOURCE_EXHAUSTED)"
+  if code == "RESOURCE_EXHAUSTED":
+    return "disk full or quota exceeded (RESOURCE_EXHAUSTED)"
+  return None
 
 
 def _output_error(path: str, e: BaseException, unchanged: bool) -> OutputError:
-  reason = e.reason if isinstance(e, OutputError) else io_error_reason(e)
+  reason = io_error_reason(e)
   state = "left as it was" if unchanged else "not written"
   error = OutputError(f"{path}: cannot write ({reason}); {state}")
   error.path, error.reason = path, reason
@@ -257,8 +279,8 @@ def _reraise_inner(e: BaseException, tmp: str, path: str, existed: bool) -> None
   """Raises the OutputError naming `path` for a write error inside the temporary directory."""
   # A file of the directory written atomically in its turn: the error names the directory.
   inner = isinstance(e, OutputError) and getattr(e, "path", "").startswith(tmp)
-  # ... or by orbax (tlm.models.formats.orbax_params quotes tensorstore's status).
-  inner = inner or isinstance(e, UserError) and tmp in str(e) and io_error_reason(e)
+  # ... or by orbax (tlm.models.formats.orbax_params keeps tensorstore's reason).
+  inner = inner or isinstance(e, UserError) and tmp in str(e) and io_error_reason(e) is not None
   if inner or _is_write_error(e, tmp):
     raise _output_error(path, e, existed) from None
 

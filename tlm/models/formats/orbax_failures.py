@@ -111,18 +111,25 @@ class _AbandonedReads(logging.Filter):
 
 
 def _closed_loop_callback(unraisable) -> bool:
-  """The unraisable RuntimeError of a callback sent to an event loop orbax has closed."""
-  if unraisable.exc_type is not RuntimeError or str(unraisable.exc_value) != (
-    "Event loop is closed"
-  ):
+  """The unraisable RuntimeError of a callback sent to an event loop orbax has closed.
+
+  asyncio has no exception type of its own for a closed loop: it is told by where the
+  RuntimeError was raised, `_check_closed` (which raises nothing else) called by
+  `call_soon_threadsafe` (tensorstore's callbacks), not by its text.
+  """
+  if unraisable.exc_type is not RuntimeError:
     return False
+  frames = []
   tb = unraisable.exc_traceback
   while tb is not None:
-    code = tb.tb_frame.f_code
-    if code.co_name == "call_soon_threadsafe" and "asyncio" in code.co_filename:
-      return True
+    frames.append(tb.tb_frame.f_code)
     tb = tb.tb_next
-  return False
+  asyncio_dir = f"{os.sep}asyncio{os.sep}"
+  return (
+    len(frames) >= 2
+    and [code.co_name for code in frames[-2:]] == ["call_soon_threadsafe", "_check_closed"]
+    and all(asyncio_dir in code.co_filename for code in frames[-2:])
+  )
 
 
 def join_writers(timeout: float = 60.0) -> None:

@@ -16,6 +16,7 @@ import orbax.checkpoint as ocp
 
 from tlm import storage
 from tlm.errors import CheckpointError
+from tlm.files import io_error_reason
 from tlm.models.formats import orbax_failures
 
 
@@ -71,7 +72,11 @@ def save(directory: str, params) -> None:
     orbax_failures.join_writers()
     if not storage.is_remote(directory):  # orbax writes into `directory` + a temporary suffix
       orbax_failures.settle(*os.path.split(directory))
-    raise CheckpointError(f"{directory}: cannot save parameters ({_one_line(e)})") from None
+    error = CheckpointError(f"{directory}: cannot save parameters ({_one_line(e)})")
+    # The failed file operation's reason, for `tlm.files` to report the output it was
+    # writing: the one line above may cut tensorstore's message before the errno.
+    error.reason = io_error_reason(e)
+    raise error from None
 
 
 def metadata(directory: str) -> dict:

@@ -386,7 +386,10 @@ def write(local_dir: str, params: dict[str, np.ndarray], step: int) -> str:
     "target": _nest(target),
     "state": {"step": np.asarray(step, np.int32), "param_states": _nest(states)},
   }
-  data = t5x_msgpack.encode({"version": WRITE_VERSION, "optimizer": optimizer})
+  # flax's msgpack, as T5X writes it (`flax.serialization.to_bytes` of the state dict).
+  from flax import serialization
+
+  data = serialization.msgpack_serialize({"version": WRITE_VERSION, "optimizer": optimizer})
   with open(os.path.join(step_dir, "checkpoint"), "wb") as f:
     f.write(data)
   return step_dir

@@ -14,10 +14,16 @@ Its leaves are flax's msgpack encodings:
   T5X model), the JSON of its `ts.Spec`, a dict with `driver`, `kvstore` and `metadata`;
   `tlm.models.formats.t5x_zarr` reads those.
 
-This module decodes the file without flax (whose `msgpack_restore` trusts what it reads):
-declared lengths are bounded by the bytes present and by `MAX_ENTRIES` per container, nesting
-by `MAX_DEPTH`, array payloads must hold exactly `shape x itemsize` bytes, and only numeric
-dtypes are accepted. Any problem is one `CheckpointError` naming the file.
+The msgpack itself is parsed by the `msgpack` library, given limits: declared lengths are
+bounded by the bytes present and by `MAX_ENTRIES` per container, nesting by `MAX_DEPTH`. flax's
+layer above it, the ext records and the chunked arrays, is decoded here rather than by
+`flax.serialization.msgpack_restore`, which passes msgpack no limits, makes an array of any
+dtype name a file holds (text, bytes, void) and joins chunks of mixed dtypes by promoting them
+(an int8 chunk beside a float64 one: 8 bytes allocated per byte present); here array payloads
+must hold exactly `shape x itemsize` bytes, only numeric dtypes are accepted and a chunked
+array's chunks must share theirs (tests/test_t5x_hostile.py shows flax's behaviour). Any
+problem is one `CheckpointError` naming the file. tlm writes the file with flax
+(`tlm.models.formats.t5x.write`), as T5X does.
 """
 
 import ml_dtypes
@@ -183,20 +189,3 @@ def decode(data: bytes, path: str):
     raise CheckpointError(f"{path}: not a T5X checkpoint (a {type(tree).__name__}, not a map)")
   _depth_and_chunks(tree, path)
   return tree
-
-
-def encode(tree) -> bytes:
-  """msgpack bytes of a tree of dicts, numpy arrays and scalars, as flax's `to_bytes` writes
-  them (arrays as ext records of `(shape, dtype name, bytes)`); arrays must be below 2**30
-  bytes (tlm writes every large array to zarr)."""
-
-  def ext(x):
-    if isinstance(x, (np.ndarray, np.generic)):
-      arr = np.asarray(x)
-      if arr.dtype.name not in DTYPES or arr.nbytes >= 1 << 30:
-        raise TypeError(f"cannot write an array of {arr.dtype.name}, {arr.nbytes} bytes inline")
-      payload = msgpack.packb((arr.shape, arr.dtype.name, arr.tobytes("C")), use_bin_type=True)
-      return msgpack.ExtType(_EXT_NDARRAY if isinstance(x, np.ndarray) else _EXT_NPSCALAR, payload)
-    raise TypeError(f"cannot write a {type(x).__name__} to a T5X msgpack file")
-
-  return msgpack.packb(tree, default=ext, strict_types=True, use_bin_type=True)

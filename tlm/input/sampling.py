@@ -23,7 +23,7 @@ import numpy as np
 from tlm.data.conditioning import check_conditioning, format_input
 from tlm.errors import ConfigError
 
-# Source names used by the glue (tlm.data.datasets) and the configs.
+# Source names used by the glue (tlm.input.datasets) and the configs.
 NEWS_SSM = "news_ssm"
 TEMPLAMA = "templama"
 
@@ -86,7 +86,7 @@ class MixtureSampler:
 
   Args:
     sources: source name -> year -> examples: a sequence of `TextExample`s or
-      `(inputs, targets)` pairs, e.g. a `tlm.data.store.Table`, read by index only. Sources
+      `(inputs, targets)` pairs, e.g. a `tlm.store.store.Table`, read by index only. Sources
       and years that the mixture never draws from may be absent.
     seed: the sampling seed; any Python int.
     years: the year slices drawn uniformly (Yearly experts: a single year).
@@ -219,7 +219,7 @@ class MixtureSampler:
 
   def slots(self, step: int, rows, ks) -> np.ndarray:
     """The slice (index into `slices`) of each draw (step, row, k): its source and year as
-    `flat_ids` draws them (`tlm.data.block_sampling` then chooses the example)."""
+    `flat_ids` draws them (`tlm.input.block_sampling` then chooses the example)."""
     source, year, _ = self._draw_slices(step, rows, ks)
     return source * len(self._all_years) + year
 

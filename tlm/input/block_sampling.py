@@ -48,7 +48,7 @@ def draws_per_row(tables, input_length: int, target_length: int, prefix_ids: int
   that a row holds, the tighter of the encoder and the decoder, rounded up, plus
   `EXTRA_DRAWS`; within [2, 64]. Every host reads the same samples, so every host derives the
   same number."""
-  sized = [t for t in tables if getattr(t, "has_tokens", False) and len(t)]
+  sized = [t for t in tables if t.has_tokens and len(t)]
   if not sized:
     return DEFAULT_DRAWS
   means = [t.mean_lengths() for t in sized]
@@ -124,7 +124,7 @@ class BlockSampler:
 def corpus_order_warning(slices) -> str:
   """One line naming the stores in corpus order among `slices` ("" if none): their windows
   are runs of consecutive articles, and a rebuild with `--shuffle_seed` would fix that."""
-  paths = sorted({t.path for t in slices if getattr(t, "order", None) == "corpus"})
+  paths = sorted({t.path for t in slices if t.order == "corpus"})
   if not paths:
     return ""
   return (

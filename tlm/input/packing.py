@@ -213,7 +213,7 @@ class Batcher:
     self._mean_per_row = 2.0  # guides only how many draws to hash at once; never the result
     self._blocks = BlockSampler(sampler, rows, block_draws) if block_draws and packed else None
     for table in sampler.slices:
-      if getattr(table, "has_tokens", False):
+      if table.has_tokens:
         _check_vocab(table, vocab)
 
   def _encode(self, text: str) -> np.ndarray:
@@ -246,7 +246,7 @@ class Batcher:
     slots, index = self.sampler.locate(flat_ids)
     unique = np.unique(slots).tolist()
     raw = {}
-    remote = [s for s in unique if getattr(self.sampler.slices[s], "remote", False)]
+    remote = [s for s in unique if self.sampler.slices[s].remote]
     if len(remote) > 1:  # the years' requests go out together
       reads = {s: _READS.submit(self._raw_of, s, index[slots == s]) for s in remote}
       raw = {s: f.result() for s, f in reads.items()}
@@ -254,7 +254,7 @@ class Batcher:
       sel = np.flatnonzero(slots == slot)
       table, year = self.sampler.slices[slot], self.sampler.slice_year(slot)
       got = raw[slot] if slot in raw else self._raw_of(slot, index[sel])
-      tokenized = getattr(table, "has_tokens", False)
+      tokenized = table.has_tokens
       if tokenized:
         inputs, targets = got
         prefix = self._prefix(year)
@@ -272,11 +272,9 @@ class Batcher:
     """Examples `index` of a slice as stored: (input ids, target ids) of a tokenized table,
     else their (inputs, targets) texts."""
     table = self.sampler.slices[slot]
-    if getattr(table, "has_tokens", False):
+    if table.has_tokens:
       return self._tokens_of(slot, index)
-    if hasattr(table, "texts"):
-      return table.texts(index)
-    return [table[i][:2] for i in index.tolist()]
+    return table.texts(index)
 
   def _tokens_of(self, slot: int, index: np.ndarray, run: bool = False):
     """Stored ids of examples `index` of a tokenized slice, checked against the vocabulary;
@@ -300,7 +298,7 @@ class Batcher:
     slots, index = self.sampler.locate(flat_ids)
     stored, other = [], []
     for slot in np.unique(slots).tolist():
-      (stored if getattr(self.sampler.slices[slot], "has_tokens", False) else other).append(slot)
+      (stored if self.sampler.slices[slot].has_tokens else other).append(slot)
     reads = {s: _READS.submit(self._tokens_of, s, index[slots == s], True) for s in stored}
     for slot in other:
       sel = np.flatnonzero(slots == slot)

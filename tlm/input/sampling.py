@@ -22,6 +22,7 @@ import numpy as np
 
 from tlm.data.conditioning import check_conditioning, format_input
 from tlm.errors import ConfigError
+from tlm.store.store import Table
 
 # Source names used by the glue (tlm.input.datasets) and the configs.
 NEWS_SSM = "news_ssm"
@@ -79,6 +80,39 @@ class Draw(NamedTuple):
   targets: str
   year: int
   source: str
+
+
+class ExampleList(Sequence):
+  """Examples held in memory (a list of `TextExample` or (inputs, targets) pairs), behind the
+  interface of a store's `Table` that the input pipeline reads: text only, local, no order.
+
+  The sampler wraps every source slice that is not a store table in one, once, so that the
+  readers below (`Batcher`, `BlockSampler`) call one interface and never probe a slice for
+  what it is.
+  """
+
+  has_tokens = False  # a tokenized store table holds token ids; these are texts
+  remote = False  # reads are memory accesses, never requests
+  order = None  # not a store's table: no corpus order to warn about
+  path = None  # no store directory to name in an error
+
+  def __init__(self, examples: Sequence):
+    self.examples = examples
+
+  def __len__(self) -> int:
+    return len(self.examples)
+
+  def __getitem__(self, i):
+    return self.examples[i]
+
+  def texts(self, ids: np.ndarray) -> list[tuple[str, str]]:
+    """(inputs, targets) of examples `ids`, as `Table.texts`."""
+    return [tuple(self.examples[i][:2]) for i in np.asarray(ids).tolist()]
+
+
+def as_table(examples: Sequence) -> "Table | ExampleList":
+  """A source slice as the pipeline reads it: a store table as it is, anything else wrapped."""
+  return examples if isinstance(examples, Table) else ExampleList(examples)
 
 
 class MixtureSampler:
@@ -143,7 +177,7 @@ class MixtureSampler:
     self._all_years = self.years + self.new_years
     # The (source, year) slices in the order of the flat table, held as given: a list, or a
     # table of the example store read by index (nothing is copied per example).
-    self.slices: list[Sequence] = []
+    self.slices: list[Table | ExampleList] = []
     offsets, counts, total = [], [], 0
     for name in self.source_names:
       if name not in sources:
@@ -151,10 +185,10 @@ class MixtureSampler:
       by_year = sources[name]
       row_off, row_cnt = [], []
       for year in self._all_years:
-        examples = by_year.get(year, ())
+        examples = as_table(by_year.get(year, ()))
         if year in drawn_years and not len(examples):
           # A table of the example store knows its store: the directory to look at.
-          where = getattr(examples, "path", None)
+          where = examples.path
           raise ConfigError(
             f"source {name!r} has no examples for year {year}"
             + (f" (example store {where})" if where else "")

@@ -147,7 +147,7 @@ class _Prefetched:
     if self._prefetch is None or self._rows != (start, stop):
       self.close()
       batcher, self._rows = self._train, (start, stop)
-      remote = any(getattr(t, "remote", False) for t in batcher.sampler.slices)
+      remote = any(t.remote for t in batcher.sampler.slices)
       self._prefetch = Prefetcher(
         lambda s: local_batch(batcher, s, start, stop),
         depth=REMOTE_PREFETCH_DEPTH if remote else PREFETCH_DEPTH,

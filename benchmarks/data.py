@@ -40,11 +40,14 @@ import numpy as np
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from tlm.data import ssm, store, synthetic, templama  # noqa: E402
-from tlm.data.datasets import load_sources  # noqa: E402
-from tlm.data.packing import Batcher  # noqa: E402
-from tlm.data.sampling import NEWS_SSM, TEMPLAMA, MixtureSampler  # noqa: E402
+from tlm import synthetic
+from tlm.data import templama
 from tlm.data.vocab import Vocabulary  # noqa: E402
+from tlm.input.datasets import load_sources  # noqa: E402
+from tlm.input.packing import Batcher  # noqa: E402
+from tlm.input.sampling import NEWS_SSM, TEMPLAMA, MixtureSampler  # noqa: E402
+from tlm.store import store  # noqa: E402
+from tlm.store.build_ssm import build_ssm
 
 TRAIN_YEARS = tuple(range(2010, 2019))
 
@@ -70,7 +73,7 @@ def _build(root: str, scale: float) -> dict:
   _, world_s, world_cpu = _timed(synthetic.build_world, world, seed=0, scale=scale)
   # As `ensure_synthetic_data` runs it: the world's entity names as gazetteer.
   _, ssm_s, ssm_cpu = _timed(
-    ssm.build_ssm,
+    build_ssm,
     os.path.join(world, "news.jsonl"),
     os.path.join(root, "ssm"),
     gazetteer=os.path.join(world, "entities.tsv"),
@@ -166,9 +169,7 @@ def long_lines(sizes_mb: list[float]) -> None:
         del text
       line_bytes = os.path.getsize(news)
       out = os.path.join(tmp, "ssm")
-      stats, wall, cpu = _timed(
-        ssm.build_ssm, news, out, gazetteer=os.path.join(world, "entities.tsv")
-      )
+      stats, wall, cpu = _timed(build_ssm, news, out, gazetteer=os.path.join(world, "entities.tsv"))
       out_bytes = sum(
         os.path.getsize(os.path.join(d, n)) for d, _, names in os.walk(out) for n in names
       )

@@ -33,13 +33,13 @@ sys.path.insert(0, ROOT)
 import data_store  # noqa: E402
 
 from tests import remote_store  # noqa: E402
-from tlm.data import datasets  # noqa: E402
-from tlm.data.block_sampling import draws_per_row  # noqa: E402
 from tlm.data.conditioning import prefix_text  # noqa: E402
-from tlm.data.packing import Batcher  # noqa: E402
-from tlm.data.prefetch import Prefetcher  # noqa: E402
-from tlm.data.sampling import MixtureSampler  # noqa: E402
 from tlm.data.vocab import Vocabulary  # noqa: E402
+from tlm.input import datasets  # noqa: E402
+from tlm.input.block_sampling import draws_per_row  # noqa: E402
+from tlm.input.packing import Batcher  # noqa: E402
+from tlm.input.prefetch import Prefetcher  # noqa: E402
+from tlm.input.sampling import MixtureSampler  # noqa: E402
 
 YEARS = data_store.TRAIN_YEARS
 ROWS, INPUT_LENGTH, TARGET_LENGTH = 2048, 128, 32  # the paper's batch, large_temporal's rows

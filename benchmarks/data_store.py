@@ -44,10 +44,12 @@ import numpy as np
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
-from tlm.data import datasets, ssm, store, store_write  # noqa: E402
-from tlm.data.packing import Batcher  # noqa: E402
-from tlm.data.sampling import NEWS_SSM, TEMPLAMA, MixtureSampler  # noqa: E402
 from tlm.data.vocab import Vocabulary  # noqa: E402
+from tlm.input import datasets  # noqa: E402
+from tlm.input.packing import Batcher  # noqa: E402
+from tlm.input.sampling import NEWS_SSM, TEMPLAMA, MixtureSampler  # noqa: E402
+from tlm.store import store, store_write  # noqa: E402
+from tlm.store.build_ssm import build_ssm  # noqa: E402
 
 TRAIN_YEARS = tuple(range(2010, 2019))
 OLD_COMMIT = "a1c6c45"  # before the store
@@ -74,7 +76,7 @@ def world(root: str) -> dict:
   paths = datasets.ensure_synthetic_data(os.path.join(root, "world"), seed=0, scale=1.0)
   tok = os.path.join(root, "ssm-tok")
   if not store.is_store(tok):
-    ssm.build_ssm(
+    build_ssm(
       os.path.join(paths.world_dir, "news.jsonl"),
       tok,
       gazetteer=os.path.join(paths.world_dir, "entities.tsv"),
@@ -289,7 +291,7 @@ def build_speed(copies: int, workers: list[int], rounds: int = 2) -> None:
         for n in workers:
           out = os.path.join(root, f"out-{n}")
           c0, t0 = _cpu_seconds(), time.perf_counter()
-          ssm.build_ssm(news, out, gazetteer=w["entities"], vocab=vocab, num_workers=n)
+          build_ssm(news, out, gazetteer=w["entities"], vocab=vocab, num_workers=n)
           times[n].append(time.perf_counter() - t0)
           cpu[n].append(_cpu_seconds() - c0)  # this process and its (joined) workers
           shutil.rmtree(out)
@@ -392,7 +394,7 @@ def goal(copies: int, rounds: int = 2) -> None:
       for vocab in (None, w["vocab"]):
         kind = "tok" if vocab else "text"
         out = os.path.join(root, f"ssm-{kind}-{n}")
-        ssm.build_ssm(news, out, gazetteer=w["entities"], vocab=vocab, num_workers=2)
+        build_ssm(news, out, gazetteer=w["entities"], vocab=vocab, num_workers=2)
         stores[kind, n] = out
       # The JSON-lines SSM directory of a1c6c45's builder, which its training reads.
       stores["old", n] = os.path.join(root, f"ssm-old-{n}")

@@ -220,7 +220,7 @@ def main() -> None:
   with tempfile.TemporaryDirectory(prefix="tlm-gazetteer-") as tmp:
     world = args.world
     if world is None:
-      from tlm.data.synthetic.world import build_world
+      from tlm.synthetic.world import build_world
 
       world = os.path.join(tmp, "world")
       build_world(world)

@@ -1,4 +1,4 @@
-"""Memory of the shuffled build's merge (`tlm.data.store_shuffle.merge_shuffled`) against its
+"""Memory of the shuffled build's merge (`tlm.store.store_shuffle.merge_shuffled`) against its
 bucket size, on the synthetic world's news copied `--copies` times (a larger corpus).
 
   python benchmarks/store_shuffle.py --news=~/.cache/tlm/world-v3-s0-x1/world/news.jsonl \
@@ -26,7 +26,8 @@ sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 def _parts(news: str, copies: int, scratch: str) -> tuple[str, list, int]:
-  from tlm.data import ssm, store_build
+  from tlm.data import ssm
+  from tlm.store import store_build
 
   world = os.path.dirname(news)
   shutil.rmtree(scratch, ignore_errors=True)
@@ -53,7 +54,7 @@ def _parts(news: str, copies: int, scratch: str) -> tuple[str, list, int]:
 
 
 def _merge(job, bucket_bytes, out, queue):
-  from tlm.data import store_shuffle, store_write
+  from tlm.store import store_shuffle, store_write
 
   _, split, year, field, itemsize, prefixes, _ = job
   rss0 = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss

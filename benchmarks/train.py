@@ -12,7 +12,7 @@ transformers), the same stream of SSM-shaped examples: a salient-span-masked sen
 (log-normal length, median ~22 tokens) and a short span as target (1-8 tokens), as the paper's
 CustomNews examples (§2.1). Each step trains on the same examples on both sides:
 - tlm: the examples packed T5X-style into `--rows` rows of `--input_length` +
-  `--target_length` tokens (default 128 + 32, the paper's; `tlm.data.packed_rows.pack`),
+  `--target_length` tokens (default 128 + 32, the paper's; `tlm.input.packed_rows.pack`),
   `tlm.train.step.make_train_step` (T5's Adafactor, z-loss, dropout
   0.1) compiled ahead of time;
 - transformers: `T5ForConditionalGeneration` + `transformers.optimization.Adafactor` with T5's
@@ -43,7 +43,7 @@ from flax import linen as nn
 
 sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
-from tlm.data.packed_rows import pack, with_eos  # noqa: E402
+from tlm.input.packed_rows import pack, with_eos  # noqa: E402
 from tlm.models import checkpoints, t5  # noqa: E402
 from tlm.models.formats.hf_config import to_hf_config  # noqa: E402
 from tlm.sharding import partitioning  # noqa: E402

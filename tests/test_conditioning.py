@@ -5,10 +5,10 @@ import numpy as np
 import pytest
 
 from tests.helpers import DATA
-from tlm.data import store_write
 from tlm.data.conditioning import CONDITIONINGS, format_input, prefix_ids, prefix_text
 from tlm.data.vocab import Vocabulary
 from tlm.errors import ConfigError
+from tlm.store import store_write
 
 VOCAB = f"{DATA}/spiece.model"
 # Every year a model may be asked about: the synthetic world's facts (2004-2022), the training

@@ -1,4 +1,4 @@
-"""Tests for tlm/data/datasets.py: loading sources from directories, building the world once."""
+"""Tests for tlm/input/datasets.py: loading sources from directories, building the world once."""
 
 import json
 import os
@@ -10,13 +10,14 @@ import time
 import numpy as np
 import pytest
 
-from tlm.data import datasets, store
-from tlm.data.formatting import TextExample
-from tlm.data.packed_rows import unpack, with_eos
-from tlm.data.packing import Batcher
-from tlm.data.sampling import MixtureSampler
+from tlm.data.formatting import SPLITS, TextExample
 from tlm.data.vocab import Vocabulary, train_sentencepiece
 from tlm.errors import ConfigError, DataError
+from tlm.input import datasets
+from tlm.input.packed_rows import unpack, with_eos
+from tlm.input.packing import Batcher
+from tlm.input.sampling import MixtureSampler
+from tlm.store import store
 
 
 def _write(path, lines):
@@ -229,7 +230,8 @@ def test_failed_build_leaves_nothing_and_is_retried(tmp_path, monkeypatch):
 
 _USE = """
 import sys
-from tlm.data import datasets, store
+from tlm.input import datasets
+from tlm.store import store
 print(datasets.ensure_synthetic_data(sys.argv[1], seed=0, scale=1.0).news_ssm_dir)
 """
 
@@ -262,7 +264,7 @@ def test_ensure_synthetic_data_builds_every_part(world):
   paths = datasets.ensure_synthetic_data(world, seed=0, scale=1.0)
   assert time.perf_counter() - t0 < 1.0  # already built: nothing is rebuilt
   assert os.path.isfile(paths.vocab_path) and os.path.isdir(paths.future_relations_dir)
-  for split in datasets.SPLITS:
+  for split in SPLITS:
     assert os.path.isfile(os.path.join(paths.templama_dir, f"{split}.json"))
     for year in range(2010, 2021):
       assert os.path.isfile(os.path.join(paths.news_ssm_dir, split, f"{year}.text.idx"))

@@ -54,11 +54,15 @@ def exists(path: str) -> bool:
 
 
 def markdown_files() -> list[str]:
+  """The documents whose paths and names must exist. A pre-registration is a dated record,
+  committed before its experiment ran, and is never edited after: the names it gives are those
+  of its commit, and a later move of a module leaves them behind."""
   return sorted(
     f
     for f in tracked()
     if f.endswith(".md")
     and (f == "README.md" or f.startswith(("docs/", "research/")) or f.endswith("meshtf/README.md"))
+    and not os.path.basename(f).startswith("PREREGISTRATION")
   )
 
 

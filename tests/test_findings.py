@@ -31,7 +31,7 @@ def fixture_templama(tmp_path_factory):
 def test_fact_durations_from_the_facts_own_dates(fixture_templama):
   by_id = {ex.id: ex for ex in fixture_templama}
   dates = fact_durations.durations_from_facts(fact_durations.read_fact_spans(FACTS), by_id.values())
-  buckets = templama.fact_durations(list(by_id.values()))
+  buckets = fact_durations.durations_from_buckets(list(by_id.values()))
   # Q1 at Q10 (Red FC) 2008-2011: 4 years, of which TempLAMA (2010-20) sees 2.
   assert (dates["Q1_P54_2010"], buckets["Q1_P54_2010"]) == (4, 2)
   # Q1 at Q11: 2011-2013 and January 2014-2016 touch, so one fact of 6 years.

@@ -16,6 +16,7 @@ import pytest
 
 from tlm.data import salient_spans
 from tlm.data.salient_spans import Gazetteer, find_spans, split_sentences
+from tlm.store.build_ssm import build_ssm
 
 STORE_FIXTURES = os.path.join(os.path.dirname(__file__), "fixtures", "data", "store")
 NEWS = os.path.join(STORE_FIXTURES, "news_sample.jsonl")  # every 40th article of the world's news
@@ -204,10 +205,9 @@ def test_the_run_of_a_first_word_is_every_name_starting_with_it():
 def test_build_ssm_reports_the_names_loaded_and_their_memory(tmp_path, capsys):
   """The command line prints one line (names, load time, memory); a library call is quiet
   unless given `progress`."""
-  from tlm.data import ssm
 
   lines = []
-  ssm.build_ssm(NEWS, str(tmp_path / "a"), gazetteer=ENTITIES, progress=lines.append)
+  build_ssm(NEWS, str(tmp_path / "a"), gazetteer=ENTITIES, progress=lines.append)
   assert capsys.readouterr().out == ""
   assert len(lines) == 1
   assert re.fullmatch(

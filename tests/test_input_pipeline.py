@@ -1,4 +1,4 @@
-"""The background batch pipeline (tlm/data/prefetch.py) and the appended metrics.jsonl
+"""The background batch pipeline (tlm/input/prefetch.py) and the appended metrics.jsonl
 (tlm/train/records.py MetricsLog): the same batches with or without prefetching, in any order
 of requests; records appended; a torn last line dropped with a notice on resume; gs:// uploads
 whole files."""
@@ -13,8 +13,8 @@ import pytest
 
 from tests.helpers import FIXTURE_DATA_SETS
 from tlm import configs
-from tlm.data.prefetch import Prefetcher
 from tlm.errors import ConfigError
+from tlm.input.prefetch import Prefetcher
 from tlm.train import batches as train_data
 from tlm.train.records import MetricsLog, resume_metrics
 

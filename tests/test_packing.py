@@ -1,4 +1,4 @@
-"""Tests for tlm/data/packing.py: T5X packed features, the per-row batcher, sharding, speed."""
+"""Tests for tlm/input/packing.py: T5X packed features, the per-row batcher, sharding, speed."""
 
 import zlib
 
@@ -6,11 +6,11 @@ import numpy as np
 import pytest
 
 from tlm.data.formatting import TextExample
-from tlm.data.packed_rows import FEATURES, pack, pad_examples, unpack, with_eos
-from tlm.data.packing import Batcher
-from tlm.data.sampling import MixtureSampler
 from tlm.data.vocab import Vocabulary, train_sentencepiece
 from tlm.errors import ConfigError
+from tlm.input.packed_rows import FEATURES, pack, pad_examples, unpack, with_eos
+from tlm.input.packing import Batcher
+from tlm.input.sampling import MixtureSampler
 
 YEARS = tuple(range(2010, 2019))
 

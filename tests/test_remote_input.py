@@ -1,4 +1,4 @@
-"""The input path on an object store (tlm/data/ranged.py, block_sampling.py, store.py's lazy
+"""The input path on an object store (tlm/store/ranged.py, block_sampling.py, store.py's lazy
 index), through tests/remote_store.py, a gs:// with gcsfs's request costs: batches equal to the
 local store's on 1, 4 and 16 simulated hosts, resume equal to an uninterrupted run, requests per
 host and step bounded as its rows grow, transient failures retried with the same batches, a
@@ -15,13 +15,14 @@ import pytest
 
 from tests import objstore, remote_store
 from tests.helpers import DATA, FIXTURE_DATA_SETS, ROOT
-from tlm.data import datasets, store, store_field, store_write
-from tlm.data.block_sampling import BlockSampler, draws_per_row
-from tlm.data.packing import Batcher
-from tlm.data.prefetch import Prefetcher
-from tlm.data.sampling import MixtureSampler
 from tlm.data.vocab import Vocabulary
 from tlm.errors import DataError
+from tlm.input import datasets
+from tlm.input.block_sampling import BlockSampler, draws_per_row
+from tlm.input.packing import Batcher
+from tlm.input.prefetch import Prefetcher
+from tlm.input.sampling import MixtureSampler
+from tlm.store import store, store_field, store_write
 
 YEARS = tuple(range(2010, 2019))
 VOCAB = os.path.join(DATA, "spiece.model")
@@ -64,7 +65,7 @@ def remote(tmp_path, monkeypatch, local_store):
   """The store on gs://bucket/ssm behind the double (no latency: the tests count, not time)."""
   remote_store.install(str(tmp_path / "bucket-root"), latency_s=0.0)
   shutil.copytree(local_store, objstore.local_path("gs://bucket/ssm"))
-  monkeypatch.setattr("tlm.data.ranged.BACKOFF_S", 0.001)
+  monkeypatch.setattr("tlm.store.ranged.BACKOFF_S", 0.001)
   remote_store.COUNTS.reset()
   yield "gs://bucket/ssm"
   remote_store.inject(None)

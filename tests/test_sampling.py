@@ -1,4 +1,4 @@
-"""Tests for tlm/data/sampling.py (the year-uniform mixture), tlm/data/formatting.py and
+"""Tests for tlm/input/sampling.py (the year-uniform mixture), tlm/data/formatting.py and
 tlm/data/conditioning.py's `format_input`.
 
 Statistical checks use a binomial tolerance of 4 standard deviations per cell,
@@ -12,11 +12,12 @@ import types
 import numpy as np
 import pytest
 
-from tlm.data import formatting, sampling
+from tlm.data import formatting
 from tlm.data.conditioning import format_input
 from tlm.data.formatting import TextExample
-from tlm.data.sampling import MixtureSampler
 from tlm.errors import ConfigError, DataError
+from tlm.input import sampling
+from tlm.input.sampling import MixtureSampler
 
 YEARS = tuple(range(2010, 2019))
 SIGMAS = 4.0

@@ -10,9 +10,12 @@ import pytest
 
 from tests.helpers import run_tlm
 from tlm import configs
-from tlm.data import salient_spans, ssm, store
+from tlm.data import salient_spans, ssm
+from tlm.data.formatting import SENTINEL, SPLITS
 from tlm.data.salient_spans import Gazetteer, Span, find_spans, split_sentences
 from tlm.errors import DataError
+from tlm.store import store
+from tlm.store.build_ssm import build_ssm
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -209,7 +212,7 @@ def test_build_ssm_exact_small_corpus(tmp_path):
     ],
   )
   out = tmp_path / "ssm"
-  stats = ssm.build_ssm(str(news), str(out))
+  stats = build_ssm(str(news), str(out))
   assert sorted(os.listdir(out)) == ["manifest.json", "stats.json", "test", "train", "val"]
   for split in ("val", "test"):
     assert sorted(os.listdir(out / split)) == [
@@ -249,7 +252,7 @@ def test_build_ssm_heldout_split_by_article(tmp_path):
   ]
   rows += [{"date": "2013-06", "text": f"Person Other{d} met Team Other{d}."} for d in range(4)]
   _write_news(news, rows)
-  stats = ssm.build_ssm(str(news), str(tmp_path / "a"), seed=3)
+  stats = build_ssm(str(news), str(tmp_path / "a"), seed=3)
   # 2012: 20 articles -> round(2.0) = 2 each for val and test; 2013: 4 -> none held out.
   assert stats["articles"] == {
     "train": {"2012": 16, "2013": 4},
@@ -257,14 +260,14 @@ def test_build_ssm_heldout_split_by_article(tmp_path):
     "test": {"2012": 2, "2013": 0},
   }
   by_article = {}
-  for split in ssm.SPLITS:
+  for split in SPLITS:
     for inputs, targets in _read_table(tmp_path / "a", split, 2012):
       article = re.search(r"Number(\d+)", inputs + targets).group(1)  # one article per number
       by_article.setdefault(article, set()).add(split)
   assert len(by_article) == 20 and all(len(s) == 1 for s in by_article.values())
   # Deterministic under the seed; another seed holds out other articles.
-  ssm.build_ssm(str(news), str(tmp_path / "b"), seed=3)
-  ssm.build_ssm(str(news), str(tmp_path / "c"), seed=4)
+  build_ssm(str(news), str(tmp_path / "b"), seed=3)
+  build_ssm(str(news), str(tmp_path / "c"), seed=4)
   for name in os.listdir(tmp_path / "a" / "val"):
     a = (tmp_path / "a" / "val" / name).read_bytes()
     assert a == (tmp_path / "b" / "val" / name).read_bytes()
@@ -381,12 +384,12 @@ def test_build_ssm_caps_a_long_sentence(tmp_path):
   text = f"Red FC won in {years} and more. Alice Adams joined Red FC in 2014."
   news = tmp_path / "news.jsonl"
   news.write_text(json.dumps({"date": "2014-05-03", "text": text}) + "\n")
-  stats = ssm.build_ssm(str(news), str(tmp_path / "out"))
+  stats = build_ssm(str(news), str(tmp_path / "out"))
   rows = [{"inputs": i, "targets": t} for i, t in _read_table(tmp_path / "out", "train", 2014)]
   assert stats["totals"]["examples"] == len(rows) == 1001 + 3
   for row in rows:
     assert len(row["inputs"].split()) <= 129  # 128 words of context and the sentinel
-    assert len(row["inputs"]) <= 1280 + len(ssm.SENTINEL)
+    assert len(row["inputs"]) <= 1280 + len(SENTINEL)
   assert sum(len(json.dumps(r)) for r in rows) < 1_000_000  # uncapped: 6 MB
   assert stats["context_cap"] == {"words": 128, "chars": 1280, "examples_cut": 1001}
   whole = ssm.mask_examples(

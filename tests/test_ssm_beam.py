@@ -15,9 +15,12 @@ import pytest
 
 from tests.helpers import DATA, FIXTURE_DATA_SETS
 from tlm import storage
-from tlm.data import datasets, ssm, store, store_build, store_convert, store_write
+from tlm.data import ssm
 from tlm.data.ssm import BuildSettings
 from tlm.errors import UserError
+from tlm.input import datasets
+from tlm.store import store, store_build, store_convert, store_write
+from tlm.store.build_ssm import build_ssm
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FIXTURES = os.path.join(ROOT, "tests", "fixtures", "data", "store")
@@ -59,7 +62,7 @@ def _fail_on_call(monkeypatch, module, name, call):
 def local_store(tmp_path_factory):
   """The local builder's store (two processes), tokenized, with the gazetteer."""
   out = str(tmp_path_factory.mktemp("local") / "ssm")
-  ssm.build_ssm(NEWS, out, gazetteer=ENTITIES, seed=3, vocab=VOCAB, num_workers=2)
+  build_ssm(NEWS, out, gazetteer=ENTITIES, seed=3, vocab=VOCAB, num_workers=2)
   return out
 
 
@@ -71,7 +74,7 @@ def test_every_stage_run_twice_or_after_a_failure_gives_the_local_store(
   second time after it succeeded; the parts, deleted only after the manifest, are all there."""
   settings = BuildSettings(ENTITIES, 3, 2000, 0.1, ssm.MAX_CONTEXT_WORDS, VOCAB)
   out = str(tmp_path / "ssm")
-  part_dir = os.path.join(out, store_build._PARTS)
+  part_dir = os.path.join(out, store_build.PARTS_DIR)
   paths, options = store_build.prepare(NEWS, out, settings)
   monkeypatch.setattr(store_write, "_FLUSH_BYTES", 2048)  # parts are flushed as they grow
   monkeypatch.setattr(store_build, "MIN_CHUNK_BYTES", 4096)  # several chunks of the 80 KB input
@@ -183,9 +186,7 @@ def test_beam_multi_processing_writes_the_local_store(tmp_path, monkeypatch, loc
   monkeypatch.setenv("PYTHONPATH", ROOT)  # the worker processes import tlm
   monkeypatch.setattr(store_build, "MIN_CHUNK_BYTES", 4096)  # several chunks of the 80 KB input
   out = str(tmp_path / "beam")
-  got = ssm.build_ssm(
-    NEWS, out, gazetteer=ENTITIES, seed=3, vocab=VOCAB, beam_options=MULTI_PROCESS
-  )
+  got = build_ssm(NEWS, out, gazetteer=ENTITIES, seed=3, vocab=VOCAB, beam_options=MULTI_PROCESS)
   assert got["totals"]["examples"] > 0
   assert _tree(out) == _tree(local_store)
 

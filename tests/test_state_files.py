@@ -738,7 +738,7 @@ def test_a_bad_metrics_line_keeps_the_records_before_it(tmp_path, capsys, bad_li
 
 @pytest.mark.parametrize("content", [b"\xff", b"[" * 50_000, b'{"seed": ' + b"9" * 5000 + b"}"])
 def test_a_hostile_synthetic_build_info_is_a_one_line_error(tmp_path, content):
-  from tlm.data import datasets
+  from tlm.input import datasets
 
   write_file(str(tmp_path / datasets._BUILD_INFO), content)
   with pytest.raises(ConfigError, match="was not built by ensure_synthetic_data"):

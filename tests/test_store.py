@@ -17,11 +17,13 @@ import pytest
 
 from tests.fixtures.data.store import make_golden
 from tests.helpers import DATA
-from tlm.data import datasets, ssm, store, store_build, store_convert
-from tlm.data.packing import Batcher
-from tlm.data.sampling import MixtureSampler
 from tlm.data.vocab import Vocabulary, train_sentencepiece
 from tlm.errors import DataError, UserError
+from tlm.input import datasets
+from tlm.input.packing import Batcher
+from tlm.input.sampling import MixtureSampler
+from tlm.store import store, store_build, store_convert
+from tlm.store.build_ssm import build_ssm
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 FIXTURES = os.path.join(ROOT, "tests", "fixtures", "data", "store")
@@ -111,7 +113,7 @@ def test_build_ssm_equals_the_builder_before_the_store(tmp_path):
   golden = json.load(open(os.path.join(FIXTURES, "golden_ssm.json")))
   for seed, want in golden.items():
     out = str(tmp_path / f"seed{seed}")
-    stats = ssm.build_ssm(NEWS, out, gazetteer=ENTITIES, seed=int(seed))
+    stats = build_ssm(NEWS, out, gazetteer=ENTITIES, seed=int(seed))
     assert stats == want["stats"]
     with open(os.path.join(out, "stats.json")) as f:
       assert json.load(f) == stats
@@ -161,7 +163,7 @@ def test_build_identical_for_workers_and_shardings(tmp_path, monkeypatch, shards
   ]
   for workers, news in runs:
     out = str(tmp_path / f"out-{workers}-{len(news)}")
-    ssm.build_ssm(news, out, gazetteer=ENTITIES, seed=7, vocab=vocab, num_workers=workers)
+    build_ssm(news, out, gazetteer=ENTITIES, seed=7, vocab=vocab, num_workers=workers)
     tree = _tree(out)
     ref = ref or tree
     assert tree == ref, (workers, news, sorted(k for k in tree if tree[k] != ref.get(k)))
@@ -180,7 +182,7 @@ def test_bad_line_in_a_later_chunk_is_named_with_its_line(tmp_path, monkeypatch,
   news.write_text("".join(lines), encoding="utf-8")
   assert len(store_build.plan_chunks([str(news)], workers)) > 6
   with pytest.raises(DataError, match=f"^{news}:301: 'text' must be a string$"):
-    ssm.build_ssm(str(news), str(tmp_path / "out"), num_workers=workers)
+    build_ssm(str(news), str(tmp_path / "out"), num_workers=workers)
   assert sorted(os.listdir(tmp_path)) == ["news.jsonl"]  # nothing written, no temporaries
 
 
@@ -189,8 +191,8 @@ def test_beam_direct_runner_writes_the_same_store(tmp_path, monkeypatch):
     pytest.importorskip("apache_beam")
   monkeypatch.setattr(store_build, "MIN_CHUNK_BYTES", 4096)
   local, beam = str(tmp_path / "local"), str(tmp_path / "beam")
-  want = ssm.build_ssm(NEWS, local, gazetteer=ENTITIES, seed=3, vocab=VOCAB, num_workers=2)
-  got = ssm.build_ssm(
+  want = build_ssm(NEWS, local, gazetteer=ENTITIES, seed=3, vocab=VOCAB, num_workers=2)
+  got = build_ssm(
     NEWS, beam, gazetteer=ENTITIES, seed=3, vocab=VOCAB, beam_options="--runner=DirectRunner"
   )
   assert got == want
@@ -198,15 +200,15 @@ def test_beam_direct_runner_writes_the_same_store(tmp_path, monkeypatch):
   bad = tmp_path / "bad.jsonl"
   bad.write_text(open(NEWS).read() + '{"date": "2014-13-01", "text": "A."}\n')
   with pytest.raises(UserError, match=f"{bad}:380: unparsable date '2014-13-01'"):
-    ssm.build_ssm(str(bad), beam, beam_options="--runner=DirectRunner")
+    build_ssm(str(bad), beam, beam_options="--runner=DirectRunner")
   assert not store.is_store(beam)  # the old store was removed first, and nothing replaced it
 
 
 def test_tokenized_store_holds_the_vocabulary_ids(tmp_path):
   out = str(tmp_path / "tok")
-  ssm.build_ssm(NEWS, str(tmp_path / "text"), gazetteer=ENTITIES)
+  build_ssm(NEWS, str(tmp_path / "text"), gazetteer=ENTITIES)
   vocab_path = os.path.join(DATA, "spiece.model")
-  ssm.build_ssm(NEWS, out, gazetteer=ENTITIES, vocab=vocab_path)
+  build_ssm(NEWS, out, gazetteer=ENTITIES, vocab=vocab_path)
   vocab = Vocabulary(vocab_path)
   text, tok = store.Store(str(tmp_path / "text")), store.Store(out)
   assert tok.manifest["token_dtype"] == "uint16" and tok.vocab_sha256 == _sha(vocab_path)
@@ -482,8 +484,8 @@ def test_cli_build_ssm_workers_vocab_and_check_store(tmp_path):
 
 def test_the_store_and_its_builders_never_import_jax():
   code = (
-    "import sys, tlm.cli.data, tlm.data.store, tlm.data.store_build, tlm.data.store_convert, "
-    "tlm.data.ssm_beam, tlm.data.prefetch, tlm.data.datasets; "
+    "import sys, tlm.cli.data, tlm.store.store, tlm.store.store_build, tlm.store.store_convert, "
+    "tlm.store.ssm_beam, tlm.input.prefetch, tlm.input.datasets; "
     "assert not [m for m in sys.modules if m.split('.')[0] in ('jax', 'flax')]"
   )
   proc = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True)

@@ -1,4 +1,4 @@
-"""`build_ssm --shuffle_seed`: every table in a seeded order (tlm/data/store_shuffle.py).
+"""`build_ssm --shuffle_seed`: every table in a seeded order (tlm/store/store_shuffle.py).
 
 The default build is the store built before the option existed, byte for byte; a shuffled one
 holds, per table, the same examples as the corpus-order one, in an order that does not depend
@@ -17,8 +17,11 @@ import pytest
 from tests.helpers import FIXTURE_DATA_SETS
 from tests.test_ssm_beam import ENTITIES, NEWS, VOCAB, _beam_or_skip, _tree
 from tlm import configs
-from tlm.data import block_sampling, ssm, store, store_build, store_shuffle
+from tlm.data import ssm
 from tlm.errors import DataError, UserError
+from tlm.input import block_sampling
+from tlm.store import store, store_build, store_shuffle
+from tlm.store.build_ssm import build_ssm
 
 # The default (corpus-order) build of the fixture news, tokenized, two workers, as the builder
 # at the commit before `--shuffle_seed` wrote it: its manifest (which holds every table file's
@@ -33,7 +36,7 @@ def _sha(path: str) -> str:
 
 
 def _build(out, **kw):
-  ssm.build_ssm(NEWS, str(out), gazetteer=ENTITIES, seed=3, vocab=VOCAB, **kw)
+  build_ssm(NEWS, str(out), gazetteer=ENTITIES, seed=3, vocab=VOCAB, **kw)
   return str(out)
 
 
@@ -107,7 +110,7 @@ def test_shuffled_order_does_not_depend_on_workers_chunks_or_buckets(
 
 def test_merge_in_any_number_of_buckets_is_one_sort(tmp_path):
   """Keyed parts merged in 1, 3 or 50 buckets: the same files, in key order."""
-  from tlm.data import store_write
+  from tlm.store import store_write
 
   rng = np.random.default_rng(0)
   parts, keys = str(tmp_path / "parts"), []
@@ -217,7 +220,7 @@ def test_shuffled_merge_failed_half_way_then_run_again_is_one_run(tmp_path, monk
   """A merge lost after some buckets (a preempted worker) and retried, then run a second time:
   the files of one clean run; its parts are only read."""
   from tests.test_ssm_beam import Crash, _fail_on_call
-  from tlm.data import store_write
+  from tlm.store import store_write
 
   parts = str(tmp_path / "parts")
   for unit in range(3):

@@ -1,4 +1,4 @@
-"""Tests of the embedded synthetic world (tlm/data/synthetic/, tlm/cli/world.py).
+"""Tests of the embedded synthetic world (tlm/synthetic/, tlm/cli/world.py).
 
 The world's files are read back with small parsers written here and in tests/helpers.py (the
 facts reader, shared with test_synthetic_records.py), independently of the writer,
@@ -19,7 +19,7 @@ import sys
 import pytest
 
 from tests.helpers import ROOT, TEMPLAMA, WINDOW, group, primaries, read_facts
-from tlm.data import synthetic
+from tlm import synthetic
 from tlm.data.vocab import Vocabulary
 from tlm.errors import ConfigError, UserError
 
@@ -372,7 +372,7 @@ def test_cli_builds_and_prints_counts(tmp_path):
 
 def test_the_world_never_imports_jax():
   code = (
-    "import sys, tlm.cli.world, tlm.data.synthetic; "
+    "import sys, tlm.cli.world, tlm.synthetic; "
     "assert not [m for m in sys.modules if m.split('.')[0] in ('jax', 'flax')]"
   )
   proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)
@@ -496,9 +496,9 @@ def test_dated_generic_corpus_adds_ordered_years_and_nothing_else(full):
   consecutive years, plus calendar documents; no news sentence, no time-varying fact; every
   year 2000-2035 next to its neighbour; a pure function of (world, seed)."""
   from tlm.data.salient_spans import split_sentences
-  from tlm.data.synthetic.facts import generate_world
-  from tlm.data.synthetic.pretrain import dated_generic_texts
-  from tlm.data.synthetic.settings import WORLD
+  from tlm.synthetic.facts import generate_world
+  from tlm.synthetic.pretrain import dated_generic_texts
+  from tlm.synthetic.settings import WORLD
 
   path, _ = full
   world = generate_world(WORLD, 0, 1.0)

@@ -1,4 +1,4 @@
-"""Forward-looking sentences in the synthetic world (`tlm.data.synthetic.forward`): off
+"""Forward-looking sentences in the synthetic world (`tlm.synthetic.forward`): off
 by default (the default world is unchanged), added at their share after fact sentences
 they extend, the undated control differing from the dated sentences only in the year's phrase,
 the no-leak rule on hand-made facts, the count of later answers they state on a hand-made
@@ -11,14 +11,14 @@ import re
 
 import pytest
 
-from tlm import configs
+from tlm import configs, synthetic
 from tlm.configs.years import FUTURE_YEARS, TRAIN_YEARS
-from tlm.data import datasets, synthetic
-from tlm.data.locations import synthetic_cache_dir
-from tlm.data.synthetic import forward
-from tlm.data.synthetic.news import Document, Sentence
-from tlm.data.synthetic.records import Entity, Fact, World, day, stream, year_of
 from tlm.errors import ConfigError, DataError
+from tlm.input import datasets
+from tlm.input.locations import synthetic_cache_dir
+from tlm.synthetic import forward
+from tlm.synthetic.news import Document, Sentence
+from tlm.synthetic.records import Entity, Fact, World, day, stream, year_of
 
 SCALE = 0.2
 FOUR_DIGITS = re.compile(r"\b\d{4}\b")

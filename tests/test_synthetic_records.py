@@ -1,4 +1,4 @@
-"""Tests of the synthetic world's generators on their in-memory records (tlm/data/synthetic/).
+"""Tests of the synthetic world's generators on their in-memory records (tlm/synthetic/).
 
 The change processes on a scale-5 world without news (enough subjects to measure rates
 tightly; its facts go through facts.tsv and the independent reader of tests/helpers.py), and
@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 
 from tests.helpers import TEMPLAMA, WINDOW, group, primaries, read_facts
-from tlm.data import synthetic
-from tlm.data.synthetic.facts import generate_world
-from tlm.data.synthetic.news import news_interval
+from tlm import synthetic
+from tlm.synthetic.facts import generate_world
+from tlm.synthetic.news import news_interval
 
 # --- change processes ------------------------------------------------------------------------
 

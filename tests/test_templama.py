@@ -6,8 +6,8 @@ import os
 import pytest
 
 from tests.helpers import run_tlm
-from tlm.data import templama
-from tlm.data.formatting import TextExample, templama_text
+from tlm.data import fact_durations, templama
+from tlm.data.formatting import SPLITS, TextExample, templama_text
 from tlm.data.wikidata_facts import Span, merge_spans
 from tlm.errors import DataError, UserError
 
@@ -115,7 +115,7 @@ def _expected_fixture_queries():
 
 def _read_rows(directory):
   rows = {}
-  for split in templama.SPLITS:
+  for split in SPLITS:
     with open(os.path.join(directory, f"{split}.json"), encoding="utf-8") as f:
       rows[split] = [json.loads(line) for line in f]
   return rows
@@ -181,7 +181,7 @@ def test_split_subjects_fractions_and_seed():
   subjects = [f"Q{i}" for i in range(1, 101)]
   split = templama.split_subjects(subjects, seed=0)
   assert sorted(split) == sorted(subjects)
-  assert [list(split.values()).count(s) for s in templama.SPLITS] == [20, 10, 70]
+  assert [list(split.values()).count(s) for s in SPLITS] == [20, 10, 70]
   assert templama.split_subjects(list(reversed(subjects)), seed=0) == split
   assert templama.split_subjects(subjects, seed=1) != split
 
@@ -311,7 +311,7 @@ def test_loader_reads_what_the_builder_writes(tmp_path):
   assert alice.answers == [["Red FC"], ["Blue United"]]
   assert alice.subject == "Q1" and alice.year == 2011
   assert templama_text(alice) == TextExample("Alice Adams plays for <extra_id_0>.", "Red FC", 2011)
-  durations = templama.fact_durations(examples)
+  durations = fact_durations.durations_from_buckets(examples)
   # Alice/P54: Red FC first in 2010-2011 (valid 2010-2011), Blue United 2012-2015 but valid
   # from 2011: the run of years in which the first answer is correct.
   assert durations["Q1_P54_2010"] == 2 and durations["Q1_P54_2011"] == 2

@@ -10,7 +10,7 @@ The settings (`research.levers.levers.Setting`; everything not named is the defa
   of the pre-registered verdict (`per_query_step=2800.json` of each seed, copied, nothing
   trained); without, it is trained here from the same start (the same models).
 - `forward-dated` (b): the world's news with forward-looking sentences
-  (`data.forward_looking=dated`: "X's contract with Y runs until 2021."; `tlm.data.synthetic
+  (`data.forward_looking=dated`: "X's contract with Y runs until 2021."; `tlm.synthetic
   .forward`), at the realistic share (`data.forward_share`'s default).
 - `forward-undated` (b, the control): the same sentences with the year replaced by an undated
   phrase (`data.forward_looking=undated`).
@@ -20,7 +20,7 @@ The settings (`research.levers.levers.Setting`; everything not named is the defa
 
 Every setting starts from the seed's `tiny_t5` start: `--t5` (a path template, e.g. the
 verdict's), or pretrained here (ROOT/starts/seed=S/t5). The forward-looking worlds have the
-default world's vocabulary and pre-training corpora (`tlm.data.synthetic.world`), so that
+default world's vocabulary and pre-training corpora (`tlm.synthetic.world`), so that
 start is theirs too. T5-CBQA is trained here from it (ROOT/starts/seed=S/cbqa, 300 steps).
 
 The work: the starts, then every training, `--workers` at a time (each in its own process,
@@ -204,10 +204,10 @@ def forward_counts(seeds, overrides) -> dict:
   """Per seed: the dated world's forward-looking sentences and how many of the 2019-20
   TempLAMA test answers those of the 2010-18 news state (`forward.stated_answers`)."""
   from tlm import configs
-  from tlm.data.locations import synthetic_data
-  from tlm.data.synthetic import forward
   from tlm.data.templama import load_templama
+  from tlm.input.locations import synthetic_data
   from tlm.miniature import reproduce
+  from tlm.synthetic import forward
 
   out = {}
   for seed in seeds:

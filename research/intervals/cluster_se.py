@@ -27,7 +27,7 @@ from tlm.miniature import (
   claims,
   stats,
 )
-from tlm.miniature.claim_summary import _pool_sizes
+from tlm.miniature.claim_summary import pool_sizes
 
 
 def _add_answers(meas: dict, eval_json: str) -> None:
@@ -90,7 +90,7 @@ def main() -> None:
     if not comps or not any(c.pools for c in comps):
       print(f"{claim.id}: no resampled pool ({'; '.join(missing) or 'aggregate numbers'})")
       continue
-    pools = _pool_sizes(comps)
+    pools = pool_sizes(comps)
     items = {name: stats.Pool.items(len(p)) for name, p in pools.items()}
     by_date = {
       name: stats.Pool.of([dates[i] for i in _news_index(meas, name)], "date")

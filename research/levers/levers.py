@@ -172,9 +172,9 @@ def _copy_newest_checkpoint(source: str, workdir: str, max_step: int, log: Log) 
 
 
 def _dated_generic(config) -> list[str]:
-  from tlm.data.synthetic.facts import generate_world
-  from tlm.data.synthetic.pretrain import dated_generic_texts
-  from tlm.data.synthetic.settings import WORLD
+  from tlm.synthetic.facts import generate_world
+  from tlm.synthetic.pretrain import dated_generic_texts
+  from tlm.synthetic.settings import WORLD
 
   world = generate_world(WORLD, config.data.world_seed, config.data.world_scale)
   return dated_generic_texts(world, world.seed)

@@ -12,8 +12,8 @@
 Both builders validate every input line before writing anything; a bad line (malformed JSON,
 invalid UTF-8, a lone surrogate, a bad date) raises `DataError` naming the file and line, which
 `run.py` prints as one line on stderr with exit status 1. `build_ssm` writes the example store
-(`tlm.data.store`; token ids with `--vocab`, else text) with `--num_workers` processes
-(`tlm.data.store_build`; the same bytes for any number), and states its cap on the context kept
+(`tlm.store.store`; token ids with `--vocab`, else text) with `--num_workers` processes
+(`tlm.store.store_build`; the same bytes for any number), and states its cap on the context kept
 around each span (`tlm.data.ssm.MAX_CONTEXT_WORDS`) and how many examples it cut. Each holds a
 lock beside its output directory (`tlm.workdir_lock`), so two builds into one directory cannot
 interleave. `convert_ssm` turns a JSON-lines SSM directory (the format before the store) into a
@@ -25,9 +25,12 @@ import time
 
 from tlm.configs import check_value
 from tlm.console import log_line, notice
-from tlm.data import ssm, store, store_convert, templama
+from tlm.data import templama
+from tlm.data.formatting import SPLITS
 from tlm.errors import ConfigError
 from tlm.files import remove_interrupted_staging
+from tlm.store import build_ssm as ssm_build
+from tlm.store import store, store_convert
 from tlm.workdir_lock import WorkdirLock
 
 
@@ -84,7 +87,7 @@ def build_ssm(flags) -> dict:
   t0 = time.perf_counter()
   with WorkdirLock.beside(flags.output_dir, "build_ssm"):
     clean_interrupted(flags.output_dir)
-    stats = ssm.build_ssm(
+    stats = ssm_build.build_ssm(
       flags.news,
       flags.output_dir,
       gazetteer=flags.entities,
@@ -117,7 +120,7 @@ def build_ssm(flags) -> dict:
     f"{100 * stats['share_sentences_mentioning_a_year']:.1f}%, the publication year "
     f"{100 * stats['share_sentences_mentioning_publication_year']:.1f}%"
   )
-  rows = {y: {s: stats["examples"][s][y] for s in ssm.SPLITS} for y in map(str, stats["years"])}
+  rows = {y: {s: stats["examples"][s][y] for s in SPLITS} for y in map(str, stats["years"])}
   _table("year", rows, what="examples")
   return stats
 

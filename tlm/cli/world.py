@@ -1,6 +1,6 @@
 """`python run.py --mode=build_world --output_dir=D [--seed=0 --scale=1.0]`.
 
-Builds the embedded synthetic temporal world (tlm/data/synthetic/; docs/reproduction.md, "The
+Builds the embedded synthetic temporal world (tlm/synthetic/; docs/reproduction.md, "The
 synthetic world") and prints its headline counts, then the full counts as one JSON line.
 numpy only: this mode never imports jax.
 """
@@ -19,14 +19,14 @@ def build_world(flags) -> dict:
     flags: parsed absl flags with `output_dir`, `seed` and `scale`.
 
   Returns:
-    The counts returned by `tlm.data.synthetic.build_world`.
+    The counts returned by `tlm.synthetic.build_world`.
   """
   if not flags.output_dir:
     raise ConfigError("--output_dir is required for --mode=build_world")
   # The ranges of the config keys these flags set (tlm.configs.schema says why).
   check_value("data.world_scale", flags.scale, "--scale")
   check_value("data.world_seed", flags.seed, "--seed")
-  from tlm.data import synthetic
+  from tlm import synthetic
   from tlm.workdir_lock import WorkdirLock
 
   start = time.perf_counter()

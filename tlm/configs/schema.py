@@ -97,11 +97,11 @@ class DataConfig:
     world_seed: seed of the synthetic world.
     world_scale: size of the synthetic world (1.0 = the default miniature).
     forward_looking: the synthetic world's forward-looking news sentences
-      (`tlm.data.synthetic.forward`): "off" (the default world), "dated" (a term ending in a
+      (`tlm.synthetic.forward`): "off" (the default world), "dated" (a term ending in a
       later year, the year named: "X's contract with Y runs until 2021.") or "undated" (the
       no-year control: the same sentences with the year replaced by an undated phrase).
     forward_share: with `forward_looking` on, their share of all news sentences (the default,
-      0.005, is `tlm.data.synthetic.settings.FORWARD_SHARE`, with its reason).
+      0.005, is `tlm.synthetic.settings.FORWARD_SHARE`, with its reason).
     cache_dir: where the synthetic world and the data derived from it are built; "" means
       `~/.cache/tlm`.
     ssm_dir: salient-span-masking examples built from the news (`--mode=build_ssm`):
@@ -127,7 +127,7 @@ class DataConfig:
     sampler: "example" draws each example uniformly within its year (one read per example:
       the miniature's, whose pre-registered results were computed with it) or "block" (the
       paper's configs: a step's draws of a year read as one run of consecutive examples, two
-      requests per year and host whatever the rows; `tlm.data.block_sampling`).
+      requests per year and host whatever the rows; `tlm.input.block_sampling`).
     block_draws: the block sampler's candidate draws per row (a row holds at most this many
       examples); 0 derives it from the store's mean example length and the row lengths.
   """

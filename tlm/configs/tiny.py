@@ -82,7 +82,7 @@ def tiny_t5() -> Config:
 
   Random initialisation, then T5's objective (15% of the words in spans of mean length 3) on
   `pretrain/generic.jsonl` of the synthetic world, which names its entities and places but
-  never a time-varying fact, a year or a news sentence (tlm/data/synthetic/pretrain.py).
+  never a time-varying fact, a year or a news sentence (tlm/synthetic/pretrain.py).
 
   Command: python run.py --mode=train --config=tiny_t5 --workdir=W_T5
   Run time: minutes on 2 CPU cores (docs/reproduction.md, "Run time").

@@ -8,9 +8,9 @@ without a time input the future probes of §3.2 put the year in the text ("In 20
 `prefix_text` is the one definition. Everything else derives from it:
 - `format_input`, the text a model reads: the prefix, a space, the input;
 - `prefix_ids`, the prefix as token ids: `prefix_text` tokenized, once per year by its caller
-  (`tlm.data.packing.Batcher`), and put in front of the stored ids of a tokenized example
+  (`tlm.input.packing.Batcher`), and put in front of the stored ids of a tokenized example
   store. That equals tokenizing the formatted text because the SentencePiece model splits at
-  whitespace (no piece spans the space after the prefix); `tlm.data.store_write.prefix_problem`
+  whitespace (no piece spans the space after the prefix); `tlm.store.store_write.prefix_problem`
   checks it of a vocabulary, on this module's prefixes, before its ids are stored.
 The conditioning is applied when an example is read for a model and never stored in a file.
 """

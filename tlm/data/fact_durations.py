@@ -21,7 +21,7 @@ Conventions, in month ordinals `year * 12 + month - 1` (both ends inclusive):
 - the duration is the number of calendar years the span touches (a fact from March 2005 to
   June 2012 holds in 8 years), the unit of the fallback below and of the paper's buckets.
 
-`tlm.data.templama.fact_durations` is the fallback when no facts file is at hand (e.g. the
+`durations_from_buckets` is the fallback when no facts file is at hand (e.g. the
 released TempLAMA alone): it counts the years of the run of buckets with the same first answer,
 which is clipped to the queried years.
 """
@@ -30,7 +30,7 @@ import collections
 import dataclasses
 import re
 
-from tlm.data.templama import TempLamaExample
+from tlm.data.templama import DATE_KEY, TempLamaExample
 from tlm.data.wikidata_facts import OPEN_END, Span, merge_spans
 from tlm.errors import DataError
 from tlm.files import iter_tsv
@@ -138,3 +138,59 @@ def durations_from_facts(facts: FactSpans, examples: list[TempLamaExample]) -> d
     if overlapping:
       out[ex.id] = max(e // 12 - s // 12 + 1 for s, e in overlapping)
   return out
+
+
+def durations_from_buckets(examples: list[TempLamaExample]) -> dict[str, int]:
+  """Years the first answer of each example is valid (Figure 2, right).
+
+  The paper groups queries "by the number of years for which their answer is valid ... for
+  multiple answers we pick the duration of the first one". From a TempLAMA file alone this is
+  the number of distinct years of the longest run of consecutive buckets of the same subject and
+  relation, containing the example's bucket, in which that answer is correct.
+
+  Args:
+    examples: examples of one or more splits (a subject's buckets are all in one split).
+
+  Returns:
+    `{example id: years}`.
+  """
+  by_pair = collections.defaultdict(list)
+  for ex in examples:
+    by_pair[(ex.subject, ex.relation)].append(ex)
+  out = {}
+  for exs in by_pair.values():
+    exs.sort(key=lambda e: _bucket_order(e.date))
+    answer_sets = [{a[0] for a in e.answers} for e in exs]
+    for i, ex in enumerate(exs):
+      name = ex.answers[0][0]
+      lo = i
+      while lo > 0 and _consecutive(exs[lo - 1].date, exs[lo].date) and name in answer_sets[lo - 1]:
+        lo -= 1
+      hi = i
+      while (
+        hi + 1 < len(exs)
+        and _consecutive(exs[hi].date, exs[hi + 1].date)
+        and name in answer_sets[hi + 1]
+      ):
+        hi += 1
+      out[ex.id] = len({e.year for e in exs[lo : hi + 1]})
+  return out
+
+
+def _bucket_order(date_key: str) -> int:
+  """Month ordinal of the start of a bucket, for sorting and adjacency."""
+  m = DATE_KEY.match(date_key)
+  year, quarter, month = int(m.group(1)), m.group(2), m.group(3)
+  if quarter:
+    return year * 12 + (int(quarter) - 1) * 3
+  return year * 12 + (int(month) - 1 if month else 0)
+
+
+def _consecutive(a: str, b: str) -> bool:
+  if "-Q" in a:
+    step = 3
+  elif "-" in a:
+    step = 1
+  else:
+    step = 12
+  return _bucket_order(b) - _bucket_order(a) == step

@@ -13,7 +13,11 @@ from typing import Any, NamedTuple
 from tlm.errors import DataError
 
 _TEMPLAMA_BLANK = "_X_"
-_SENTINEL_0 = "<extra_id_0>"
+# The first T5 sentinel: where a masked span was (salient span masking) or the blank of a
+# TempLAMA query is; its target starts with it too (the T5 span-corruption format).
+SENTINEL = "<extra_id_0>"
+# The splits of every dataset here (TempLAMA, salient-span-masked news, the example store).
+SPLITS = ("train", "val", "test")
 
 
 class TextExample(NamedTuple):
@@ -38,7 +42,7 @@ def templama_query_input(query: str) -> str:
   """
   if _TEMPLAMA_BLANK not in query:
     raise DataError(f"TempLAMA query has no {_TEMPLAMA_BLANK} blank: {query!r}")
-  return query.replace(_TEMPLAMA_BLANK, _SENTINEL_0)
+  return query.replace(_TEMPLAMA_BLANK, SENTINEL)
 
 
 def templama_text(example: Any) -> TextExample:

@@ -17,6 +17,7 @@ repeat one corruption.
 
 import numpy as np
 
+from tlm.data.formatting import SENTINEL
 from tlm.data.salient_spans import Gazetteer, find_spans, split_sentences
 from tlm.data.ssm import mask_examples
 from tlm.errors import DataError
@@ -45,7 +46,7 @@ def span_corrupt(text: str, rng: np.random.Generator) -> tuple[str, str]:
   words = text.split()
   n = len(words)
   if n < 2:
-    return "<extra_id_0>", "<extra_id_0> " + text
+    return SENTINEL, f"{SENTINEL} {text}"
   noise = min(max(int(round(n * NOISE_DENSITY)), 1), n - 1)
   spans = max(1, min(int(round(noise / MEAN_SPAN)), noise, n - noise))
   noise_lengths = _segment(noise, spans, rng)

@@ -3,9 +3,9 @@
 Mirrors Sec. 2.1 of the paper: articles are split into sentences and each salient span (named
 entity or date, found by `tlm.data.salient_spans`) gives one example: inputs = the sentence
 with that span replaced by `<extra_id_0>`, targets = the span, stored per split and year (the
-year of the article's `date`, for the time prefix) in the example store (`tlm.data.store`),
-built by `tlm.data.store_build` with any number of processes or, beyond one machine, by
-Apache Beam (`tlm.data.ssm_beam`). Sentences without a salient span give no example.
+year of the article's `date`, for the time prefix) in the example store (`tlm.store.store`),
+built by `tlm.store.store_build` with any number of processes or, beyond one machine, by
+Apache Beam (`tlm.store.ssm_beam`). Sentences without a salient span give no example.
 
 Splits are by article, per year: min(2000, 10%) of a year's articles each for validation and
 test (the paper holds out 2000 articles per year from 1M; the 10% keeps small corpora mostly
@@ -28,8 +28,8 @@ import dataclasses
 import datetime
 import math
 import re
-from collections.abc import Callable, Sequence
 
+from tlm.data.formatting import SENTINEL, SPLITS
 from tlm.data.salient_spans import Gazetteer, Span, find_spans, split_sentences, years_mentioned
 from tlm.errors import DataError, UserError
 
@@ -37,14 +37,11 @@ __all__ = [
   "BuildSettings",
   "Gazetteer",
   "Span",
-  "build_ssm",
   "find_spans",
   "mask_examples",
   "split_sentences",
 ]
 
-SENTINEL = "<extra_id_0>"
-SPLITS = ("train", "val", "test")
 _NEWS_DATE = re.compile(r"^(\d{4})(?:-(\d{2})(?:-(\d{2}))?)?$")
 
 
@@ -122,7 +119,7 @@ def heldout_count(num_articles: int, max_articles: int = 2000, fraction: float =
 class BuildSettings:
   """What a store build depends on besides its input and output: the arguments of `build_ssm`
   (which documents them and holds their defaults), taken by the local builder
-  (`tlm.data.store_build`) and the Beam pipeline (`tlm.data.ssm_beam`). Checked on creation:
+  (`tlm.store.store_build`) and the Beam pipeline (`tlm.store.ssm_beam`). Checked on creation:
   UserError on a value out of range, before anything is read or written."""
 
   gazetteer: str | None
@@ -140,64 +137,6 @@ class BuildSettings:
       raise UserError("heldout_articles must be >= 0 and heldout_fraction in [0, 0.5)")
     if self.max_context_words < 1:
       raise UserError(f"max_context_words must be >= 1, got {self.max_context_words}")
-
-
-def build_ssm(
-  news: str | Sequence[str],
-  output_dir: str,
-  gazetteer: str | None = None,
-  seed: int = 0,
-  heldout_articles: int = 2000,
-  heldout_fraction: float = 0.1,
-  max_context_words: int = MAX_CONTEXT_WORDS,
-  vocab: str | None = None,
-  num_workers: int = 1,
-  beam_options: str | Sequence[str] | None = None,
-  progress: Callable[[str], None] | None = None,
-  shuffle_seed: int | None = None,
-) -> dict:
-  """Builds SSM examples from a news corpus, split by article and year, into an example store.
-
-  Args:
-    news: JSON lines `{"date": "2014-05-03", "text": ...}`: one file, or several files and
-      globs (comma-separated, or a sequence), plain or `.gz`, read as one corpus in that order.
-    output_dir: receives the example store (`tlm.data.store`: manifest.json, `<split>/<year>.*`)
-      and stats.json; created, or replaced if it holds only these, atomically.
-    gazetteer: optional file of entity names (one per line, or the entities TSV).
-    seed: seed of the per-year choice of held-out articles.
-    heldout_articles: cap on held-out articles per year and split (the paper: 2000).
-    heldout_fraction: share of a year's articles held out for each of val and test.
-    max_context_words: the cap on the words around each span (`mask_examples`).
-    vocab: a SentencePiece model: store token ids (tokenized once, here) instead of text.
-    num_workers: local processes (`tlm.data.store_build`); the output is the same for any.
-    beam_options: build as an Apache Beam pipeline with these options instead
-      (`tlm.data.ssm_beam`; e.g. "--runner=DirectRunner"); the same output. `num_workers` is
-      not used then.
-    shuffle_seed: write every table in an order seeded with it (`tlm.data.store_shuffle`:
-      a window of consecutive examples, as the block sampler reads, is then a sample of the
-      whole year); None or negative: corpus order (the articles in input order).
-    progress: called with progress lines (the names of the gazetteer loaded and the memory
-      they hold); the command line prints them, a library call stays quiet by default.
-
-  Returns:
-    The statistics written to `stats.json`.
-
-  Raises:
-    DataError: a bad input line (nothing is written then).
-    UserError: a setting out of range (`BuildSettings`).
-  """
-  if shuffle_seed is not None and shuffle_seed < 0:
-    shuffle_seed = None
-  settings = BuildSettings(
-    gazetteer, seed, heldout_articles, heldout_fraction, max_context_words, vocab, shuffle_seed
-  )
-  if beam_options:
-    from tlm.data import ssm_beam
-
-    return ssm_beam.build(news, output_dir, beam_options, settings, progress)
-  from tlm.data import store_build
-
-  return store_build.build(news, output_dir, settings, num_workers, progress)
 
 
 class Stats:

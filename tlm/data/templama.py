@@ -49,17 +49,17 @@ import re
 import numpy as np
 
 from tlm.configs.schema import MAX_SEED, MAX_YEAR, MIN_YEAR
+from tlm.data.formatting import SPLITS
 from tlm.data.wikidata_facts import merge_spans, qid_order, read_entities, read_facts
 from tlm.errors import DataError, UserError
 from tlm.files import atomic_output_dir, check_replaceable, iter_jsonl
 
 Y_TOKEN = "_X_"
-SPLITS = ("train", "val", "test")
 SPLIT_FRACTIONS = (0.2, 0.1, 0.7)
 GRANULARITIES = ("year", "quarter", "month")
 TEMPLATES_CSV = os.path.join(os.path.dirname(__file__), "resources", "templama_templates.csv")
 
-_DATE_KEY = re.compile(r"^(\d{4})(?:-Q([1-4])|-(0[1-9]|1[0-2]))?$")
+DATE_KEY = re.compile(r"^(\d{4})(?:-Q([1-4])|-(0[1-9]|1[0-2]))?$")
 _MONTHS_PER_BUCKET = {"year": 12, "quarter": 3, "month": 1}
 _REQUIRED = (
   "query",
@@ -103,7 +103,7 @@ class TempLamaExample:
 
 def year_of(date_key: str) -> int:
   """The year of a bucket key "2014", "2014-Q2" or "2014-05" (ValueError if malformed)."""
-  m = _DATE_KEY.match(date_key)
+  m = DATE_KEY.match(date_key)
   if not m:
     raise ValueError(f"bad date key {date_key!r} (expected 2014, 2014-Q2 or 2014-05)")
   return int(m.group(1))
@@ -135,7 +135,7 @@ def load_templama(path: str) -> list[TempLamaExample]:
     query, date, id_, relation = obj["query"], obj["date"], obj["id"], obj["relation"]
     if not isinstance(query, str) or Y_TOKEN not in query:
       raise DataError(f"'query' must be a string containing {Y_TOKEN}", path, line_no)
-    if not isinstance(date, str) or not _DATE_KEY.match(date):
+    if not isinstance(date, str) or not DATE_KEY.match(date):
       raise DataError(
         f"unparsable date {date!r} (expected 2014, 2014-Q2 or 2014-05)", path, line_no
       )
@@ -167,62 +167,6 @@ def load_templama(path: str) -> list[TempLamaExample]:
 def load_templama_splits(directory: str) -> dict[str, list[TempLamaExample]]:
   """Loads `train.json`, `val.json` and `test.json` from a directory."""
   return {s: load_templama(os.path.join(directory, f"{s}.json")) for s in SPLITS}
-
-
-def fact_durations(examples: list[TempLamaExample]) -> dict[str, int]:
-  """Years the first answer of each example is valid (Figure 2, right).
-
-  The paper groups queries "by the number of years for which their answer is valid ... for
-  multiple answers we pick the duration of the first one". From a TempLAMA file alone this is
-  the number of distinct years of the longest run of consecutive buckets of the same subject and
-  relation, containing the example's bucket, in which that answer is correct.
-
-  Args:
-    examples: examples of one or more splits (a subject's buckets are all in one split).
-
-  Returns:
-    `{example id: years}`.
-  """
-  by_pair = collections.defaultdict(list)
-  for ex in examples:
-    by_pair[(ex.subject, ex.relation)].append(ex)
-  out = {}
-  for exs in by_pair.values():
-    exs.sort(key=lambda e: _bucket_order(e.date))
-    answer_sets = [{a[0] for a in e.answers} for e in exs]
-    for i, ex in enumerate(exs):
-      name = ex.answers[0][0]
-      lo = i
-      while lo > 0 and _consecutive(exs[lo - 1].date, exs[lo].date) and name in answer_sets[lo - 1]:
-        lo -= 1
-      hi = i
-      while (
-        hi + 1 < len(exs)
-        and _consecutive(exs[hi].date, exs[hi + 1].date)
-        and name in answer_sets[hi + 1]
-      ):
-        hi += 1
-      out[ex.id] = len({e.year for e in exs[lo : hi + 1]})
-  return out
-
-
-def _bucket_order(date_key: str) -> int:
-  """Month ordinal of the start of a bucket, for sorting and adjacency."""
-  m = _DATE_KEY.match(date_key)
-  year, quarter, month = int(m.group(1)), m.group(2), m.group(3)
-  if quarter:
-    return year * 12 + (int(quarter) - 1) * 3
-  return year * 12 + (int(month) - 1 if month else 0)
-
-
-def _consecutive(a: str, b: str) -> bool:
-  if "-Q" in a:
-    step = 3
-  elif "-" in a:
-    step = 1
-  else:
-    step = 12
-  return _bucket_order(b) - _bucket_order(a) == step
 
 
 # ---------------------------------------------------------------------------------------------

@@ -16,14 +16,14 @@ from tlm import configs, storage
 from tlm.configs import Config
 from tlm.data import metrics
 from tlm.data.cronquestions import load_cronquestions, to_inputs_targets
-from tlm.data.packing import Batcher
-from tlm.data.sampling import MixtureSampler
 from tlm.data.vocab import Vocabulary
 from tlm.errors import ConfigError
 from tlm.eval import tables
 from tlm.eval.experiments import writes_results
 from tlm.files import atomic_output_file, write_json
 from tlm.infer.trained_models import predictor, require_model
+from tlm.input.packing import Batcher
+from tlm.input.sampling import MixtureSampler
 
 _SOURCE = "cronquestions"
 

@@ -23,10 +23,9 @@ import numpy as np
 from tlm import configs, safe_read, storage
 from tlm.configs import Config
 from tlm.configs.years import REFERENCE_YEAR, SLICES
-from tlm.data import datasets, fact_durations, metrics
+from tlm.data import fact_durations, metrics
 from tlm.data.formatting import templama_query_input
 from tlm.data.future_relations import RESOURCES, FutureRelations, load_future_relations
-from tlm.data.sampling import NEWS_SSM
 from tlm.data.templama import load_templama
 from tlm.errors import ConfigError, DataError
 from tlm.eval import figures, future, results, tables
@@ -34,6 +33,8 @@ from tlm.eval.tables import MAX_EVAL_BYTES
 from tlm.eval.templama_eval import answer_baselines, evaluate_news, evaluate_templama
 from tlm.files import atomic_output_file, write_json
 from tlm.infer.trained_models import expert_dir, load_expert, load_model, require_model
+from tlm.input import datasets
+from tlm.input.sampling import NEWS_SSM
 
 Log = Callable[[str], None]
 
@@ -61,7 +62,7 @@ class EvalData:
 
 def eval_data(config: Config) -> EvalData:
   """Loads the config's held-out TempLAMA and news data (building the world if needed)."""
-  from tlm.data.locations import resolve_sources, synthetic_data
+  from tlm.input.locations import resolve_sources, synthetic_data
 
   data, ec = config.data, config.eval
   sources = resolve_sources(data)

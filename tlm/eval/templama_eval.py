@@ -3,8 +3,8 @@
 TempLAMA: every query is decoded greedily with the model's time conditioning and scored with
 SQuAD token F1 and exact match, the max over all answers and aliases. Results are reported for
 the seen years (2010-18) and the future years (2019-20), and by year, relation and fact
-duration (the years the first answer holds: from the facts' own dates when given,
-`tlm.data.fact_durations`, else from the buckets, `tlm.data.templama.fact_durations`). The two
+duration (the years the first answer holds: from the facts' own dates when given, else from
+the buckets; both in `tlm.data.fact_durations`). The two
 answer baselines of the data itself — always answering the subject's most frequent or most
 recent answer — are scored the same way.
 
@@ -21,8 +21,9 @@ import numpy as np
 
 from tlm.configs.years import SLICES, TRAIN_SLICE
 from tlm.data import metrics
+from tlm.data.fact_durations import durations_from_buckets
 from tlm.data.formatting import templama_query_input
-from tlm.data.templama import TempLamaExample, fact_durations
+from tlm.data.templama import TempLamaExample
 
 SHORT_LIVED_YEARS = 5  # "queries whose answers persist for less than 5 years" (§3.1)
 
@@ -85,7 +86,7 @@ def durations_of(
   examples: Sequence[TempLamaExample], from_dates: Mapping[str, int] | None = None
 ) -> dict[str, int]:
   """Fact durations of `examples`: from the facts' dates where given, else from the buckets."""
-  durations = fact_durations(list(examples))
+  durations = durations_from_buckets(list(examples))
   durations.update({k: v for k, v in (from_dates or {}).items() if k in durations})
   return durations
 
@@ -136,7 +137,7 @@ def evaluate_news(model, examples_by_year: Mapping[int, Sequence[dict]]) -> dict
   Args:
     model: `predict(queries, years)` and `log_likelihood(queries, years, targets)`.
     examples_by_year: `{year: [TextExample(inputs, targets, year), ...]}` held-out SSM
-      examples (`tlm.data.datasets.load_sources(..., split="test")`).
+      examples (`tlm.input.datasets.load_sources(..., split="test")`).
 
   Returns:
     {"by_year": {year: {"f1", "em", "perplexity", "count"}}, "<slice>": {...},

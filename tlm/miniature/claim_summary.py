@@ -77,7 +77,7 @@ def _interval(reps) -> list[float] | None:
   return None if not (np.isfinite(lo) and np.isfinite(hi)) else [lo, hi]
 
 
-def _pool_sizes(components: Sequence[Component]) -> dict[str, stats.Pool]:
+def pool_sizes(components: Sequence[Component]) -> dict[str, stats.Pool]:
   pools: dict[str, stats.Pool] = {}
   for c in components:
     for name, given in c.pools.items():
@@ -104,7 +104,7 @@ def seed_verdict(claim: Claim, meas: Mapping, *, resamples: int | None = None) -
   """One seed's verdict on one claim (see the module docstring)."""
   resamples = resamples or stats.RESAMPLES  # read at call time: tests may lower it
   components, missing = claim.components(meas)
-  pools = _pool_sizes(components)
+  pools = pool_sizes(components)
   everything = stats.identity_indices(pools)
   margins = {c.name: c.margin(everything) for c in components}
   undefined = [

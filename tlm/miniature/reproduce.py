@@ -138,7 +138,7 @@ def training_jobs(cfgs: dict, start_cfgs: dict, workdir: str, cache_dir: str) ->
 
 def _reproduce_seed(seed: int, overrides: list[str], workdir: str, log) -> dict:
   """One seed of the reproduction in `workdir`; returns what `over_seeds.write` combines."""
-  from tlm.data.locations import resolve_sources
+  from tlm.input.locations import resolve_sources
 
   start_cfgs = starts.starting_configs(overrides, workdir)
   start_dirs = starts.start_dirs(workdir)
@@ -220,7 +220,7 @@ def _reproduce_seed(seed: int, overrides: list[str], workdir: str, log) -> dict:
 
 def compilation_cache_dir(config: Config) -> str:
   """Yearly experts and adapted models share shapes: compile each program once per machine."""
-  from tlm.data.locations import synthetic_cache_dir
+  from tlm.input.locations import synthetic_cache_dir
 
   return os.path.join(os.path.dirname(synthetic_cache_dir(config.data)), "jax_compilation_cache")
 

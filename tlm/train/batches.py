@@ -5,9 +5,9 @@ TempLAMA-train queries mixed 1000:1, years sampled uniformly (one year for a Yea
 the adaptation mixture of §3.3 with `new_years` / `new_year_prob`), time-conditioned, packed
 T5X-style into `[rows, length]` batches. All of that lives in `tlm.data` (numpy only); this
 module only chooses the directories (the synthetic world, built on first use, or the user's
-SSM / TempLAMA directories: `tlm.data.locations`), the vocabulary, and which rows of each
+SSM / TempLAMA directories: `tlm.input.locations`), the vocabulary, and which rows of each
 global batch this process materialises; the training batches of the next steps are built on a
-background thread (`tlm.data.prefetch`), the same batches as without it.
+background thread (`tlm.input.prefetch`), the same batches as without it.
 """
 
 import os
@@ -17,15 +17,15 @@ import numpy as np
 from tlm import configs, storage
 from tlm.configs import Config, DataConfig
 from tlm.console import warn
-from tlm.data import datasets
-from tlm.data.block_sampling import corpus_order_warning, draws_per_row
 from tlm.data.conditioning import prefix_ids
-from tlm.data.locations import Sources, resolve_sources, synthetic_data
-from tlm.data.packing import Batcher, BatchStats
-from tlm.data.prefetch import Prefetcher
-from tlm.data.sampling import NEWS_SSM, TEMPLAMA, MixtureSampler
 from tlm.data.vocab import Vocabulary
 from tlm.errors import ConfigError, UserError
+from tlm.input import datasets
+from tlm.input.block_sampling import corpus_order_warning, draws_per_row
+from tlm.input.locations import Sources, resolve_sources, synthetic_data
+from tlm.input.packing import Batcher, BatchStats
+from tlm.input.prefetch import Prefetcher
+from tlm.input.sampling import NEWS_SSM, TEMPLAMA, MixtureSampler
 
 # The corpus-order warnings printed in this process (a run builds its batcher more than once).
 _WARNED: set[str] = set()
@@ -127,7 +127,7 @@ def local_batch(
   return batcher.batch_with_stats(step, start // per, batcher.rows // per)
 
 
-# Batches built ahead on a background thread (`tlm.data.prefetch`): two hide a batch's cost
+# Batches built ahead on a background thread (`tlm.input.prefetch`): two hide a batch's cost
 # behind the step before it; more only hold memory. From an object store, whose requests are
 # mostly waiting, several steps are built at once: 8 steps in flight hide 8x a batch's latency.
 PREFETCH_DEPTH = 2
@@ -147,7 +147,7 @@ class _Prefetched:
     if self._prefetch is None or self._rows != (start, stop):
       self.close()
       batcher, self._rows = self._train, (start, stop)
-      remote = any(getattr(t, "remote", False) for t in batcher.sampler.slices)
+      remote = any(t.remote for t in batcher.sampler.slices)
       self._prefetch = Prefetcher(
         lambda s: local_batch(batcher, s, start, stop),
         depth=REMOTE_PREFETCH_DEPTH if remote else PREFETCH_DEPTH,
@@ -172,7 +172,7 @@ def _checkpoint_vocab(path: str) -> str:
 
 # Pre-training variants -> (the world's corpus, the objective): the "public T5" analogue
 # (span corruption on the generic corpus) and the T5-CBQA analogue (salient span masking on
-# the encyclopedia snapshot). See tlm/data/synthetic/pretrain.py and tlm/data/pretraining.py.
+# the encyclopedia snapshot). See tlm/synthetic/pretrain.py and tlm/data/pretraining.py.
 PRETRAINING = {"t5": ("generic", "span_corruption"), "cbqa": ("encyclopedia", "ssm")}
 SPAN_CORRUPTION_COPIES = 16  # corruptions per document: the stream rarely repeats one
 

@@ -20,7 +20,7 @@ from tlm.errors import CheckpointError, ConfigError
 
 def data_state(config: Config, step: int) -> dict:
   """What the checkpoint of `step` records of the data stream."""
-  from tlm.data.locations import synthetic_cache_dir
+  from tlm.input.locations import synthetic_cache_dir
 
   # The synthetic world's generator version (in its cache directory's name): a checkpoint of
   # another world's version is not resumed on this one.

@@ -22,17 +22,17 @@ import math
 import os
 from collections import Counter
 
-from tlm.data.synthetic import forward as forward_news
-from tlm.data.synthetic import templates
-from tlm.data.synthetic.facts import generate_world
-from tlm.data.synthetic.forward import ForwardSettings
-from tlm.data.synthetic.news import Document, generate_news
-from tlm.data.synthetic.pretrain import encyclopedia_texts, generic_texts
-from tlm.data.synthetic.records import Fact, World, stream, year_of
-from tlm.data.synthetic.settings import NEWS, QUERIES_PER_SET, VOCAB_PIECES, WORLD, YEAR_PIECES
 from tlm.data.vocab import train_sentencepiece
 from tlm.errors import ConfigError, UserError
 from tlm.files import atomic_output_dir, atomic_output_file, write_json, write_jsonl
+from tlm.synthetic import forward as forward_news
+from tlm.synthetic import templates
+from tlm.synthetic.facts import generate_world
+from tlm.synthetic.forward import ForwardSettings
+from tlm.synthetic.news import Document, generate_news
+from tlm.synthetic.pretrain import encyclopedia_texts, generic_texts
+from tlm.synthetic.records import Fact, World, stream, year_of
+from tlm.synthetic.settings import NEWS, QUERIES_PER_SET, VOCAB_PIECES, WORLD, YEAR_PIECES
 
 TEMPLAMA_RELATIONS = tuple(templates.TEMPLAMA)
 # The files whose presence marks a directory as a world that `build_world` may replace.

@@ -1,6 +1,6 @@
 """Checks of an example store that are not about its layout: what its token ids can be, and
-where its files may lead. `tlm.data.store` calls them at open and in `verify`
-(`--mode=check_store`); `tlm.data.packing` checks every batch's ids itself.
+where its files may lead. `tlm.store.store` calls them at open and in `verify`
+(`--mode=check_store`); `tlm.input.packing` checks every batch's ids itself.
 
 - `check_token_dtype`: at open, from the manifest alone: the token dtype must hold every id of
   the vocabulary the manifest names (uint16 ids stop at 65,535), and the vocabulary must have
@@ -12,7 +12,7 @@ where its files may lead. `tlm.data.store` calls them at open and in `verify`
 - `vocab_size`: in `verify`: the manifest's `vocab_size` is the store's `spiece.model`'s.
 - `scan_token_ids`: in `verify`: every stored id is in [0, vocabulary size). Not at open: a
   scan reads every token (the paper's ~40 GB), which `verify` does anyway to hash them; a
-  batch checks the ids it draws (`tlm.data.packing`).
+  batch checks the ids it draws (`tlm.input.packing`).
 """
 
 import os

@@ -1,11 +1,11 @@
-"""One field of one table of the example store (`tlm.data.store`): its .bin data and .idx
+"""One field of one table of the example store (`tlm.store.store`): its .bin data and .idx
 offsets, read and checked.
 
 The reads and the checks of a field apart from the store's layout and manifest: a file is
 checked against the manifest's size at open; a small index whole at open, a large one by its
 ends at open and by each run of offsets as it is read (so that start-up does not grow with the
 corpus); the data in single examples (`read`) or runs of consecutive examples (`read_run`:
-two requests, whatever the run's length), through `tlm.data.ranged` (retries on an object
+two requests, whatever the run's length), through `tlm.store.ranged` (retries on an object
 store).
 """
 
@@ -15,9 +15,9 @@ from collections.abc import Iterable
 import numpy as np
 
 from tlm import safe_read, storage
-from tlm.data import store_check
-from tlm.data.ranged import RangeReader
 from tlm.errors import DataError
+from tlm.store import store_check
+from tlm.store.ranged import RangeReader
 
 OFFSET_DTYPE = np.dtype("<i8")
 _CHUNK = 1 << 18  # offsets per read when checking an index (2 MB)

@@ -1,7 +1,7 @@
 """Store files that appear whole or not at all: `StagedFile` (written beside its destination,
 or locally for an object store, then moved or uploaded as one object) and `HashedFile` (a
 `StagedFile` that also hashes what it writes, for the manifest). The builder's writer
-(`tlm.data.store_write`) and the shuffled merge (`tlm.data.store_shuffle`) both write through
+(`tlm.store.store_write`) and the shuffled merge (`tlm.store.store_shuffle`) both write through
 them, so that any unit of work an engine runs twice or re-runs after a failure is safe."""
 
 import contextlib

@@ -1,4 +1,4 @@
-"""Writing the example store (`tlm.data.store`): parts, their merge into tables, the manifest.
+"""Writing the example store (`tlm.store.store`): parts, their merge into tables, the manifest.
 
 A builder writes in two steps, so that any number of workers (local processes, Beam workers)
 produce the same bytes: each unit of work (a chunk of the input, in input order) appends its
@@ -18,10 +18,10 @@ import numpy as np
 
 from tlm import storage
 from tlm.data.conditioning import prefix_text
-from tlm.data.store import FORMAT, MANIFEST, OFFSET_DTYPE, TEXT, TOKENS, VERSION, file_name
-from tlm.data.store_files import HashedFile, StagedFile
-from tlm.data.store_shuffle import KeyedPart
 from tlm.files import atomic_output_file
+from tlm.store.store import FORMAT, MANIFEST, OFFSET_DTYPE, TEXT, TOKENS, VERSION, file_name
+from tlm.store.store_files import HashedFile, StagedFile
+from tlm.store.store_shuffle import KeyedPart
 
 _FLUSH_BYTES = 1 << 22
 
@@ -112,7 +112,7 @@ class PartWriter:
     unit: the unit's position in the input order (parts are merged in this order).
     token_dtype: "uint16" / "int32" for token fields; None without tokens.
     keyed: every example comes with a sort key and the parts are written in key order
-      (`tlm.data.store_shuffle.KeyedPart`: a shuffled build).
+      (`tlm.store.store_shuffle.KeyedPart`: a shuffled build).
   """
 
   def __init__(
@@ -224,7 +224,7 @@ def manifest_bytes(
     files: file name -> {"bytes", "sha256"}.
     token_dtype: "uint16" / "int32", or None for a text store.
     vocab: {"sha256", "vocab_size"} or None.
-    order: the tables' order (`tlm.data.store_shuffle.order_entry`); None for corpus order,
+    order: the tables' order (`tlm.store.store_shuffle.order_entry`); None for corpus order,
       which writes no entry (a store's bytes are those of builds before the entry existed).
   """
   manifest = {

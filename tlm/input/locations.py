@@ -3,7 +3,7 @@ directories, and the vocabulary (`resolve_sources`).
 
 One home for the locations that training (`tlm.train.batches`), the evaluations
 (`tlm.eval.experiments`) and the reproduction read. Pure Python: builds the synthetic world on
-first use (`tlm.data.datasets.ensure_synthetic_data`), never imports jax.
+first use (`tlm.input.datasets.ensure_synthetic_data`), never imports jax.
 """
 
 import dataclasses
@@ -11,8 +11,8 @@ import os
 
 from tlm import storage
 from tlm.configs import DataConfig
-from tlm.data import datasets
 from tlm.errors import ConfigError
+from tlm.input import datasets
 
 _DEFAULT_CACHE = os.path.join("~", ".cache", "tlm")
 

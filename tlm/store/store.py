@@ -3,15 +3,15 @@
 Mirrors Megatron's indexed dataset (`megatron/core/datasets/indexed_dataset.py`: one `.bin`
 of tokens and one `.idx` of offsets) and MaxText's input pipeline: a process reads an example
 by its index with two small ranged reads, so that nothing per example lives in host memory and
-opening a store costs the same whatever its size. The SSM builder (`tlm.data.store_build`,
-`--mode=build_ssm`) writes it; training (`tlm.data.datasets.load_sources`) reads it.
+opening a store costs the same whatever its size. The SSM builder (`tlm.store.store_build`,
+`--mode=build_ssm`) writes it; training (`tlm.input.datasets.load_sources`) reads it.
 
 A store directory:
 
   manifest.json             format, token dtype, vocabulary fingerprint, tables, file sizes
                             and SHA-256, the tables' order (no entry: corpus order;
                             {"kind": "shuffled", "seed": N}: `--shuffle_seed`,
-                            `tlm.data.store_shuffle`); written last (the store exists once
+                            `tlm.store.store_shuffle`); written last (the store exists once
                             it does)
   spiece.model              tokenized stores: the vocabulary the tokens are ids of
   <split>/<year>.<field>.bin  example data laid end to end: example i's inputs, then its targets
@@ -26,14 +26,14 @@ is the file's; the article date is not kept (nothing reads it).
 
 What is checked when (every file is treated as hostile):
 - at open, per table a process reads: the manifest's structure; each file's size against the
-  manifest; and the .idx (`tlm.data.store_field`): a small one (up to 1 MB, 65K examples: the
+  manifest; and the .idx (`tlm.store.store_field`): a small one (up to 1 MB, 65K examples: the
   miniature's) whole, every offset checked (starts at 0, never decreases, ends at the .bin's
   length), read in 2 MB chunks and checked with vectorised numpy; a large one only by its
   first and last offsets (two 8-byte reads), so that what a host reads before step 0 does not
   grow with the corpus (docs/paper_scale.md has the cost).
 - at every read: the offsets read (an example's, or a run's: never decreasing, within the
   data, 0 and the data's length at the table's ends) and, for text, its UTF-8; the caller
-  checks token ids against its vocabulary (`tlm.data.store_check` has the checks of ids,
+  checks token ids against its vocabulary (`tlm.store.store_check` has the checks of ids,
   dtype and links made at open and by `verify`). A hostile offset in a large index thus fails with
   one line naming the file when its block is first read, before the step that would use it.
 - the SHA-256 of each file and every offset: written at build time, verified by `verify`
@@ -43,10 +43,10 @@ What is checked when (every file is treated as hostile):
   token is not.
 
 On an object store (gs://) examples are read with concurrent ranged requests (fsspec
-`cat_ranges`, retried with backoff: `tlm.data.ranged`); a small index is held in memory once
+`cat_ranges`, retried with backoff: `tlm.store.ranged`); a small index is held in memory once
 checked (at most 1 MB), a large one is read where needed. `Table.token_run` reads a run of
 consecutive examples with two requests (its offsets, then its data), whatever its length: the
-block sampler's reads (`tlm.data.block_sampling`).
+block sampler's reads (`tlm.input.block_sampling`).
 """
 
 import hashlib
@@ -55,12 +55,12 @@ from collections.abc import Sequence
 import numpy as np
 
 from tlm import safe_read, storage
-from tlm.data import store_check
-from tlm.data.formatting import TextExample
+from tlm.data.formatting import SPLITS, TextExample
+from tlm.errors import DataError
+from tlm.store import store_check
 
 # OFFSET_DTYPE is part of the layout (what .idx files hold): store_write takes it from here.
-from tlm.data.store_field import OFFSET_DTYPE, Field  # noqa: F401
-from tlm.errors import DataError
+from tlm.store.store_field import OFFSET_DTYPE, Field  # noqa: F401
 
 FORMAT = "tlm.example_store"
 VERSION = 1
@@ -70,12 +70,11 @@ VOCAB_FILE = "spiece.model"
 # a thousand years stays under 2 MB.
 MAX_MANIFEST_BYTES = 16 << 20
 MAX_VOCAB_BYTES = 256 << 20  # as `tlm.data.vocab` bounds a SentencePiece model
-SPLITS = ("train", "val", "test")
 TEXT, TOKENS = "text", "tokens"
 FIELDS = (TEXT, TOKENS)
 TOKEN_DTYPES = ("uint16", "int32")
 # The order of each table's examples: the corpus's (no "order" in the manifest: every store
-# built before the entry existed), or sorted by a seeded hash (`tlm.data.store_shuffle`).
+# built before the entry existed), or sorted by a seeded hash (`tlm.store.store_shuffle`).
 CORPUS, SHUFFLED = "corpus", "shuffled"
 ORDERS = (CORPUS, SHUFFLED)
 _HASH_BLOCK = 1 << 24

@@ -42,10 +42,10 @@ from collections.abc import Iterable, Sequence
 
 import numpy as np
 
-from tlm.data.synthetic.news import Document, Sentence, _Writer
-from tlm.data.synthetic.records import Fact, World, year_of
 from tlm.errors import DataError
 from tlm.files import iter_jsonl
+from tlm.synthetic.news import Document, NewsWriter, Sentence
+from tlm.synthetic.records import Fact, World, year_of
 
 MODES = ("dated", "undated")
 KIND = "forward"
@@ -150,7 +150,7 @@ def add_forward(
      "share": the share of all sentences they make}.
   """
   # A writer of its own, on this stream: it fills the fields and draws each template.
-  writer = _Writer(world, None, rng)
+  writer = NewsWriter(world, None, rng)
   by_year: dict[int, list[int]] = {}
   for i, doc in enumerate(docs):
     by_year.setdefault(year_of(doc.date), []).append(i)

@@ -2,9 +2,9 @@
 
 The paper trains on CustomNews salient-span-masking examples and TempLAMA-train queries (§2.1,
 §2.3). Without those data at hand, `ensure_synthetic_data` builds the embedded stand-in once
-per (directory, seed, scale): the world (`tlm.data.synthetic.build_world`), TempLAMA built
+per (directory, seed, scale): the world (`tlm.synthetic.build_world`), TempLAMA built
 from the world's facts exactly as from Wikidata (`tlm.data.templama.build_templama`), and SSM
-examples from the world's news (`tlm.data.ssm.build_ssm`, into the example store).
+examples from the world's news (`tlm.store.build_ssm`, into the example store).
 `load_sources` then opens either kind of directory as the per-source, per-year example
 sequences `MixtureSampler` takes.
 
@@ -23,12 +23,12 @@ from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import ThreadPoolExecutor
 
 from tlm import safe_read, storage
-from tlm.data.formatting import TextExample, templama_text
-from tlm.data.sampling import NEWS_SSM, TEMPLAMA
+from tlm.data.formatting import SPLITS, TextExample, templama_text
 from tlm.errors import ConfigError, DataError
 from tlm.files import write_json
+from tlm.input.sampling import NEWS_SSM, TEMPLAMA
+from tlm.store.build_ssm import build_ssm
 
-SPLITS = ("train", "val", "test")
 _BUILD_INFO = "tlm_build.json"
 
 
@@ -38,7 +38,7 @@ class SyntheticData:
 
   Attributes:
     world_dir: the world (news.jsonl, facts.tsv, entities.tsv, ...).
-    news_ssm_dir: SSM examples, an example store (`tlm.data.store`) and stats.json.
+    news_ssm_dir: SSM examples, an example store (`tlm.store.store`) and stats.json.
     templama_dir: TempLAMA train.json, val.json, test.json.
     vocab_path: the world's SentencePiece model.
     future_relations_dir: the world's future-relations query sets.
@@ -93,7 +93,7 @@ def ensure_synthetic_data(
     directory: the cache directory (e.g. `~/.cache/tlm/world-s0-x1.0`); created if needed.
     seed: the world's seed (also the TempLAMA split seed).
     scale: the world's size.
-    forward: (mode, share) of forward-looking news sentences (`tlm.data.synthetic.forward`),
+    forward: (mode, share) of forward-looking news sentences (`tlm.synthetic.forward`),
       or None for the default world.
 
   Returns:
@@ -127,7 +127,7 @@ def ensure_synthetic_data(
 
 
 def _build_world(out: str, params: dict) -> None:
-  from tlm.data import synthetic
+  from tlm import synthetic
 
   forward = params.get("forward")
   if forward is not None:
@@ -159,11 +159,10 @@ def _build_templama(world: str, out: str, seed: int) -> None:
 
 
 def _build_ssm(world: str, out: str, seed: int) -> None:
-  from tlm.data import ssm
 
   # The world's entity names as gazetteer: every generated name is a salient span, as the
   # paper's named-entity tagger would find them in real news.
-  ssm.build_ssm(
+  build_ssm(
     os.path.join(world, "news.jsonl"),
     out,
     gazetteer=os.path.join(world, "entities.tsv"),
@@ -181,8 +180,8 @@ def load_sources(
   """Reads SSM and TempLAMA directories into the sources `MixtureSampler` takes.
 
   Args:
-    ssm_dir: SSM examples: an example store (`tlm.data.store`), or a JSON-lines directory
-      (`<split>/<year>.jsonl`, converted to a store once, `tlm.data.store_convert`); None or
+    ssm_dir: SSM examples: an example store (`tlm.store.store`), or a JSON-lines directory
+      (`<split>/<year>.jsonl`, converted to a store once, `tlm.store.store_convert`); None or
       "" leaves the news source out.
     templama_dir: TempLAMA (`train.json`, `val.json`, `test.json`); None or "" leaves it out.
     years: the year slices to load.
@@ -191,7 +190,7 @@ def load_sources(
   Returns:
     {"news_ssm": {year: examples}, "templama": {year: examples}} for the sources given;
     every requested year has a (possibly empty) sequence of `TextExample`s: the news a
-    `tlm.data.store.Table` read by index (nothing per example is loaded), TempLAMA a list.
+    `tlm.store.store.Table` read by index (nothing per example is loaded), TempLAMA a list.
 
   Raises:
     ConfigError: for an unknown split or no directory at all.
@@ -204,7 +203,7 @@ def load_sources(
   years = [int(y) for y in years]
   sources: dict[str, dict[int, list[TextExample]]] = {}
   if ssm_dir:
-    from tlm.data.store_convert import open_ssm_store
+    from tlm.store.store_convert import open_ssm_store
 
     news = open_ssm_store(ssm_dir)
     if storage.is_remote(news.path):  # a table's opening is a few requests: all years at once

@@ -6,7 +6,7 @@ trimmed to the feature lengths (the EOS kept); several examples share a row, tol
 segment ids (1, 2, ... in row order; 0 is padding) with positions restarting at 0 in each
 segment; `decoder_input_tokens` are the targets shifted right by one within each segment, with
 0 at each segment start; `decoder_loss_weights` are 1 on real target tokens. Which examples go
-in which row is `tlm.data.packing.Batcher`'s.
+in which row is `tlm.input.packing.Batcher`'s.
 """
 
 from collections.abc import Sequence

@@ -8,7 +8,7 @@ slice a candidate reads. At step s the candidates of the whole global batch that
 j are numbered in row-major order (their rank: a pure function of (seed, s), computed by every
 host from hashes alone), and rank q reads example `start(j, s) + q` of the table: the
 candidates of a host's rows, which are contiguous rows, read one run of consecutive examples
-per slice (two requests: `tlm.data.store.Table.token_run`), whatever the number of rows.
+per slice (two requests: `tlm.store.store.Table.token_run`), whatever the number of rows.
 
 Where the run lies (Megatron's and MaxText's epoch-shuffled index, at the granularity of a
 step): each slice's table is cut into windows of `allot(j)` examples, `allot` being a bound on
@@ -22,7 +22,7 @@ window. A table smaller than a window is read cyclically.
 
 The batch of a step is a pure function of (seed, step), on any number of hosts; resuming needs
 the step alone. The examples within a window keep the store's order. A store built with
-`--shuffle_seed` holds each table sorted by a seeded hash (`tlm.data.store_shuffle`), so a
+`--shuffle_seed` holds each table sorted by a seeded hash (`tlm.store.store_shuffle`), so a
 window is a uniform sample of its year; in corpus order (the default build, and every store
 built before) a step's examples of a year come from a few hundred consecutive articles, not
 from the whole year (docs/paper_scale.md), and `corpus_order_warning` says so.
@@ -30,7 +30,7 @@ from the whole year (docs/paper_scale.md), and `corpus_order_warning` says so.
 
 import numpy as np
 
-from tlm.data.sampling import MixtureSampler
+from tlm.input.sampling import MixtureSampler
 
 SIGMAS = 6.0  # the allotment's margin over the mean candidates per slice and step
 # Candidates a row gets beyond the examples of mean length it holds (rounded up): every
@@ -48,7 +48,7 @@ def draws_per_row(tables, input_length: int, target_length: int, prefix_ids: int
   that a row holds, the tighter of the encoder and the decoder, rounded up, plus
   `EXTRA_DRAWS`; within [2, 64]. Every host reads the same samples, so every host derives the
   same number."""
-  sized = [t for t in tables if getattr(t, "has_tokens", False) and len(t)]
+  sized = [t for t in tables if t.has_tokens and len(t)]
   if not sized:
     return DEFAULT_DRAWS
   means = [t.mean_lengths() for t in sized]
@@ -124,7 +124,7 @@ class BlockSampler:
 def corpus_order_warning(slices) -> str:
   """One line naming the stores in corpus order among `slices` ("" if none): their windows
   are runs of consecutive articles, and a rebuild with `--shuffle_seed` would fix that."""
-  paths = sorted({t.path for t in slices if getattr(t, "order", None) == "corpus"})
+  paths = sorted({t.path for t in slices if t.order == "corpus"})
   if not paths:
     return ""
   return (

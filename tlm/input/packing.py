@@ -1,12 +1,12 @@
 """T5X-style packing of (inputs, targets) token sequences into fixed `[rows, length]` batches.
 
 The examples a step's rows hold, read from their sources and laid out in T5X / seqio's packed
-feature layout (`tlm.data.packed_rows`: EOS appended, trimmed, several examples a row told
+feature layout (`tlm.input.packed_rows`: EOS appended, trimmed, several examples a row told
 apart by segment ids).
 
 Unlike seqio's streaming packer, which carries an example that does not fit over to the next
 row, `Batcher` fills each row from that row's own deterministic example stream (see
-`tlm.data.sampling`) and drops the first example that does not fit: rows are then independent,
+`tlm.input.sampling`) and drops the first example that does not fit: rows are then independent,
 a process builds only its slice of the global batch, and resuming needs only the step. The
 cost is a mild bias towards shorter examples among those trained on.
 """
@@ -18,11 +18,11 @@ from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
-from tlm.data.block_sampling import BlockSampler, runs
 from tlm.data.conditioning import format_input, prefix_ids
-from tlm.data.packed_rows import pack_flat
-from tlm.data.sampling import MixtureSampler
 from tlm.errors import ConfigError, DataError
+from tlm.input.block_sampling import BlockSampler, runs
+from tlm.input.packed_rows import pack_flat
+from tlm.input.sampling import MixtureSampler
 from tlm.token_ids import EOS_ID
 
 # Reads of several slices at once, for several steps at once (object-store requests are mostly
@@ -159,7 +159,7 @@ class Batcher:
 
   Row r of step s holds draws (s, r, 0), (s, r, 1), ... up to, not including, the first that
   does not fit (packed), or draw (s, r, 0) alone (unpacked). A batch reads only the examples
-  it draws: from a tokenized table of the example store (`tlm.data.store.Table`) their ids,
+  it draws: from a tokenized table of the example store (`tlm.store.store.Table`) their ids,
   with the time prefix's ids put in front (`tlm.data.conditioning.prefix_ids` says why that
   equals tokenizing the prefixed text); otherwise their text, tokenized through a cache of at
   most `cache_size` texts (least recently used out), and the ids of the last `cache_size`
@@ -177,7 +177,7 @@ class Batcher:
     cache_size: texts, and examples, whose ids are cached.
     block_draws: 0 draws each example uniformly within its slice (`MixtureSampler`: one read
       per example); n > 0 gives each packed row n candidate draws read as runs of consecutive
-      examples (`tlm.data.block_sampling`: two requests per slice per step, whatever the rows),
+      examples (`tlm.input.block_sampling`: two requests per slice per step, whatever the rows),
       a row holding at most n examples.
 
   Raises:
@@ -213,7 +213,7 @@ class Batcher:
     self._mean_per_row = 2.0  # guides only how many draws to hash at once; never the result
     self._blocks = BlockSampler(sampler, rows, block_draws) if block_draws and packed else None
     for table in sampler.slices:
-      if getattr(table, "has_tokens", False):
+      if table.has_tokens:
         _check_vocab(table, vocab)
 
   def _encode(self, text: str) -> np.ndarray:
@@ -246,7 +246,7 @@ class Batcher:
     slots, index = self.sampler.locate(flat_ids)
     unique = np.unique(slots).tolist()
     raw = {}
-    remote = [s for s in unique if getattr(self.sampler.slices[s], "remote", False)]
+    remote = [s for s in unique if self.sampler.slices[s].remote]
     if len(remote) > 1:  # the years' requests go out together
       reads = {s: _READS.submit(self._raw_of, s, index[slots == s]) for s in remote}
       raw = {s: f.result() for s, f in reads.items()}
@@ -254,7 +254,7 @@ class Batcher:
       sel = np.flatnonzero(slots == slot)
       table, year = self.sampler.slices[slot], self.sampler.slice_year(slot)
       got = raw[slot] if slot in raw else self._raw_of(slot, index[sel])
-      tokenized = getattr(table, "has_tokens", False)
+      tokenized = table.has_tokens
       if tokenized:
         inputs, targets = got
         prefix = self._prefix(year)
@@ -272,11 +272,9 @@ class Batcher:
     """Examples `index` of a slice as stored: (input ids, target ids) of a tokenized table,
     else their (inputs, targets) texts."""
     table = self.sampler.slices[slot]
-    if getattr(table, "has_tokens", False):
+    if table.has_tokens:
       return self._tokens_of(slot, index)
-    if hasattr(table, "texts"):
-      return table.texts(index)
-    return [table[i][:2] for i in index.tolist()]
+    return table.texts(index)
 
   def _tokens_of(self, slot: int, index: np.ndarray, run: bool = False):
     """Stored ids of examples `index` of a tokenized slice, checked against the vocabulary;
@@ -300,7 +298,7 @@ class Batcher:
     slots, index = self.sampler.locate(flat_ids)
     stored, other = [], []
     for slot in np.unique(slots).tolist():
-      (stored if getattr(self.sampler.slices[slot], "has_tokens", False) else other).append(slot)
+      (stored if self.sampler.slices[slot].has_tokens else other).append(slot)
     reads = {s: _READS.submit(self._tokens_of, s, index[slots == s], True) for s in stored}
     for slot in other:
       sel = np.flatnonzero(slots == slot)
@@ -410,7 +408,7 @@ class Batcher:
 
 def _check_vocab(table, vocab) -> None:
   """A tokenized table must hold ids of `vocab` (the same SentencePiece model's bytes)."""
-  from tlm.data.store import MANIFEST, vocab_fingerprint
+  from tlm.store.store import MANIFEST, vocab_fingerprint
 
   model = getattr(vocab, "serialized_model", None)
   have = vocab_fingerprint(model) if model is not None else "(none: not a SentencePiece model)"

@@ -29,8 +29,8 @@ from collections.abc import Callable
 
 import numpy as np
 
-from tlm.data.synthetic.names import NameGenerator
-from tlm.data.synthetic.records import (
+from tlm.synthetic.names import NameGenerator
+from tlm.synthetic.records import (
   DAYS_PER_YEAR,
   HISTORY_START,
   WINDOW_END,
@@ -42,7 +42,7 @@ from tlm.data.synthetic.records import (
   stream,
   year_of,
 )
-from tlm.data.synthetic.settings import RelationSpec, WorldSettings
+from tlm.synthetic.settings import RelationSpec, WorldSettings
 
 
 def _count(settings: WorldSettings, key: str, scale: float) -> int:

@@ -12,15 +12,15 @@ random streams), `names.py`, `facts.py` (the change processes), `templates.py` a
 pre-training corpora), `world.py` (the files, `build_world`).
 """
 
-from tlm.data.synthetic.forward import ForwardSettings
-from tlm.data.synthetic.settings import (
+from tlm.synthetic.forward import ForwardSettings
+from tlm.synthetic.settings import (
   FORWARD_SHARE,
   NEWS,
   QUERIES_PER_SET,
   VOCAB_PIECES,
   WORLD,
 )
-from tlm.data.synthetic.world import (
+from tlm.synthetic.world import (
   TEMPLAMA_RELATIONS,
   WORLD_FILES,
   build_world,

@@ -21,9 +21,10 @@ from collections.abc import Iterator
 
 from tlm import storage
 from tlm.console import notice
-from tlm.data import store, store_build, store_write
+from tlm.data.formatting import SPLITS
 from tlm.errors import DataError, UserError
 from tlm.files import atomic_output_dir, check_replaceable, iter_jsonl
+from tlm.store import store, store_build, store_write
 
 _YEAR_FILE = re.compile(r"^(\d{1,9})\.jsonl$")
 _LOCK = ".tlm_convert.lock"
@@ -32,7 +33,7 @@ _LOCK = ".tlm_convert.lock"
 def jsonl_tables(directory: str) -> list[tuple[str, int, str]]:
   """(split, year, path) of every `<split>/<year>.jsonl` of a JSON-lines SSM directory."""
   found = []
-  for split in store.SPLITS:
+  for split in SPLITS:
     split_dir = storage.join(directory, split)
     if not storage.isdir(split_dir):
       continue

@@ -1,6 +1,6 @@
 """The store's optional shuffled order (`--shuffle_seed`): each table sorted by a 64-bit hash.
 
-The block sampler (`tlm.data.block_sampling`) reads a step's examples of a year as one window
+The block sampler (`tlm.input.block_sampling`) reads a step's examples of a year as one window
 of consecutive examples; in corpus order they come from a few hundred consecutive articles.
 A build with a shuffle seed writes every table in the order of its examples' keys: `key`, a
 64-bit BLAKE2b of (seed, year, the article's rank within its year, the example's place in its
@@ -34,8 +34,8 @@ import tempfile
 import numpy as np
 
 from tlm import storage
-from tlm.data.store import OFFSET_DTYPE, file_name
-from tlm.data.store_files import HashedFile, StagedFile
+from tlm.store.store import OFFSET_DTYPE, file_name
+from tlm.store.store_files import HashedFile, StagedFile
 
 KEY_DTYPE = np.dtype("<u8")
 # Data of a table gathered in memory at once by a shuffled merge: the merge holds about this
@@ -59,7 +59,7 @@ def key(seed: int, year: int, article: int, example: int) -> int:
 
 
 class KeyedPart:
-  """A part (`tlm.data.store_write._Part`) written in the order of its examples' keys, with a
+  """A part (`tlm.store.store_write._Part`) written in the order of its examples' keys, with a
   `<prefix>.key` of the sorted keys. Its data is staged locally until `close` sorts it."""
 
   def __init__(self, prefix: str):
@@ -145,7 +145,7 @@ def merge_shuffled(
   prefixes: list[str],
   bucket_bytes: int = BUCKET_BYTES,
 ) -> dict:
-  """`tlm.data.store_write.merge_table` for keyed parts: the table in key order.
+  """`tlm.store.store_write.merge_table` for keyed parts: the table in key order.
 
   Returns:
     As `merge_table`, and "buckets": how many the table was gathered in.

@@ -1,7 +1,7 @@
 """Batches of the next steps built on background threads, off the training step's path.
 
 The input pipeline's role in T5X / big_vision (a `tf.data` or Grain iterator with prefetch),
-kept to what tlm needs: a batch is a pure function of its step (`tlm.data.sampling`), so a
+kept to what tlm needs: a batch is a pure function of its step (`tlm.input.sampling`), so a
 pool of `workers` threads computes `fn(step)` for the steps after the one asked for, at most
 `depth` ahead, and hands them out in order. Nothing about the stream changes: the batch of step
 s is the same whether it was prefetched, built beside others, asked for after a jump, or built

@@ -2,7 +2,7 @@
 
 Mirrors the two passes of `tlm.data.ssm` (validate and count, then write), cut into units of
 work that run anywhere: here in a `multiprocessing` pool, and the same functions as the stages
-of an Apache Beam pipeline in `tlm.data.ssm_beam`.
+of an Apache Beam pipeline in `tlm.store.ssm_beam`.
 
 1. `expand_inputs`: the news shards, a list and/or globs (sorted), plain or `.gz`. Their
    concatenation, in that order, is the corpus: its articles are numbered in that order.
@@ -14,9 +14,9 @@ of an Apache Beam pipeline in `tlm.data.ssm_beam`.
    are val, the next k test. It needs only the counts: an article's rank within its year is
    its chunk's offset plus its rank in the chunk.
 5. `process_chunk` (parallel): sentences, salient spans, examples, tokens (with a
-   vocabulary), appended to the chunk's parts (`tlm.data.store_write`).
+   vocabulary), appended to the chunk's parts (`tlm.store.store_write`).
    With a shuffle seed (`--shuffle_seed`) the parts are sorted by a hash of each example's
-   stable identity and a table's merge is a bucketed sort (`tlm.data.store_shuffle`).
+   stable identity and a table's merge is a bucketed sort (`tlm.store.store_shuffle`).
 6. `merge_table` (parallel over tables), then the manifest and stats.json; the parts are
    deleted only after that, so that every step can be run again (an engine retries a unit of
    work that failed, and may run one twice).
@@ -41,12 +41,10 @@ from collections.abc import Callable, Iterator, Sequence
 import numpy as np
 
 from tlm import storage
-from tlm.data import store, store_shuffle, store_write
+from tlm.data.formatting import SENTINEL, SPLITS
 from tlm.data.salient_spans import Gazetteer, find_spans, split_sentences
 from tlm.data.ssm import (
   MAX_CONTEXT_WORDS,
-  SENTINEL,
-  SPLITS,
   BuildSettings,
   Stats,
   heldout_count,
@@ -55,6 +53,7 @@ from tlm.data.ssm import (
 )
 from tlm.errors import DataError, UserError
 from tlm.files import atomic_output_dir, check_replaceable, check_utf8_line, parse_jsonl_line
+from tlm.store import store, store_shuffle, store_write
 
 # Plain input is cut into chunks of about this many bytes (more chunks than workers balance
 # the load; fewer, larger ones keep the number of part files down).
@@ -63,7 +62,7 @@ MAX_CHUNK_BYTES = 64 << 20
 CHUNKS_PER_WORKER = 8
 HELDOUT_SPLITS = ("val", "test")  # keep their text in a tokenized store (evaluation reads it)
 OUTPUT_NAMES = set(SPLITS) | {"stats.json", store.MANIFEST, store.VOCAB_FILE}
-_PARTS = ".parts"
+PARTS_DIR = ".parts"
 
 
 @dataclasses.dataclass(frozen=True)
@@ -453,7 +452,7 @@ def _process_star(args):
 
 def check_vocab_for_store(vocab_path: str) -> str:
   """The token dtype of a vocabulary whose ids can be stored; UserError if the time prefix
-  could not be added to stored tokens (`tlm.data.store_write.prefix_problem`)."""
+  could not be added to stored tokens (`tlm.store.store_write.prefix_problem`)."""
   from tlm.data.vocab import Vocabulary
 
   vocab = Vocabulary(vocab_path)
@@ -505,7 +504,7 @@ def build(
   num_workers: int = 1,
   progress: Callable[[str], None] | None = None,
 ) -> dict:
-  """`tlm.data.ssm.build_ssm` over many shards with `num_workers` processes (its docstring)."""
+  """`tlm.store.build_ssm` over many shards with `num_workers` processes (its docstring)."""
   if num_workers < 1:
     raise UserError(f"--num_workers must be >= 1, got {num_workers}")
   paths, options = prepare(news, output_dir, settings, progress)
@@ -516,7 +515,7 @@ def build(
   try:
     plan = make_plan(chunks, _map(pool, scan_chunk, chunks), settings)
     with atomic_output_dir(output_dir) as tmp:
-      part_dir = os.path.join(tmp, _PARTS)
+      part_dir = os.path.join(tmp, PARTS_DIR)
       work = [(c, plan.chunk_plan(c.index), options, part_dir) for c in chunks]
       results = _map(pool, _process_star, work)
       shuffled = options.shuffle_seed is not None

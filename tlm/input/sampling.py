@@ -22,8 +22,9 @@ import numpy as np
 
 from tlm.data.conditioning import check_conditioning, format_input
 from tlm.errors import ConfigError
+from tlm.store.store import Table
 
-# Source names used by the glue (tlm.data.datasets) and the configs.
+# Source names used by the glue (tlm.input.datasets) and the configs.
 NEWS_SSM = "news_ssm"
 TEMPLAMA = "templama"
 
@@ -81,12 +82,45 @@ class Draw(NamedTuple):
   source: str
 
 
+class ExampleList(Sequence):
+  """Examples held in memory (a list of `TextExample` or (inputs, targets) pairs), behind the
+  interface of a store's `Table` that the input pipeline reads: text only, local, no order.
+
+  The sampler wraps every source slice that is not a store table in one, once, so that the
+  readers below (`Batcher`, `BlockSampler`) call one interface and never probe a slice for
+  what it is.
+  """
+
+  has_tokens = False  # a tokenized store table holds token ids; these are texts
+  remote = False  # reads are memory accesses, never requests
+  order = None  # not a store's table: no corpus order to warn about
+  path = None  # no store directory to name in an error
+
+  def __init__(self, examples: Sequence):
+    self.examples = examples
+
+  def __len__(self) -> int:
+    return len(self.examples)
+
+  def __getitem__(self, i):
+    return self.examples[i]
+
+  def texts(self, ids: np.ndarray) -> list[tuple[str, str]]:
+    """(inputs, targets) of examples `ids`, as `Table.texts`."""
+    return [tuple(self.examples[i][:2]) for i in np.asarray(ids).tolist()]
+
+
+def as_table(examples: Sequence) -> "Table | ExampleList":
+  """A source slice as the pipeline reads it: a store table as it is, anything else wrapped."""
+  return examples if isinstance(examples, Table) else ExampleList(examples)
+
+
 class MixtureSampler:
   """Year-uniform mixture of example sources, a pure function of (seed, step, row, k).
 
   Args:
     sources: source name -> year -> examples: a sequence of `TextExample`s or
-      `(inputs, targets)` pairs, e.g. a `tlm.data.store.Table`, read by index only. Sources
+      `(inputs, targets)` pairs, e.g. a `tlm.store.store.Table`, read by index only. Sources
       and years that the mixture never draws from may be absent.
     seed: the sampling seed; any Python int.
     years: the year slices drawn uniformly (Yearly experts: a single year).
@@ -143,7 +177,7 @@ class MixtureSampler:
     self._all_years = self.years + self.new_years
     # The (source, year) slices in the order of the flat table, held as given: a list, or a
     # table of the example store read by index (nothing is copied per example).
-    self.slices: list[Sequence] = []
+    self.slices: list[Table | ExampleList] = []
     offsets, counts, total = [], [], 0
     for name in self.source_names:
       if name not in sources:
@@ -151,10 +185,10 @@ class MixtureSampler:
       by_year = sources[name]
       row_off, row_cnt = [], []
       for year in self._all_years:
-        examples = by_year.get(year, ())
+        examples = as_table(by_year.get(year, ()))
         if year in drawn_years and not len(examples):
           # A table of the example store knows its store: the directory to look at.
-          where = getattr(examples, "path", None)
+          where = examples.path
           raise ConfigError(
             f"source {name!r} has no examples for year {year}"
             + (f" (example store {where})" if where else "")
@@ -219,7 +253,7 @@ class MixtureSampler:
 
   def slots(self, step: int, rows, ks) -> np.ndarray:
     """The slice (index into `slices`) of each draw (step, row, k): its source and year as
-    `flat_ids` draws them (`tlm.data.block_sampling` then chooses the example)."""
+    `flat_ids` draws them (`tlm.input.block_sampling` then chooses the example)."""
     source, year, _ = self._draw_slices(step, rows, ks)
     return source * len(self._all_years) + year
 

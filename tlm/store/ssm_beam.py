@@ -1,14 +1,14 @@
 """`build_ssm` as an Apache Beam pipeline: the paper's corpus beyond one machine.
 
-The same units of work as the local builder (`tlm.data.store_build`): chunks of the input are
+The same units of work as the local builder (`tlm.store.store_build`): chunks of the input are
 scanned, the held-out plan is computed from the counts, chunks are turned into parts, tables
 are merged and the manifest written last, so the store is byte-identical to the one
 `--num_workers` processes write (with `--shuffle_seed`, the same shuffled store: its order is a
-sort by a hash of each example's identity, `tlm.data.store_shuffle`). Beam only schedules and
+sort by a hash of each example's identity, `tlm.store.store_shuffle`). Beam only schedules and
 retries them (DirectRunner in the tests, also in its multi-process mode with every bundle run
 twice; Dataflow, Flink or Spark in production: docs/paper_scale.md has the commands). Every
 stage may be run twice or again after a failure: its files appear whole or not at all
-(`tlm.data.store_write.StagedFile`) and the merges only read the parts. Parts and the store are
+(`tlm.store.store_write.StagedFile`) and the merges only read the parts. Parts and the store are
 written straight under the output directory, local or on an object store (gs://), through
 `tlm.storage`; the manifest is written last, so a pipeline that fails leaves no store (a stale
 manifest is deleted first), and the parts are deleted after it, when the pipeline has ended.
@@ -23,9 +23,9 @@ import shlex
 from collections.abc import Callable, Sequence
 
 from tlm import storage
-from tlm.data import store, store_build
 from tlm.data.ssm import BuildSettings
 from tlm.errors import UserError
+from tlm.store import store, store_build
 
 # Beam runners parallelise over chunks: cut the input as for this many local workers.
 CHUNK_HINT_WORKERS = 64
@@ -48,7 +48,7 @@ def _clear(output_dir: str) -> None:
   manifest = storage.join(output_dir, store.MANIFEST)
   if storage.exists(manifest):
     storage.remove(manifest)
-  for name in sorted(store_build.OUTPUT_NAMES - {store.MANIFEST}) + [store_build._PARTS]:
+  for name in sorted(store_build.OUTPUT_NAMES - {store.MANIFEST}) + [store_build.PARTS_DIR]:
     path = storage.join(output_dir, name)
     if storage.isdir(path):
       storage.rmtree(path)
@@ -76,12 +76,12 @@ def build(
   settings: BuildSettings,
   progress: Callable[[str], None] | None = None,
 ) -> dict:
-  """`tlm.data.ssm.build_ssm` as a Beam pipeline run with `beam_options`.
+  """`tlm.store.build_ssm` as a Beam pipeline run with `beam_options`.
 
   Args:
     beam_options: the pipeline's options, e.g. "--runner=DirectRunner" (a string split like a
       shell command line, or a list).
-    news, output_dir, settings, progress: as `tlm.data.ssm.build_ssm` (which calls this when
+    news, output_dir, settings, progress: as `tlm.store.build_ssm` (which calls this when
       given `beam_options`).
 
   Returns:
@@ -91,7 +91,7 @@ def build(
   paths, options = store_build.prepare(news, output_dir, settings, progress)
   chunks = store_build.plan_chunks(paths, CHUNK_HINT_WORKERS)
   out = storage.abspath(output_dir)
-  part_dir = storage.join(out, store_build._PARTS)
+  part_dir = storage.join(out, store_build.PARTS_DIR)
   args = shlex.split(beam_options) if isinstance(beam_options, str) else list(beam_options)
   _clear(out)
   storage.makedirs(out)

@@ -15,9 +15,9 @@ import datetime
 
 import numpy as np
 
-from tlm.data.synthetic import templates
-from tlm.data.synthetic.records import Fact, World, day, year_of
-from tlm.data.synthetic.settings import NewsSettings
+from tlm.synthetic import templates
+from tlm.synthetic.records import Fact, World, day, year_of
+from tlm.synthetic.settings import NewsSettings
 
 # Distractor slots filled with an entity of this kind (or person category).
 _SLOT_KINDS = {
@@ -131,7 +131,7 @@ def _take(queue: list, chosen: list, limit: int, d: int, valid: list, lookahead:
       k += 1
 
 
-class _Writer:
+class NewsWriter:
   """Writes the documents of each year; all randomness comes from one numpy stream."""
 
   def __init__(self, world: World, settings: NewsSettings, rng: np.random.Generator):
@@ -479,7 +479,7 @@ class _Writer:
 
 def generate_news(world: World, settings: NewsSettings, rng: np.random.Generator) -> list[Document]:
   """All documents of `first_year`..`last_year`, sorted by date; a pure function of the inputs."""
-  writer = _Writer(world, settings, rng)
+  writer = NewsWriter(world, settings, rng)
   docs: list[Document] = []
   for year in range(settings.first_year, settings.last_year + 1):
     docs.extend(writer.year_documents(year))

@@ -3,14 +3,17 @@
 Every workdir, checkpoint, data and output path may be local (`runs/x`) or remote
 (`gs://bucket/runs/x`, and the other schemes epath routes to fsspec: `s3://`, `az://`, `hf://`;
 the matching fsspec backend, e.g. gcsfs for `gs://`, must be installed). This module owns the
-difference: `is_remote` decides, and the helpers below (exists, listdir, open, remove, ...) call
-`os` for a local path, so that local behaviour and error types stay exactly POSIX, and
-`epath.Path` for a remote one.
+difference: the helpers below (exists, listdir, open, remove, ...) call `os` for a local path,
+so that local behaviour and error types stay exactly POSIX, and `epath.Path` for a remote one.
 
 Every path enters tlm through `parse`, once, where the user gives it (run.py's path flags, the
 config's path keys): `file://` becomes the local path, a URI becomes `scheme://bucket/key`, and
 anything tlm cannot honour (an empty bucket, an unknown scheme, a NUL or newline, a scheme whose
 fsspec package is missing) is a one-line error naming the flag or key before any work starts.
+It returns a `Location`, a str that carries the scheme decided there: the helpers dispatch on
+that field, and paths joined to it (`workdir / "checkpoints"`) carry it on, so local or remote
+is decided once per path the user gave, not at every call (`decide` is the one place a text is
+examined; a plain str is still accepted, converted by `location` at the helper's entry).
 
 An object store has no atomic rename (a "directory" is a key prefix; moving one copies every
 object), no hard links and no `fcntl` locks, but a single object appears whole or not at all
@@ -203,8 +206,7 @@ def parse(text: str, name: str) -> Location:
 
   Local paths stay as given; `file://PATH` is the local PATH. A URI is split into scheme,
   bucket and key and rejoined as `scheme://bucket/key` (scheme in lower case, no trailing
-  slash), the form the rest of tlm relies on: `is_remote` and the helpers below then never see
-  anything else.
+  slash), the form the rest of tlm relies on: the helpers below then never see anything else.
 
   Args:
     text: the path as the user wrote it (non-empty).

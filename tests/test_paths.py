@@ -7,13 +7,17 @@ before any work starts; nothing is written outside the given location. The comma
 run `run.py` from an empty directory that must stay empty.
 """
 
+import copy as copy_module
 import importlib
 import json
+import os
+import pickle
+import types
 
 import pytest
 
 from tests.helpers import one_error, run_tlm, tree
-from tlm import configs, storage
+from tlm import checksums, configs, files, storage
 from tlm.errors import ConfigError, UserError
 
 # --- storage.parse ----------------------------------------------------------------------------
@@ -215,3 +219,165 @@ def test_file_uris_of_predict_and_score_are_local_paths(tmp_path, tiny_model):
     (row,) = [json.loads(line) for line in out.read_text().splitlines()]
     assert ("prediction" if mode == "predict" else "log_likelihood") in row
   assert tree(str(cwd)) == []  # before: ./file:/<tmp>/data/predict.jsonl
+
+
+# --- a path parsed once: storage.Location -----------------------------------------------------
+
+
+def _decisions(monkeypatch) -> list[str]:
+  """The texts `storage.decide` examines from now on (the one place a scheme is read)."""
+  calls, real = [], storage.decide
+
+  def counted(text):
+    calls.append(text)
+    return real(text)
+
+  monkeypatch.setattr(storage, "decide", counted)
+  return calls
+
+
+def test_parse_gives_a_location_carrying_its_scheme(monkeypatch):
+  hf = storage.parse("HF://datasets/org/set/", "--data")
+  assert isinstance(hf, storage.Location) and (hf.scheme, hf.is_remote) == ("hf", True)
+  assert hf.path == "datasets/org/set"
+  for text, shown in (("runs/x", "runs/x"), ("file:///abs/x", "/abs/x")):
+    loc = storage.parse(text, "--workdir")
+    assert isinstance(loc, storage.Location) and loc == shown
+    assert (loc.scheme, loc.is_remote, loc.path) == (None, False, shown)
+  # Parsed again (a config validated after each override): checked, never examined again.
+  calls = _decisions(monkeypatch)
+  again = storage.parse(hf, "--data")
+  assert again == hf and again.scheme == "hf" and calls == []
+
+
+@pytest.mark.parametrize(
+  "text,scheme", [("gs://b/run", "gs"), ("s3://b/run", "s3"), ("runs/run", None)]
+)
+def test_joining_keeps_the_scheme_without_reading_the_text(monkeypatch, text, scheme):
+  loc = storage.location(text)
+  calls = _decisions(monkeypatch)
+  derived = [
+    loc / "checkpoints",
+    loc.joinpath("checkpoints", "7"),
+    storage.join(loc, "a", "b"),
+    storage.dirname(loc / "x"),
+    loc.parent,
+    storage.abspath(loc),
+    loc.suffixed(".takeover"),
+  ]
+  assert calls == []
+  for d in derived:
+    assert isinstance(d, storage.Location) and d.scheme == scheme and d.is_remote == bool(scheme)
+  assert derived[1] == f"{text}/checkpoints/7" and derived[6] == f"{text}.takeover"
+  if scheme:  # never above the bucket
+    assert storage.location(f"{scheme}://b").parent == f"{scheme}://b"
+  else:
+    assert derived[5] == os.path.abspath(text)
+
+
+def test_remote_and_local_are_decided_from_the_scheme():
+  assert storage.location("gs://b/x").is_remote and storage.location("s3://b/x").is_remote
+  assert not storage.location("/abs/gs:/x").is_remote  # a local directory named "gs:"
+  assert storage.location("file:///abs/x") == "/abs/x"
+  with pytest.raises(UserError, match="unsupported storage scheme http://"):
+    storage.location("http://host/x")
+  loc = storage.location("gs://b/x")
+  assert storage.location(loc) is loc  # a Location is taken as it is
+  with pytest.raises(AttributeError):
+    loc.scheme = None  # immutable: its scheme is what it was parsed with
+
+
+def test_a_local_location_is_a_path_string(tmp_path, monkeypatch):
+  loc = storage.parse(f"file://{tmp_path}", "--output_dir") / "out.txt"
+  with open(loc, "w") as f:
+    f.write("x")
+  assert os.path.isfile(loc) and os.fspath(loc) == str(tmp_path / "out.txt")
+  assert storage.read_text(loc) == "x" and storage.getsize(loc) == 1
+  assert f"{loc}" == str(tmp_path / "out.txt") and json.dumps([loc]) == json.dumps([str(loc)])
+  assert loc == str(loc) and hash(loc) == hash(str(loc))
+  calls = _decisions(monkeypatch)
+  for copy in (pickle.loads(pickle.dumps(loc)), copy_module.deepcopy(loc)):
+    assert isinstance(copy, storage.Location) and copy == loc and copy.scheme is None
+  assert calls == []  # unpickled with its scheme (a worker process), not parsed again
+
+
+def test_config_path_keys_are_locations_that_dump_as_before():
+  config = configs.override(configs.get("tiny_temporal"), ["data.vocab=file:///v/sp.model"])
+  for key in configs.schema.PATH_KEYS:
+    value = configs.lookup(config, key)
+    assert not value or isinstance(value, storage.Location), key
+  # config.json and anything hashed from it: the same text as plain strings give.
+  plain = json.loads(json.dumps(configs.to_dict(config)))
+  assert json.dumps(configs.to_dict(config)) == json.dumps(plain)
+  assert plain["data"]["vocab"] == "/v/sp.model"
+  assert configs.from_dict(plain) == config and hash(configs.from_dict(plain)) == hash(config)
+
+
+def test_path_flags_become_locations_at_the_edge(monkeypatch):
+  run = importlib.import_module("run")
+  values = types.SimpleNamespace(**{name: None for name in run.PATH_FLAGS})
+  values.workdir, values.workdirs, values.output_dir = "file:///w", ["a", "b/c"], "hf://org/o"
+  run.parse_path_flags(values)
+  assert isinstance(values.workdir, storage.Location) and values.workdir == "/w"
+  assert all(isinstance(w, storage.Location) for w in values.workdirs)
+  assert values.output_dir.scheme == "hf"
+
+
+def _a_run_s_file_operations(workdir: storage.Location) -> None:
+  """What a training run does with its workdir, jax aside: layout check, lock, config and
+  metrics files, a checkpoint's files, its checksum manifest and their check."""
+  from tlm.train.records import MetricsLog
+  from tlm.workdir_lock import WorkdirLock
+
+  files.check_layout(workdir, ("config.json", "metrics.jsonl"), ("checkpoints",))
+  with WorkdirLock(workdir, "train"):
+    files.write_json(workdir / "config.json", {"name": "tiny"})
+    log = MetricsLog(workdir / "metrics.jsonl", 0)
+    log.append({"step": 1, "loss": 1.0})
+    log.flush()
+    step_dir = storage.abspath(workdir) / "checkpoints" / "1"
+    for name, data in (("_METADATA", b'{"tree": {}}'), ("p.bin", b"params")):
+      with files.atomic_output_file(step_dir / "params" / name, "wb") as f:
+        f.write(data)
+    if step_dir.is_remote:
+      storage.write_object(step_dir / checksums.ORBAX_COMMIT, b"")
+    checksums.write_manifest(step_dir)
+    assert checksums.check(step_dir, ("params",)) is None
+    assert files.read_jsonl(workdir / "metrics.jsonl") == [{"step": 1, "loss": 1.0}]
+
+
+@pytest.mark.parametrize("where", ["local", "bucket"])
+def test_a_workdir_is_decided_once_along_a_run(tmp_path, monkeypatch, request, where):
+  text = f"{request.getfixturevalue('bucket')}/w" if where == "bucket" else str(tmp_path / "w")
+  calls = _decisions(monkeypatch)
+  workdir = storage.parse(text, "--workdir")  # the edge: run.py's flags
+  _a_run_s_file_operations(workdir)
+  # Every file below the workdir was joined to the parsed value: one decision in all (before
+  # the Location, each helper decided its string again: 137 times for a 2-step tiny train).
+  assert [c for c in calls if c.startswith(text)] == [text]
+  assert storage.isfile(storage.abspath(workdir) / "checkpoints" / "1" / checksums.MANIFEST)
+
+
+@pytest.mark.parametrize("where", ["local", "bucket"])
+def test_a_store_is_decided_once_when_opened_and_read(tmp_path, monkeypatch, request, where):
+  import shutil
+
+  from tests.helpers import DATA
+  from tlm.data import store
+
+  if where == "bucket":
+    from tests import objstore
+
+    text = f"{request.getfixturevalue('bucket')}/data/ssm"
+    shutil.copytree(os.path.join(DATA, "ssm"), objstore.local_path(text))
+  else:
+    text = str(tmp_path / "ssm")
+    shutil.copytree(os.path.join(DATA, "ssm"), text)
+  calls = _decisions(monkeypatch)
+  ssm_dir = configs.override(configs.get("tiny_temporal"), [f"data.ssm_dir={text}"]).data.ssm_dir
+  opened = store.Store(ssm_dir)
+  table = opened.table("train", opened.years("train")[0])
+  assert len(table.tokens([0, 1])[0]) == 2
+  table.close()
+  assert store.verify(ssm_dir)["tables"] == 27
+  assert [c for c in calls if c.startswith(text)] == [text]

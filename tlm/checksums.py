@@ -94,20 +94,21 @@ def write_manifest(step_dir: str) -> None:
   """
   from tlm.files import write_json
 
+  step_dir = storage.location(step_dir)
   files = {}
   for rel in _files(step_dir):
-    path = storage.join(step_dir, rel)
+    path = step_dir / rel
     files[rel] = {"size": storage.getsize(path), "sha256": _sha256(path)}
-  write_json(storage.join(step_dir, MANIFEST), {"format": _FORMAT, "files": files})
+  write_json(step_dir / MANIFEST, {"format": _FORMAT, "files": files})
 
 
 def has_manifest(step_dir: str) -> bool:
   """Whether the checkpoint has a manifest (anything by that name: a FIFO or a directory
   there is a manifest that cannot be read, not a checkpoint without one)."""
   path = storage.join(step_dir, MANIFEST)
-  if storage.is_remote(path):
+  if path.is_remote:
     return storage.exists(path)
-  return os.path.lexists(storage.local(path))
+  return os.path.lexists(path)
 
 
 def read_manifest(step_dir: str) -> dict[str, tuple[int, str]]:
@@ -210,7 +211,8 @@ def check(step_dir: str, items: Iterable[str]) -> str | None:
     words naming the file.
   """
   items = tuple(items)
-  if storage.is_remote(step_dir) and not storage.isfile(storage.join(step_dir, ORBAX_COMMIT)):
+  step_dir = storage.location(step_dir)
+  if step_dir.is_remote and not storage.isfile(step_dir / ORBAX_COMMIT):
     return f"incomplete (no {ORBAX_COMMIT})"
   if (reason := _incomplete_item(step_dir, items)) is not None:
     return reason
@@ -271,9 +273,10 @@ def newest_good_step(
   """
   steps = sorted(steps, reverse=True)
   items = tuple(items)
+  root = storage.location(root)
   bad = []
   for step in steps:
-    step_dir = storage.join(root, str(step))
+    step_dir = root / str(step)
     reason = check(step_dir, items)
     if reason is None and inspect is not None:
       reason = inspect(step_dir, step)

@@ -116,14 +116,15 @@ def _output_error(path: str, e: BaseException, unchanged: bool) -> OutputError:
 
 
 @contextlib.contextmanager
-def atomic_output_file(path: str, mode: str = "w") -> Iterator[Any]:
+def atomic_output_file(path: storage.PathArg, mode: str = "w") -> Iterator[Any]:
   """Opens a temporary file that replaces `path` only if the block exits cleanly.
 
   Raises:
     OutputError: the file cannot be written (disk full, quota, read-only, permissions),
       naming `path`; the temporary file is removed and `path` left as it was.
   """
-  if storage.is_remote(path):
+  path = storage.location(path)
+  if path.is_remote:
     with _remote_output_file(path, mode) as f:
       yield f
     return
@@ -148,7 +149,7 @@ def atomic_output_file(path: str, mode: str = "w") -> Iterator[Any]:
 
 
 @contextlib.contextmanager
-def _remote_output_file(path: str, mode: str) -> Iterator[Any]:
+def _remote_output_file(path: storage.Location, mode: str) -> Iterator[Any]:
   """`atomic_output_file` on an object store: buffered, then uploaded as one object."""
   buffer = io.BytesIO() if "b" in mode else io.StringIO()
   yield buffer
@@ -159,7 +160,7 @@ def _remote_output_file(path: str, mode: str) -> Iterator[Any]:
     raise _output_error(path, e, _exists(path)) from None
 
 
-def _exists(path: str) -> bool:
+def _exists(path: storage.Location) -> bool:
   try:
     return storage.exists(path)
   except OSError:
@@ -167,7 +168,7 @@ def _exists(path: str) -> bool:
 
 
 @contextlib.contextmanager
-def atomic_output_dir(path: str) -> Iterator[str]:
+def atomic_output_dir(path: storage.PathArg) -> Iterator[str]:
   """Yields a temporary directory that becomes `path` only if the block exits cleanly.
 
   An existing `path` is replaced as a whole on success and left as it was on failure.
@@ -176,7 +177,8 @@ def atomic_output_dir(path: str) -> Iterator[str]:
     OutputError: the directory cannot be written (disk full, quota, read-only, permissions),
       naming `path`; the temporary directory is removed and `path` left as it was.
   """
-  if storage.is_remote(path):
+  path = storage.location(path)
+  if path.is_remote:
     with _remote_output_dir(path) as tmp:
       yield tmp
     return
@@ -227,7 +229,7 @@ def _tree_size(path: str) -> int:
   return total
 
 
-def remove_interrupted_staging(path: str) -> tuple[int, int]:
+def remove_interrupted_staging(path: storage.PathArg) -> tuple[int, int]:
   """Removes what killed runs writing the output directory `path` left beside it: their
   staging directories (`atomic_output_dir`), which a SIGKILL or a power cut leaves behind
   (gigabytes, for a store at the paper's scale). Only under the lock on writing `path`
@@ -236,7 +238,7 @@ def remove_interrupted_staging(path: str) -> tuple[int, int]:
   Returns:
     (directories removed, their bytes); (0, 0) on an object store, which has none there.
   """
-  if storage.is_remote(path):
+  if storage.location(path).is_remote:
     return 0, 0
   path = os.path.abspath(path)
   parent, pattern = os.path.dirname(path), _staging_name(path)
@@ -286,7 +288,7 @@ def _reraise_inner(e: BaseException, tmp: str, path: str, existed: bool) -> None
 
 
 @contextlib.contextmanager
-def _remote_output_dir(path: str) -> Iterator[str]:
+def _remote_output_dir(path: storage.Location) -> Iterator[str]:
   """`atomic_output_dir` on an object store (no rename): write-then-commit-marker.
 
   The block writes into a local staging directory, so that builders writing with `open`,
@@ -304,7 +306,7 @@ def _remote_output_dir(path: str) -> Iterator[str]:
   with _cleaned_on_failure(tmp, path, existed):
     yield tmp
   try:
-    marker = storage.join(path, storage.COMMIT_MARKER)
+    marker = path / storage.COMMIT_MARKER
     if existed:
       with contextlib.suppress(FileNotFoundError):
         storage.remove(marker)
@@ -332,7 +334,7 @@ def write_jsonl(path: str, rows) -> None:
       f.write("\n")
 
 
-def check_replaceable(output_dir: str, ours: set[str]) -> None:
+def check_replaceable(output_dir: storage.PathArg, ours: set[str]) -> None:
   """Raises UserError if `output_dir` exists and holds entries other than `ours`.
 
   `atomic_output_dir` replaces an existing directory as a whole; a builder calls this first so
@@ -343,6 +345,7 @@ def check_replaceable(output_dir: str, ours: set[str]) -> None:
     output_dir: the directory a builder is about to replace.
     ours: the names the builder writes there; hidden names (leftover temporaries) are ignored.
   """
+  output_dir = storage.location(output_dir)
   if storage.isdir(output_dir):
     names = storage.listdir(output_dir)
     foreign = sorted(n for n in names if n not in ours and not n.startswith("."))
@@ -354,7 +357,7 @@ def check_replaceable(output_dir: str, ours: set[str]) -> None:
       )
   elif storage.exists(output_dir):
     raise UserError(f"{output_dir}: exists and is not a directory")
-  elif not storage.is_remote(output_dir) and (blocker := not_a_directory(output_dir)):
+  elif not output_dir.is_remote and (blocker := not_a_directory(output_dir)):
     raise UserError(f"{output_dir}: cannot be created, {blocker} is not a directory")
 
 
@@ -369,7 +372,7 @@ _SURROGATE = re.compile("[\ud800-\udfff]")
 _SURROGATE_ESCAPE = re.compile(r"\\u[dD][89a-fA-F][0-9a-fA-F]{2}")
 
 
-def _text_lines(path: str) -> Iterator[tuple[int, str]]:
+def _text_lines(path: storage.PathArg) -> Iterator[tuple[int, str]]:
   """Yields `(line number, line)` of a UTF-8 text file; DataError at an invalid byte.
 
   Undecodable bytes are reported with the line they are on (a plain `open(encoding="utf-8")`
@@ -378,6 +381,7 @@ def _text_lines(path: str) -> Iterator[tuple[int, str]]:
   gigabytes without a newline) is an error, not a MemoryError. A FIFO or device is refused
   unopened (`safe_read.open_regular`).
   """
+  path = storage.location(path)
   if not storage.exists(path):
     raise DataError("no such file", path)
   try:
@@ -492,14 +496,15 @@ def iter_tsv(path: str) -> Iterator[tuple[int, list[str]]]:
       yield line_no, line.split("\t")
 
 
-def check_output_file(path: str) -> None:
+def check_output_file(path: storage.PathArg) -> None:
   """Raises UserError unless `path` can be written as a file: run before any work starts.
 
   `atomic_output_file` creates missing parent directories, so the nearest existing ancestor
   must be a writable directory; `path` itself must be absent or a regular file. On an object
   store only the second half can be checked (permissions show at the upload).
   """
-  if storage.is_remote(path):
+  path = storage.location(path)
+  if path.is_remote:
     if storage.isdir(path):
       raise UserError(f"{path}: is a directory; the output must be a file")
     return
@@ -521,10 +526,10 @@ def _check_creatable(path: str) -> None:
     raise UserError(f"{path}: cannot be created, {parent} is not writable")
 
 
-def absent_dirs(path: str) -> list[str]:
+def absent_dirs(path: storage.PathArg) -> list[str]:
   """`path` and its ancestors that do not exist yet, deepest first: what making `path` would
   create ([] on an object store, which has no directories)."""
-  if storage.is_remote(path):
+  if storage.location(path).is_remote:
     return []
   out, path = [], os.path.abspath(path)
   while not os.path.lexists(path):
@@ -543,7 +548,9 @@ def remove_empty_dirs(paths: list[str]) -> None:
       pass
 
 
-def check_layout(directory: str, files: tuple[str, ...] = (), dirs: tuple[str, ...] = ()) -> None:
+def check_layout(
+  directory: storage.PathArg, files: tuple[str, ...] = (), dirs: tuple[str, ...] = ()
+) -> None:
   """Raises UserError unless a run can write `directory` and the entries it names there.
 
   Run before any work starts (a workdir whose `profile` is a file fails here in milliseconds,
@@ -558,7 +565,7 @@ def check_layout(directory: str, files: tuple[str, ...] = (), dirs: tuple[str, .
     files: names of the files the run writes in it.
     dirs: names of the subdirectories the run writes in it.
   """
-  if storage.is_remote(directory):
+  if storage.location(directory).is_remote:
     return
   if not os.path.exists(directory):
     _check_creatable(directory)

@@ -70,16 +70,17 @@ def require_regular(mode: int, path: str) -> None:
     raise NotARegularFile(errno.EINVAL, what, path)
 
 
-def open_regular(path: str) -> IO[bytes]:
+def open_regular(path: storage.PathArg) -> IO[bytes]:
   """Opens `path` for binary reading if it is a regular file (links followed).
 
   Raises:
     NotARegularFile: a FIFO, device, socket or directory (never opened).
     OSError: it cannot be opened (missing, permissions), or the name holds a NUL.
   """
-  if storage.is_remote(path):  # an object store holds plain objects only
+  path = storage.location(path)
+  if path.is_remote:  # an object store holds plain objects only
     return storage.open_file(path, "rb")
-  local = storage.local(path)
+  local = path
   if "\0" in local:
     raise OSError(errno.EINVAL, "a NUL character in the file name", path)
   require_regular(os.stat(local).st_mode, path)
@@ -94,16 +95,17 @@ def open_regular(path: str) -> IO[bytes]:
     raise
 
 
-def regular_size(path: str) -> int:
+def regular_size(path: storage.PathArg) -> int:
   """The size of a regular file (links followed), read without opening it.
 
   Raises:
     NotARegularFile: a FIFO, device, socket or directory.
     OSError: it does not exist or cannot be examined, or the name holds a NUL.
   """
-  if storage.is_remote(path):
+  path = storage.location(path)
+  if path.is_remote:
     return storage.getsize(path)
-  local = storage.local(path)
+  local = path
   if "\0" in local:
     raise OSError(errno.EINVAL, "a NUL character in the file name", path)
   st = os.stat(local)
@@ -289,7 +291,8 @@ def confined_path(directory: str, name, source: str, *, refuse_special: bool = T
   if not isinstance(name, str):
     raise CheckpointError(f"{source}: file name {shown(name)} is not a string")
   parts = re.split(r"[\\/]", name)
-  remote = storage.is_remote(directory)
+  directory = storage.location(directory)
+  remote = directory.is_remote
   if (
     not name
     or "\0" in name

@@ -3,14 +3,17 @@
 Every workdir, checkpoint, data and output path may be local (`runs/x`) or remote
 (`gs://bucket/runs/x`, and the other schemes epath routes to fsspec: `s3://`, `az://`, `hf://`;
 the matching fsspec backend, e.g. gcsfs for `gs://`, must be installed). This module owns the
-difference: `is_remote` decides, and the helpers below (exists, listdir, open, remove, ...) call
-`os` for a local path, so that local behaviour and error types stay exactly POSIX, and
-`epath.Path` for a remote one.
+difference: the helpers below (exists, listdir, open, remove, ...) call `os` for a local path,
+so that local behaviour and error types stay exactly POSIX, and `epath.Path` for a remote one.
 
 Every path enters tlm through `parse`, once, where the user gives it (run.py's path flags, the
 config's path keys): `file://` becomes the local path, a URI becomes `scheme://bucket/key`, and
 anything tlm cannot honour (an empty bucket, an unknown scheme, a NUL or newline, a scheme whose
 fsspec package is missing) is a one-line error naming the flag or key before any work starts.
+It returns a `Location`, a str that carries the scheme decided there: the helpers dispatch on
+that field, and paths joined to it (`workdir / "checkpoints"`) carry it on, so local or remote
+is decided once per path the user gave, not at every call (`decide` is the one place a text is
+examined; a plain str is still accepted, converted by `location` at the helper's entry).
 
 An object store has no atomic rename (a "directory" is a key prefix; moving one copies every
 object), no hard links and no `fcntl` locks, but a single object appears whole or not at all
@@ -94,10 +97,103 @@ def _store_errors(fn):
   return wrapper
 
 
+def decide(text: str) -> str | None:
+  """The URI scheme written at the front of `text` ("gs" for gs://bucket/x, "file" for
+  file://x), None for a plain local path.
+
+  The one place a path's text is examined for its scheme: `parse` at the edge, and `location`
+  for a plain string that reaches a helper below it. A `Location` carries the answer, so a
+  path parsed at the edge is never examined again (tests count the calls).
+  """
+  match = _URI.match(text)
+  return match.group(1).lower() if match else None
+
+
+class Location(str):
+  """A path parsed once: its text with the storage scheme it names, decided when it was made.
+
+  The text is the canonical path (a local path without `file://`, or `scheme://bucket/key`),
+  and since a Location is a `str` it goes wherever a path string went: `open`, `os.path`,
+  f-strings, `json.dumps` (a config holding one serializes, compares and hashes as before).
+  What it adds is `scheme` (None for a local path) and `is_remote`, so that the helpers of
+  this module dispatch on a carried field instead of re-reading the text; `/`, `joinpath`,
+  `parent`, `join`, `dirname` and `abspath` derive new Locations with the same scheme,
+  unexamined. A str operation (`+`, slicing, `os.path.join`) gives a plain str, which the
+  helpers accept and convert (`location`): correct, only not free.
+
+  Made by `parse` (a flag or config value) or `location` (anything else); the constructor
+  trusts the scheme it is given. Immutable, like the str it is.
+  """
+
+  scheme: str | None
+  is_remote: bool
+
+  def __new__(cls, text: str, scheme: str | None) -> "Location":
+    self = super().__new__(cls, text)
+    self.__dict__.update(scheme=scheme, is_remote=scheme is not None)
+    return self
+
+  def __setattr__(self, name: str, value: Any) -> None:
+    raise AttributeError(f"Location is immutable (cannot set {name})")
+
+  def __reduce__(self):
+    # Unpickled (a worker process, a deep copy) with its scheme, not parsed again.
+    return Location, (str(self), self.scheme)
+
+  @property
+  def path(self) -> str:
+    """The text after the scheme ("bucket/key" of gs://bucket/key); a local path itself."""
+    return self[len(self.scheme) + 3 :] if self.is_remote else str(self)
+
+  def joinpath(self, *names: str) -> "Location":
+    """The path below this one: "/"-joined for a URI, `os.path.join`ed for a local path."""
+    joined = posixpath.join(self, *names) if self.is_remote else os.path.join(self, *names)
+    return Location(joined, self.scheme)
+
+  def __truediv__(self, name: str) -> "Location":
+    return self.joinpath(name)
+
+  def suffixed(self, text: str) -> "Location":
+    """This path with `text` appended to its last name (`x` -> `x.tmp`), the scheme kept."""
+    return Location(str(self) + text, self.scheme)
+
+  @property
+  def parent(self) -> "Location":
+    """The directory holding this path; for a URI never above its bucket."""
+    if not self.is_remote:
+      return Location(os.path.dirname(self), None)
+    text = self.rstrip("/")
+    head, _, tail = text.rpartition("/")
+    return Location(text if head.endswith(":/") or not tail else head, self.scheme)
+
+
+def location(path: "Location | str | os.PathLike") -> Location:
+  """`path` as a Location: itself if it is one (nothing examined), else its text decided once.
+
+  The entry of every helper below, so that a plain str (a path built with `os.path.join`, a
+  test's literal) keeps working; `file://x` becomes the local x.
+
+  Raises:
+    UserError: another scheme (`http://`, a typo): tlm cannot read or write it.
+  """
+  if isinstance(path, Location):
+    return path
+  text = os.fspath(path)
+  found = decide(text)
+  if found is None:
+    return Location(text, None)
+  if found == "file":
+    return Location(text[len("file://") :], None)
+  if found not in SCHEMES:
+    raise UserError(f"{text}: {_unsupported(found)}")
+  return Location(text, found)
+
+
 def scheme(path: str) -> str | None:
   """The URI scheme of `path` ("gs" for gs://bucket/x), None for a local path."""
-  match = _URI.match(os.fspath(path))
-  return match.group(1).lower() if match else None
+  if isinstance(path, Location):
+    return path.scheme
+  return decide(os.fspath(path))
 
 
 def _shown(text: str) -> str:
@@ -105,13 +201,12 @@ def _shown(text: str) -> str:
   return text if text.isprintable() else repr(text)
 
 
-def parse(text: str, name: str) -> str:
+def parse(text: str, name: str) -> Location:
   """A path argument or setting parsed once, where it enters tlm (run.py's flags, the config).
 
   Local paths stay as given; `file://PATH` is the local PATH. A URI is split into scheme,
   bucket and key and rejoined as `scheme://bucket/key` (scheme in lower case, no trailing
-  slash), the form the rest of tlm relies on: `is_remote` and the helpers below then never see
-  anything else.
+  slash), the form the rest of tlm relies on: the helpers below then never see anything else.
 
   Args:
     text: the path as the user wrote it (non-empty).
@@ -119,7 +214,8 @@ def parse(text: str, name: str) -> str:
       ("data.ssm_dir").
 
   Returns:
-    The canonical path.
+    The canonical path, as a `Location` carrying its scheme: the layers below take it and
+    never decide local or remote again.
 
   Raises:
     UserError: one line naming `name` for a control character (NUL, newline, ...), bytes that
@@ -136,21 +232,22 @@ def parse(text: str, name: str) -> str:
     char = bad.group(0)
     what = "bytes that are not UTF-8" if char >= "\ud800" else f"the control character {char!r}"
     raise UserError(f"{where}: a path cannot hold {what}")
-  match = _URI.match(text)
-  if match is None:
+  # A Location (a config validated again after an override) carries its scheme: checked, not
+  # examined again.
+  found = text.scheme if isinstance(text, Location) else decide(text)
+  if found is None:
     typo = _MISSING_SLASH.match(text)
     if typo is not None:
       raise UserError(
         f"{where}: a {typo.group(1).lower()}:// URI needs two slashes (for a local directory "
         f"of that name write ./{text})"
       )
-    return _parse_local(text, where)
-  found = match.group(1).lower()
-  rest = text[match.end() :]
+    return Location(_parse_local(text, where), None)
+  rest = text[len(found) + len("://") :]
   if found == "file":
     if not rest:
       raise UserError(f"{where}: file:// names no path")
-    return _parse_local(rest, where)
+    return Location(_parse_local(rest, where), None)
   if found not in SCHEMES:
     raise UserError(f"{where}: {_unsupported(found)}")
   bucket, _, key = rest.partition("/")
@@ -160,7 +257,7 @@ def parse(text: str, name: str) -> str:
   if any(part in ("", ".", "..") for part in parts):
     raise UserError(f"{where}: an object key cannot hold an empty, . or .. component")
   _require_filesystem(found, where)
-  return "/".join([f"{found}://{bucket}", *parts])
+  return Location("/".join([f"{found}://{bucket}", *parts]), found)
 
 
 def _parse_local(path: str, where: str) -> str:
@@ -208,152 +305,159 @@ def _require_filesystem(found: str, where: str) -> None:
   raise UserError(f"{where}: {found}:// needs the {package} package (pip install {package})")
 
 
-def is_remote(path: str) -> bool:
+# A path argument of the helpers below: a Location (dispatched on as it is) or, for
+# compatibility, a str or os.PathLike (converted once, by `location`, at the helper's entry).
+PathArg = Location | str | os.PathLike
+
+
+def is_remote(path: PathArg) -> bool:
   """True for an object-store URI (gs://, s3://, az://, hf://); False for a local path.
 
   Raises:
     UserError: another scheme (`http://`, a typo): tlm cannot read or write it.
   """
-  found = scheme(path)
-  if found is None or found == "file":
-    return False
-  if found not in SCHEMES:
-    raise UserError(f"{path}: {_unsupported(found)}")
-  return True
+  return location(path).is_remote
 
 
-def local(path: str) -> str:
+def local(path: PathArg) -> str:
   """A local path as given (a `file://` URI without its scheme)."""
+  if isinstance(path, Location):
+    return path
   path = os.fspath(path)
   return path[len("file://") :] if path.startswith("file://") else path
 
 
-def epath_of(path: str):
+def epath_of(path: PathArg):
   """`etils.epath.Path` of a remote path (imported lazily: numpy-only modes stay light)."""
   from etils import epath
 
-  return epath.Path(path)
+  return epath.Path(str(path))
 
 
-def abspath(path: str) -> str:
+def abspath(path: PathArg) -> Location:
   """The absolute form of a local path; a remote URI unchanged (without a trailing slash)."""
-  if is_remote(path):
-    return os.fspath(path).rstrip("/")
-  return os.path.abspath(local(path))
+  path = location(path)
+  if path.is_remote:
+    return Location(path.rstrip("/"), path.scheme)
+  return Location(os.path.abspath(path), None)
 
 
-def join(path: str, *names: str) -> str:
-  """`os.path.join` for a local path; "/"-joined for a URI."""
-  if is_remote(path):
-    return posixpath.join(os.fspath(path), *names)
-  return os.path.join(local(path), *names)
+def join(path: PathArg, *names: str) -> Location:
+  """`os.path.join` for a local path; "/"-joined for a URI (the scheme kept, not re-read)."""
+  return location(path).joinpath(*names)
 
 
-def dirname(path: str) -> str:
+def dirname(path: PathArg) -> Location:
   """The parent; for a URI never above its bucket (`gs://b/x` -> `gs://b`)."""
-  if is_remote(path):
-    path = os.fspath(path).rstrip("/")
-    head, _, tail = path.rpartition("/")
-    return path if head.endswith(":/") or not tail else head
-  return os.path.dirname(local(path))
+  return location(path).parent
 
 
 @_store_errors
-def exists(path: str) -> bool:
-  return epath_of(path).exists() if is_remote(path) else os.path.exists(local(path))
+def exists(path: PathArg) -> bool:
+  path = location(path)
+  return epath_of(path).exists() if path.is_remote else os.path.exists(path)
 
 
 @_store_errors
-def isdir(path: str) -> bool:
-  return epath_of(path).is_dir() if is_remote(path) else os.path.isdir(local(path))
+def isdir(path: PathArg) -> bool:
+  path = location(path)
+  return epath_of(path).is_dir() if path.is_remote else os.path.isdir(path)
 
 
 @_store_errors
-def isfile(path: str) -> bool:
-  return epath_of(path).is_file() if is_remote(path) else os.path.isfile(local(path))
+def isfile(path: PathArg) -> bool:
+  path = location(path)
+  return epath_of(path).is_file() if path.is_remote else os.path.isfile(path)
 
 
 @_store_errors
-def listdir(path: str) -> list[str]:
+def listdir(path: PathArg) -> list[str]:
   """Names in a directory (for a URI: the next level of keys under the prefix)."""
-  if is_remote(path):
+  path = location(path)
+  if path.is_remote:
     return sorted(p.name for p in epath_of(path).iterdir())
-  return os.listdir(local(path))
+  return os.listdir(path)
 
 
-def makedirs(path: str) -> None:
+def makedirs(path: PathArg) -> None:
   """Creates a directory and its parents; nothing on an object store, which has no
   directories (a prefix exists once an object is written under it)."""
-  if not is_remote(path):
-    os.makedirs(local(path), exist_ok=True)
+  path = location(path)
+  if not path.is_remote:
+    os.makedirs(path, exist_ok=True)
 
 
 @_store_errors
-def getsize(path: str) -> int:
-  if is_remote(path):
+def getsize(path: PathArg) -> int:
+  path = location(path)
+  if path.is_remote:
     return int(epath_of(path).stat().length)
-  return os.path.getsize(local(path))
+  return os.path.getsize(path)
 
 
 @_store_errors
-def mtime(path: str) -> float:
-  if is_remote(path):
+def mtime(path: PathArg) -> float:
+  path = location(path)
+  if path.is_remote:
     return float(epath_of(path).stat().mtime)
-  return os.path.getmtime(local(path))
+  return os.path.getmtime(path)
 
 
 @_store_errors
-def remove(path: str) -> None:
+def remove(path: PathArg) -> None:
   """Removes a file; FileNotFoundError if absent."""
-  if is_remote(path):
+  path = location(path)
+  if path.is_remote:
     epath_of(path).unlink()
   else:
-    os.remove(local(path))
+    os.remove(path)
 
 
-def rmtree(path: str) -> None:
+def rmtree(path: PathArg) -> None:
   """Removes a directory tree, ignoring errors (an absent one included)."""
-  if is_remote(path):
+  path = location(path)
+  if path.is_remote:
     with contextlib.suppress(OSError):
       epath_of(path).rmtree(missing_ok=True)
   else:
-    shutil.rmtree(local(path), ignore_errors=True)
+    shutil.rmtree(path, ignore_errors=True)
 
 
 @_store_errors
-def open_file(path: str, mode: str = "r", encoding: str | None = None) -> IO[Any]:
+def open_file(path: PathArg, mode: str = "r", encoding: str | None = None) -> IO[Any]:
   """`open` for a local path; epath's for a URI (text modes UTF-8).
 
   A remote file opened for writing becomes visible when it is closed, whole (one object);
   writers that must not publish a part on an exception use `write_object` instead.
   """
-  if not is_remote(path):
-    return open(local(path), mode, encoding=encoding)  # noqa: SIM115 (the caller closes it)
+  path = location(path)
+  if not path.is_remote:
+    return open(path, mode, encoding=encoding)  # noqa: SIM115 (the caller closes it)
   binary = epath_of(path).open(mode.replace("t", "").replace("b", "") + "b")
   if "b" in mode:
     return binary
   return io.TextIOWrapper(binary, encoding=encoding or "utf-8")
 
 
-def read_bytes(path: str) -> bytes:
+def read_bytes(path: PathArg) -> bytes:
   with open_file(path, "rb") as f:
     return f.read()
 
 
-def read_text(path: str) -> str:
+def read_text(path: PathArg) -> str:
   return read_bytes(path).decode("utf-8")
 
 
 @_store_errors
-def write_object(path: str, data: bytes) -> None:
+def write_object(path: PathArg, data: bytes) -> None:
   """Writes `data` to a URI as one object, in one write (never seen half-written)."""
   epath_of(path).write_bytes(data)
 
 
-def walk_files(root: str) -> Iterator[str]:
+def walk_files(root: PathArg) -> Iterator[str]:
   """Paths of every file under `root`, relative to it ("/"-separated), in sorted order."""
-  if not is_remote(root):
-    root = local(root)
+  root = location(root)
+  if not root.is_remote:
     for top, dirs, names in os.walk(root):
       dirs.sort()
       for name in sorted(names):
@@ -363,45 +467,49 @@ def walk_files(root: str) -> Iterator[str]:
   pending, out = ([""] if isdir(root) else []), []
   while pending:
     prefix = pending.pop()
-    for child in epath_of(join(root, prefix) if prefix else root).iterdir():
+    for child in epath_of(root / prefix if prefix else root).iterdir():
       rel = f"{prefix}/{child.name}" if prefix else child.name
       (pending if child.is_dir() else out).append(rel)
   yield from sorted(out)
 
 
 @_store_errors
-def upload_tree(local_dir: str, dst: str) -> None:
+def upload_tree(local_dir: str, dst: PathArg) -> None:
   """Uploads every file of a local directory to the remote directory `dst`, streamed."""
+  dst = location(dst)
   for rel in walk_files(local_dir):
-    with open(os.path.join(local_dir, rel), "rb") as src, epath_of(join(dst, rel)).open("wb") as f:
+    with open(os.path.join(local_dir, rel), "rb") as src, epath_of(dst / rel).open("wb") as f:
       shutil.copyfileobj(src, f, 1 << 24)
 
 
 @_store_errors
-def copy_tree(src: str, dst: str) -> None:
+def copy_tree(src: PathArg, dst: PathArg) -> None:
   """Copies every file of a remote directory `src` to `dst` (object by object)."""
+  src, dst = location(src), location(dst)
   for rel in walk_files(src):
-    epath_of(join(src, rel)).copy(join(dst, rel), overwrite=True)
+    epath_of(src / rel).copy(str(dst / rel), overwrite=True)
 
 
-def move_tree(src: str, dst: str) -> None:
+def move_tree(src: PathArg, dst: PathArg) -> None:
   """Moves a directory: one rename locally; on an object store a copy, then the deletion of
   `src` (not atomic: a crash between leaves both, and `src` is then moved again)."""
-  if not is_remote(src):
-    os.rename(local(src), local(dst))
+  src, dst = location(src), location(dst)
+  if not src.is_remote:
+    os.rename(src, dst)
     return
   copy_tree(src, dst)
   rmtree(src)
 
 
-def is_committed(directory: str) -> bool:
+def is_committed(directory: PathArg) -> bool:
   """Whether a directory written by `atomic_output_dir` is complete: always locally (renamed
   into place whole); on an object store, when its commit marker exists."""
-  return not is_remote(directory) or isfile(join(directory, COMMIT_MARKER))
+  directory = location(directory)
+  return not directory.is_remote or isfile(directory / COMMIT_MARKER)
 
 
 @_store_errors
-def create_exclusive(path: str, content: str) -> bool:
+def create_exclusive(path: PathArg, content: str) -> bool:
   """Creates the remote object `path` holding `content` unless it exists; False if it does.
 
   Uses the backend's exclusive create (fsspec `open(path, "xb")`; gcsfs sends GCS
@@ -413,7 +521,8 @@ def create_exclusive(path: str, content: str) -> bool:
   """
   import fsspec
 
-  fs, key = fsspec.core.url_to_fs(path)
+  path = location(path)
+  fs, key = fsspec.core.url_to_fs(str(path))
   try:
     with fs.open(key, "xb") as f:
       f.write(content.encode("utf-8"))
@@ -430,7 +539,7 @@ def create_exclusive(path: str, content: str) -> bool:
   return _holds(path, content)
 
 
-def _holds(path: str, content: str) -> bool:
+def _holds(path: Location, content: str) -> bool:
   try:
     return read_text(path) == content
   except FileNotFoundError:

@@ -85,14 +85,15 @@ def _pid_alive(pid: int) -> bool:
   return True
 
 
-def _create_exclusive(path: str, content: str) -> bool:
+def _create_exclusive(path: storage.PathArg, content: str) -> bool:
   """Creates `path` holding `content` if it does not exist; returns False if it does.
 
   The content is written to a unique temporary name first and then hard-linked to `path`:
   link(2) fails if `path` exists, so exactly one of several concurrent creators succeeds and
   the file is never seen half-written. On an object store: `storage.create_exclusive`.
   """
-  if storage.is_remote(path):
+  path = storage.location(path)
+  if path.is_remote:
     return storage.create_exclusive(path, content)
   tmp = f"{path}.{uuid.uuid4().hex}.tmp"
   try:
@@ -203,7 +204,7 @@ class WorkdirLock:
 
   def __init__(self, directory: str, mode: str, lock_path: str | None = None):
     self.directory = storage.abspath(directory)
-    self.path = lock_path or storage.join(self.directory, LOCK_NAME)
+    self.path = storage.location(lock_path) if lock_path else self.directory / LOCK_NAME
     self.mode = mode
     self._token: str | None = None
     self._created: list[str] = []  # the directories acquire created, deepest first
@@ -217,7 +218,7 @@ class WorkdirLock:
     """
     directory = storage.abspath(directory)
     parent, name = storage.dirname(directory), directory.rstrip("/").rsplit("/", 1)[-1]
-    if not storage.is_remote(directory):
+    if not directory.is_remote:
       parent, name = os.path.split(directory)
     return cls(directory, mode, lock_path=storage.join(parent, f".{name}{LOCK_NAME}"))
 
@@ -268,7 +269,7 @@ class WorkdirLock:
         time.sleep(0.05)
     except OSError as e:
       # A regular file where a parent directory must be: named, rather than "File exists".
-      blocker = not_a_directory(self.path) if not storage.is_remote(self.path) else None
+      blocker = not_a_directory(self.path) if not self.path.is_remote else None
       reason = f"{blocker} is not a directory" if blocker else e.strerror or e
       raise UserError(f"{self.path}: cannot create the lock ({reason})") from None
     raise LockedError(
@@ -278,7 +279,7 @@ class WorkdirLock:
 
   def _take_over(self, stale: dict) -> bool:
     """Replaces a stale lock with ours; False if another process is taking it over."""
-    marker = self.path + ".takeover"
+    marker = self.path.suffixed(".takeover")
     if not _create_exclusive(marker, str(os.getpid())):
       with contextlib.suppress(FileNotFoundError):
         if time.time() - storage.mtime(marker) > _TAKEOVER_TIMEOUT_S:

@@ -21,9 +21,7 @@ Each holds the workdir's lock (`tlm.workdir_lock`; process 0 of a multi-host run
 writes results there.
 """
 
-import os
-
-from tlm import configs
+from tlm import configs, storage
 from tlm.console import log_line
 from tlm.errors import ConfigError
 from tlm.files import check_layout
@@ -38,7 +36,7 @@ def _config_and_workdir(flags):
   (default: the miniature's model of the config's variant) and the saved config's path (or
   None)."""
   config = configs.get(flags.config or "tiny_temporal")
-  workdir = flags.workdir or os.path.join(seed_dir(DEFAULT_WORKDIR, 0), config.variant)
+  workdir = flags.workdir or storage.join(seed_dir(DEFAULT_WORKDIR, 0), config.variant)
   path = saved_config_path(workdir)
   saved = None if path is None else read_saved_config(path)
   if saved is not None:
@@ -98,7 +96,7 @@ def _experiment(flags, mode: str, fn, *, trains: bool, data=None, report=None) -
     result = fn(config, workdir, log_line, data)
   if report is not None:
     report(config, result)
-  log_line(f"results in {os.path.join(workdir, 'results')}")
+  log_line(f"results in {storage.join(workdir, 'results')}")
 
 
 def evaluate(flags) -> None:

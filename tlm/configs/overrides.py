@@ -191,7 +191,7 @@ def validate(config: Config) -> Config:
 
   Returns:
     The config, its path keys in canonical form (`tlm.storage.parse`: `file://` dropped, a
-    URI as `scheme://bucket/key`).
+    URI as `scheme://bucket/key`), each a `tlm.storage.Location` carrying its scheme.
 
   Raises:
     ConfigError: naming the first key out of range (or a float that is NaN or infinite, an
@@ -211,10 +211,11 @@ def validate(config: Config) -> Config:
         canonical = storage.parse(value, key)
       except UserError as e:  # the same line, as a config key's error
         raise ConfigError(str(e)) from None
-      if key in LOCAL_PATH_KEYS and storage.is_remote(canonical):
+      if key in LOCAL_PATH_KEYS and canonical.is_remote:
         raise ConfigError(f"{key}={value}: must be a local directory (not an object store)")
-      if canonical != value:
-        parsed[key] = canonical
+      # Always the Location, even when its text is the value's: the layers below take its
+      # scheme instead of deciding it again (it compares, hashes and dumps as the str).
+      parsed[key] = canonical
   return replace_many(config, parsed)
 
 

@@ -23,7 +23,6 @@ results in `WORKDIR/results/adapt.json` and `figure5.png`.
 """
 
 import math
-import os
 from collections.abc import Mapping, Sequence
 
 from tlm import configs, storage
@@ -84,7 +83,7 @@ def retrained_config(config: Config) -> Config:
 
 def retrained_dir(workdir: str) -> str:
   """Where the model retrained on the old years plus the new one is trained."""
-  return os.path.join(workdir, "retrained")
+  return storage.join(workdir, "retrained")
 
 
 def _value(result: dict, source: str, part: str):
@@ -114,7 +113,7 @@ def match_steps(curve: dict, retrained: dict) -> dict:
 
 
 def _alpha_dir(workdir: str, alpha: float) -> str:
-  return os.path.join(workdir, "adapt", f"alpha={alpha:g}")
+  return storage.join(workdir, "adapt", f"alpha={alpha:g}")
 
 
 def adapt(config: Config, workdir: str, log=print, data=None) -> dict:
@@ -174,9 +173,9 @@ def adapt(config: Config, workdir: str, log=print, data=None) -> dict:
   out["matched_at_step"] = out["matched_by_slice"]["all"]
   if not experiments.writes_results():
     return out
-  results = os.path.join(workdir, "results")
-  write_json(os.path.join(results, "adapt.json"), out)
-  draw_figure5({config.name: out}, os.path.join(results, "figure5.png"), log)
+  results = storage.join(workdir, "results")
+  write_json(storage.join(results, "adapt.json"), out)
+  draw_figure5({config.name: out}, storage.join(results, "figure5.png"), log)
   return out
 
 

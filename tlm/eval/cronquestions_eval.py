@@ -8,8 +8,6 @@ is added. Finetuning starts from the model trained in WORKDIR and runs `eval.fin
 steps with the config's optimizer and batch shapes, in WORKDIR/cronquestions/.
 """
 
-import os
-
 import numpy as np
 
 from tlm import configs, storage
@@ -102,8 +100,8 @@ def cronquestions(config: Config, workdir: str, log=print, data: str | None = No
   require_model(config, workdir)
   train_questions = load_cronquestions(data, "train")
   test_questions = load_cronquestions(data, "test")
-  vocab = Vocabulary(os.path.join(workdir, "spiece.model"))
-  ft_dir = os.path.join(workdir, "cronquestions")
+  vocab = Vocabulary(storage.join(workdir, "spiece.model"))
+  ft_dir = storage.join(workdir, "cronquestions")
   ft_config = configs.replace_many(
     config,
     {
@@ -121,9 +119,9 @@ def cronquestions(config: Config, workdir: str, log=print, data: str | None = No
   result["model"] = config.name
   if not writes_results():
     return result
-  out = os.path.join(workdir, "results")
-  write_json(os.path.join(out, "table4.json"), result)
-  with atomic_output_file(os.path.join(out, "table4.md")) as f:
+  out = storage.join(workdir, "results")
+  write_json(storage.join(out, "table4.json"), result)
+  with atomic_output_file(storage.join(out, "table4.md")) as f:
     f.write(
       tables.markdown_table(
         ["Model", "EM", "F1"], [[config.name, 100 * result["em"], 100 * result["f1"]]]

@@ -152,8 +152,8 @@ def evaluate(config: Config, workdir: str, log: Log = print, data: EvalData | No
   if not writes_results():
     return result
   out = _results_dir(workdir)
-  write_json(os.path.join(out, "eval.json"), result)
-  with atomic_output_file(os.path.join(out, "table2_row.md")) as f:
+  write_json(storage.join(out, "eval.json"), result)
+  with atomic_output_file(storage.join(out, "table2_row.md")) as f:
     f.write(tables.table2({config.name: result}, results.answer_baselines(result)))
   return result
 
@@ -202,9 +202,9 @@ def eval_future(
   if not writes_results():
     return result
   out = _results_dir(workdir)
-  write_json(os.path.join(out, "future.json"), result)
+  write_json(storage.join(out, "future.json"), result)
   name = config.name
-  fig3, fig4 = os.path.join(out, "figure3.png"), os.path.join(out, "figure4.png")
+  fig3, fig4 = storage.join(out, "figure3.png"), storage.join(out, "figure4.png")
   draw(log, figures.figure3, {name: results.future_loglik_change(result)}, fig3)
   draw(log, figures.figure4, {name: results.future_entropy_by_set(result)}, fig4)
   return result

@@ -15,7 +15,6 @@ years (`YearlyEnsemble`).
 """
 
 import fnmatch
-import os
 
 from tlm import configs, safe_read, storage
 from tlm.configs import Config
@@ -45,7 +44,7 @@ def trained(path: str) -> bool:
 
 def expert_dir(workdir: str, year: int) -> str:
   """Where the Yearly expert of `year` is trained (`tlm.train.loop.expert_runs`)."""
-  return os.path.join(workdir, _EXPERT_DIR.format(year))
+  return storage.join(workdir, _EXPERT_DIR.format(year))
 
 
 def model_dirs(config: Config, workdir: str) -> list[str]:

@@ -10,7 +10,6 @@ lowest to the highest seed; Figure 5 with a TempLAMA and a news panel per slice)
 separately (`load_saved_seed`).
 """
 
-import os
 from collections.abc import Mapping, Sequence
 
 import numpy as np
@@ -113,7 +112,7 @@ def load_figure_numbers(results: str, variant: Mapping[str, str]) -> dict:
   names of future.json and adapt.json to variants."""
   out = {}
   for name in FIGURE_FILES:
-    path = os.path.join(results, name)
+    path = storage.join(results, name)
     if not storage.isfile(path):
       continue
     saved = _read_json(path)
@@ -139,10 +138,10 @@ def load_saved_seed(seed_dir: str) -> dict:
   Raises:
     DataError: naming a missing or unreadable file.
   """
-  results = os.path.join(seed_dir, "results")
+  results = storage.join(seed_dir, "results")
   loaded = {}
   for name in ("per_query.json", "eval.json", "seed_summary.json"):
-    loaded[name] = _read_json(os.path.join(results, name))
+    loaded[name] = _read_json(storage.join(results, name))
   # Each file is checked where it is read: a wrong type is one line naming it.
   names = _names(loaded["seed_summary.json"])
   if names is None:
@@ -189,13 +188,13 @@ def combine_saved(seed_dirs: Sequence[str], results: str, log=print) -> dict:
 def write(results: str, per_seed: Sequence[Mapping], log=print) -> dict:
   """Writes the combined results of every seed to `results`; returns the summary."""
   summary = claim_summary.summarize([seed["measurements"] for seed in per_seed])
-  write_json(os.path.join(results, "summary.json"), summary)
+  write_json(storage.join(results, "summary.json"), summary)
   for name, text in (
     ("claims.md", claim_summary.claims_table(summary)),
     ("table2.md", table2(per_seed)),
     ("table7.md", table7(per_seed)),
   ):
-    with atomic_output_file(os.path.join(results, name)) as f:
+    with atomic_output_file(storage.join(results, name)) as f:
       f.write(text)
   draw_figures(results, per_seed, log)
   return summary
@@ -232,7 +231,7 @@ def draw_figures(results: str, per_seed: Sequence[Mapping], log=print) -> None:
       continue
     fn, *args = inputs()
     try:
-      fn(*args, os.path.join(results, name))
+      fn(*args, storage.join(results, name))
     except figures.FiguresUnavailable as e:
       log(f"note: {e}")
       return

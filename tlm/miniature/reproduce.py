@@ -33,7 +33,7 @@ time.
 import os
 import time
 
-from tlm import configs
+from tlm import configs, storage
 from tlm.configs import Config
 from tlm.configs.years import SLICES
 from tlm.data.future_relations import load_future_relations
@@ -81,7 +81,7 @@ def _train(config: Config, workdir: str, log) -> None:
 
 def seed_dir(workdir: str, seed: int) -> str:
   """Where one seed of the reproduction runs (its models and its own results)."""
-  return os.path.join(workdir, f"seed={seed}")
+  return storage.join(workdir, f"seed={seed}")
 
 
 def seed_overrides(seed: int) -> list[str]:
@@ -99,14 +99,14 @@ def seeds_of(overrides: list[str]) -> tuple[int, ...]:
 
 def reproduce(overrides: list[str], workdir: str | None = None, log=print) -> dict:
   """Runs the whole miniature reproduction for every seed; returns the summary."""
-  workdir = os.path.abspath(workdir or DEFAULT_WORKDIR)
+  workdir = storage.abspath(workdir or DEFAULT_WORKDIR)
   seeds, start = seeds_of(overrides), time.time()
   per_seed = []
   for seed in seeds:
     path = seed_dir(workdir, seed)
     log(f"\n##### seed {seed} ({seeds.index(seed) + 1} of {len(seeds)}): {path}")
     per_seed.append(_reproduce_seed(seed, list(overrides) + seed_overrides(seed), path, log))
-  results = os.path.join(workdir, "results")
+  results = storage.join(workdir, "results")
   summary = over_seeds.write(results, per_seed, log)
   log("\n" + over_seeds.table2(per_seed))
   log(claim_summary.claims_table(summary))
@@ -122,12 +122,12 @@ def training_jobs(cfgs: dict, start_cfgs: dict, workdir: str, cache_dir: str) ->
 
   jobs = []
   for v in VARIANTS:
-    for config, path in expert_runs(cfgs[v], os.path.join(workdir, v)):
+    for config, path in expert_runs(cfgs[v], storage.join(workdir, v)):
       name = config.name + (f" {config.data.year}" if v == "yearly" else "")
       jobs.append(parallel.Job(name, "train", ((config, path),), cache_dir))
   for v in ADAPTED:
     retrain = adaptation.retrained_config(cfgs[v])
-    path = adaptation.retrained_dir(os.path.join(workdir, v))
+    path = adaptation.retrained_dir(storage.join(workdir, v))
     jobs.append(parallel.Job(f"{cfgs[v].name} retrained", "train", ((retrain, path),), cache_dir))
   dirs = starts.start_dirs(workdir)
   chain = tuple((start_cfgs[k], dirs[k]) for k in ("cbqa", "cbqa_ft"))
@@ -174,7 +174,7 @@ def _reproduce_seed(seed: int, overrides: list[str], workdir: str, log) -> dict:
   evals = {
     v: experiments.evaluate(start_cfgs[v], start_dirs[v], log, data) for v in starts.CBQA_ROWS
   }
-  dirs = {v: os.path.join(workdir, v) for v in VARIANTS}
+  dirs = {v: storage.join(workdir, v) for v in VARIANTS}
   evals.update({v: experiments.evaluate(cfgs[v], dirs[v], log, data) for v in VARIANTS})
   cfgs.update({v: start_cfgs[v] for v in starts.CBQA_ROWS})
   dirs.update({v: start_dirs[v] for v in starts.CBQA_ROWS})
@@ -196,11 +196,11 @@ def _reproduce_seed(seed: int, overrides: list[str], workdir: str, log) -> dict:
   adapted = {v: r[0] for v, r in zip(ADAPTED, parallel.run_jobs(adapt_jobs, workers, log))}
 
   stage("writing this seed's tables, figures and per-query numbers")
-  results = os.path.join(workdir, "results")
+  results = storage.join(workdir, "results")
   sets = {q.id: q.set for q in load_future_relations(data.future_relations_dir).queries}
   retrain_steps = {v: adaptation.retrained_config(cfgs[v]).train.steps for v in adapted}
   meas = measurements.collect(seed, evals, expert_f1, future, sets, adapted, retrain_steps)
-  write_json(os.path.join(results, "per_query.json"), meas)
+  write_json(storage.join(results, "per_query.json"), meas)
   summary = _summarize(cfgs, evals, adapted)
   _write_outputs(results, cfgs, evals, gap, by_duration, future, adapted, summary, log)
   log(f"seed {seed}: results in {results} ({(time.time() - stage.start) / 60:.1f} min)")
@@ -243,20 +243,20 @@ def _summarize(cfgs, evals, adapted) -> dict:
 
 def _write_outputs(results, cfgs, evals, gap, by_duration, future, adapted, summary, log):
   names = {v: cfgs[v].name for v in evals}
-  write_json(os.path.join(results, "seed_summary.json"), summary)
+  write_json(storage.join(results, "seed_summary.json"), summary)
   write_json(
-    os.path.join(results, "eval.json"),
+    storage.join(results, "eval.json"),
     {
       names[v]: {k: evals[v][k] for k in ("templama", "news", "answer_baselines") if k in evals[v]}
       for v in evals
     },
   )
-  write_json(os.path.join(results, "future.json"), {names[v]: r for v, r in future.items()})
-  write_json(os.path.join(results, "adapt.json"), {names[v]: r for v, r in adapted.items()})
-  write_json(os.path.join(results, "figure2.json"), {"by_gap": gap, "by_duration": by_duration})
-  with atomic_output_file(os.path.join(results, "table2.md")) as f:
+  write_json(storage.join(results, "future.json"), {names[v]: r for v, r in future.items()})
+  write_json(storage.join(results, "adapt.json"), {names[v]: r for v, r in adapted.items()})
+  write_json(storage.join(results, "figure2.json"), {"by_gap": gap, "by_duration": by_duration})
+  with atomic_output_file(storage.join(results, "table2.md")) as f:
     f.write(summary["table2"])
-  with atomic_output_file(os.path.join(results, "table7.md")) as f:
+  with atomic_output_file(storage.join(results, "table7.md")) as f:
     f.write(tables.table7({names[v]: evals[v] for v in evals}))
   fig3 = {names[v]: future_loglik_change(r) for v, r in future.items()}
   fig4 = {names[v]: future_entropy_by_set(r) for v, r in future.items()}
@@ -266,7 +266,7 @@ def _write_outputs(results, cfgs, evals, gap, by_duration, future, adapted, summ
     (figures.figure4, fig4, "figure4.png"),
   ]
   for fn, *args, name in draws:
-    experiments.draw(log, fn, *args, os.path.join(results, name))
+    experiments.draw(log, fn, *args, storage.join(results, name))
   adaptation.draw_figure5(
-    {names[v]: r for v, r in adapted.items()}, os.path.join(results, "figure5.png"), log
+    {names[v]: r for v, r in adapted.items()}, storage.join(results, "figure5.png"), log
   )

@@ -14,8 +14,6 @@ Uniform, Temporal, every Yearly expert, and the Figure 5 retraining all start fr
 (`from_start`) and train the same `train.steps`.
 """
 
-import os
-
 from tlm import configs, storage
 from tlm.configs import Config
 
@@ -25,7 +23,7 @@ CBQA_ROWS = ("cbqa", "cbqa_ft")  # the baselines evaluated beside the news-train
 
 def start_dirs(workdir: str) -> dict[str, str]:
   """Where each starting point and T5-CBQA-ft are trained."""
-  return {name: os.path.join(workdir, name) for name in STARTS + ("cbqa_ft",)}
+  return {name: storage.join(workdir, name) for name in STARTS + ("cbqa_ft",)}
 
 
 def starting_configs(overrides: list[str], workdir: str) -> dict[str, Config]:

@@ -44,17 +44,19 @@ class RangeReader:
     DataError: a local file that cannot be opened.
   """
 
-  def __init__(self, path: str, *, retries: int = RETRIES, backoff_s: float = BACKOFF_S):
-    self.path = path
+  def __init__(
+    self, path: storage.PathArg, *, retries: int = RETRIES, backoff_s: float = BACKOFF_S
+  ):
+    self.path = path = storage.location(path)
     self.retries, self.backoff_s = retries, backoff_s
     self._fd = self._fs = self._key = None
-    if storage.is_remote(path):
+    if path.is_remote:
       import fsspec
 
-      self._fs, self._key = fsspec.core.url_to_fs(path)
+      self._fs, self._key = fsspec.core.url_to_fs(str(path))
     else:
       try:
-        self._fd = os.open(storage.local(path), os.O_RDONLY)
+        self._fd = os.open(path, os.O_RDONLY)
       except OSError as e:
         raise DataError(f"cannot open ({e.strerror})", path) from None
 

@@ -216,7 +216,7 @@ class Table(Sequence):
       )
     self.split, self.year, self.path = split, int(year), store.path
     self.order = store.order  # the block sampler warns about corpus order
-    self.remote = storage.is_remote(store.path)  # reads are requests: issue them concurrently
+    self.remote = store.path.is_remote  # reads are requests: issue them concurrently
     self._count = int(entry["examples"])
     files = store.manifest["files"]
     dtype = store.manifest.get("token_dtype")
@@ -225,8 +225,8 @@ class Table(Sequence):
       for field in entry["fields"]:
         field_dtype = np.uint8 if field == TEXT else dtype
         self._fields[field] = Field(
-          storage.join(store.path, file_name(split, self.year, field, "bin")),
-          storage.join(store.path, file_name(split, self.year, field, "idx")),
+          store.path / file_name(split, self.year, field, "bin"),
+          store.path / file_name(split, self.year, field, "idx"),
           files[file_name(split, self.year, field, "bin")]["bytes"],
           files[file_name(split, self.year, field, "idx")]["bytes"],
           field_dtype,
@@ -344,13 +344,13 @@ class Store:
     order: "corpus" or "shuffled": the order of every table's examples.
   """
 
-  def __init__(self, path: str):
-    self.path = storage.abspath(path)
-    self.manifest_path = storage.join(self.path, MANIFEST)
+  def __init__(self, path: storage.PathArg):
+    self.path = storage.abspath(path)  # a Location: the files below are joined to it
+    self.manifest_path = self.path / MANIFEST
     self.manifest = read_manifest(self.path)
     vocab = self.manifest.get("vocab")
     self.vocab_sha256 = vocab["sha256"] if vocab else ""
-    self.vocab_path = storage.join(self.path, VOCAB_FILE) if vocab else ""
+    self.vocab_path = self.path / VOCAB_FILE if vocab else ""
     self.order = self.manifest.get("order", {"kind": CORPUS})["kind"]
 
   def years(self, split: str) -> list[int]:
@@ -373,7 +373,7 @@ def verify(path: str) -> dict:
   store = Store(path)
   total_bytes = 0
   for name, entry in sorted(store.manifest["files"].items()):
-    file_path = storage.join(store.path, name)
+    file_path = store.path / name
     if name.startswith("/") or ".." in name.split("/"):
       raise DataError(f"manifest: file name {name!r} leaves the store", store.manifest_path)
     _field_of(entry, "bytes", int, store.manifest_path, f"{name} ")

@@ -94,16 +94,19 @@ class Options:
 # ---- inputs and chunks ---------------------------------------------------------------------
 
 
-def _glob(pattern: str) -> list[str]:
-  if storage.is_remote(pattern):
+def _glob(pattern: storage.Location) -> list[storage.Location]:
+  if pattern.is_remote:
     import fsspec
 
-    fs, key = fsspec.core.url_to_fs(pattern)
-    prefix = f"{storage.scheme(pattern)}://"
-    return sorted(prefix + p for p in fs.glob(key) if fs.isfile(p))
-  import glob
+    fs, key = fsspec.core.url_to_fs(str(pattern))
+    prefix = f"{pattern.scheme}://"
+    found = (prefix + p for p in fs.glob(key) if fs.isfile(p))
+  else:
+    import glob
 
-  return sorted(p for p in glob.glob(storage.local(pattern)) if os.path.isfile(p))
+    found = (p for p in glob.glob(pattern) if os.path.isfile(p))
+  # Each match is of the pattern's scheme: carried, not decided again for every file.
+  return [storage.Location(p, pattern.scheme) for p in sorted(found)]
 
 
 def expand_inputs(news: str | Sequence[str]) -> list[str]:
@@ -117,6 +120,7 @@ def expand_inputs(news: str | Sequence[str]) -> list[str]:
   for item in (i.strip() for i in items):
     if not item:
       continue
+    item = storage.location(item)  # once: the sizes, reads and chunks below take it
     if any(c in item for c in "*?["):
       matches = _glob(item)
       if not matches:

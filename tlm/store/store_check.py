@@ -47,10 +47,11 @@ def check_inside(store_dir: str, path: str, manifest_path: str) -> None:
   Local stores only: an object store has no links, and a listed name with `..` or an absolute
   name is refused when the manifest is read.
   """
-  if storage.is_remote(path):
+  path = storage.location(path)
+  if path.is_remote:
     return
   root = os.path.realpath(storage.local(store_dir))
-  real = os.path.realpath(storage.local(path))
+  real = os.path.realpath(path)
   if real != root and not real.startswith(root.rstrip(os.sep) + os.sep):
     raise DataError(
       f"a link to {real}, outside the store (listed in {os.path.basename(manifest_path)}); "

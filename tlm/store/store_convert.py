@@ -131,11 +131,12 @@ def _lock(directory: str) -> Iterator[None]:
   """An exclusive lock on converting `directory` (processes of one host, or of several on a
   shared file system); nothing on an object store, where a second conversion writes the same
   bytes (the output is deterministic) and each object appears whole."""
-  if storage.is_remote(directory):
+  directory = storage.location(directory)
+  if directory.is_remote:
     yield
     return
   try:
-    f = open(os.path.join(storage.local(directory), _LOCK), "a")
+    f = open(directory / _LOCK, "a")
   except OSError as e:  # a read-only directory (or file system): no conversion in place
     raise _cannot_convert(directory, e) from None
   with f:
@@ -167,8 +168,9 @@ def _remove_interrupted_stages(directory: str) -> None:
 
 def _convert_in_place(directory: str) -> None:
   """Adds the store's files to a JSON-lines SSM directory: staged, moved in, manifest last."""
-  remote = storage.is_remote(directory)
-  parent = None if remote else storage.local(directory)
+  directory = storage.location(directory)
+  remote = directory.is_remote
+  parent = None if remote else directory
   try:
     if parent is not None:
       _remove_interrupted_stages(parent)
@@ -179,7 +181,7 @@ def _convert_in_place(directory: str) -> None:
     summary = _write(directory, stage, None)
     names = sorted(storage.walk_files(stage))
     for name in [n for n in names if n != store.MANIFEST] + [store.MANIFEST]:
-      src, dst = os.path.join(stage, name), storage.join(directory, name)
+      src, dst = os.path.join(stage, name), directory / name
       if remote:
         with open(src, "rb") as f:
           storage.write_object(dst, f.read())
@@ -201,6 +203,7 @@ def open_ssm_store(directory: str) -> store.Store:
     DataError: neither a store nor a JSON-lines SSM directory, or a bad line or file.
     UserError: a JSON-lines SSM directory on an object store (convert it once instead).
   """
+  directory = storage.location(directory)
   if store.is_store(directory):
     return store.Store(directory)
   if not storage.isdir(directory):
@@ -210,7 +213,7 @@ def open_ssm_store(directory: str) -> store.Store:
       "not an SSM directory: no manifest.json (example store) and no <split>/<year>.jsonl",
       directory,
     )
-  if storage.is_remote(directory):
+  if directory.is_remote:
     raise UserError(
       f"{directory}: a JSON-lines SSM directory on an object store, which every host would "
       f"convert at start-up; convert it once: python run.py --mode=convert_ssm --data={directory} "

@@ -23,12 +23,12 @@ class StagedFile:
   bytes, and whichever finishes last replaces the other's.
   """
 
-  def __init__(self, path: str):
-    self.path = path
-    if storage.is_remote(path):
+  def __init__(self, path: storage.PathArg):
+    self.path = path = storage.location(path)
+    if path.is_remote:
       directory, prefix = tempfile.gettempdir(), "tlm-staged-"
     else:
-      directory = os.path.dirname(storage.local(path))
+      directory = os.path.dirname(path)
       prefix = f".{os.path.basename(path)}."
       os.makedirs(directory, exist_ok=True)
     self._tmp = os.path.join(directory, f"{prefix}{uuid.uuid4().hex}.tmp")
@@ -46,11 +46,11 @@ class StagedFile:
     self._f.close()
     self._f = None
     try:
-      if storage.is_remote(self.path):
+      if self.path.is_remote:
         with open(self._tmp, "rb") as src, storage.open_file(self.path, "wb") as dst:
           shutil.copyfileobj(src, dst, 1 << 24)
       else:
-        os.replace(self._tmp, storage.local(self.path))
+        os.replace(self._tmp, self.path)
     finally:
       with contextlib.suppress(FileNotFoundError):
         os.remove(self._tmp)

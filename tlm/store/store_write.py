@@ -243,7 +243,7 @@ def manifest_bytes(
 def write_manifest(out_dir: str, data: bytes) -> None:
   """Writes manifest.json last, atomically (one object on an object store)."""
   path = storage.join(out_dir, MANIFEST)
-  if storage.is_remote(path):
+  if path.is_remote:
     storage.write_object(path, data)
   else:
     with atomic_output_file(path, "wb") as f:

@@ -29,14 +29,15 @@ COPIED = ("model_config.json", "spiece.model", "config.json")
 MAX_BEST_BYTES = 1 << 16
 
 
-def best_dir(workdir: str) -> str:
+def best_dir(workdir: storage.PathArg) -> storage.Location:
   """WORKDIR/best."""
-  return storage.join(storage.abspath(workdir), "best")
+  return storage.abspath(workdir) / "best"
 
 
 def _exists(path: str) -> bool:
   # Anything by that name (a FIFO or a directory too) is read, and refused, by `read_best`.
-  return storage.exists(path) if storage.is_remote(path) else os.path.lexists(storage.local(path))
+  path = storage.location(path)
+  return storage.exists(path) if path.is_remote else os.path.lexists(path)
 
 
 def read_best(path: str) -> dict:
@@ -106,7 +107,7 @@ class BestKeeper:
   def __init__(self, workdir: str, metric: str, main: bool):
     self.workdir = storage.abspath(workdir)
     self.metric, self.mode, self.main = metric, mode_of(metric), main
-    self.directory = best_dir(workdir)
+    self.directory = best_dir(self.workdir)
     self.manager = CheckpointManager(self.directory, keep=1)
     self.value, self.step = self._load()
 

@@ -57,9 +57,9 @@ MAX_DATA_STATE_BYTES = 1 << 20
 _RUNTIME_FIELDS = ("dropout_rate", "dtype", "remat")
 
 
-def checkpoints_dir(workdir: str) -> str:
+def checkpoints_dir(workdir: storage.PathArg) -> storage.Location:
   """WORKDIR/checkpoints."""
-  return storage.join(storage.abspath(workdir), "checkpoints")
+  return storage.abspath(workdir) / "checkpoints"
 
 
 class CheckpointManager:
@@ -75,7 +75,7 @@ class CheckpointManager:
     if keep < 1:
       raise CheckpointError(f"train.keep_checkpoints must be >= 1, got {keep}")
     self.directory = checkpoints_dir(workdir)
-    remote = storage.is_remote(self.directory)
+    remote = self.directory.is_remote
     options = ocp.CheckpointManagerOptions(
       max_to_keep=keep,
       create=True,
@@ -243,12 +243,12 @@ class CheckpointManager:
       # have failed too (they do at once on a full disk), nothing writes into the step's
       # temporary directory while it is removed, and nothing of theirs is printed later.
       orbax_failures.join_writers()
-      if step is not None and not storage.is_remote(self.directory):
+      if step is not None and not self.directory.is_remote:
         orbax_failures.settle(self.directory, prefix=f"{step}.orbax-checkpoint-tmp")
       if step is not None and self._main and storage.isdir(self.directory):
         # orbax's temporary directory of the failed step (on an object store the uncommitted
         # step itself): free its space, leave no debris.
-        remote = storage.is_remote(self.directory)
+        remote = self.directory.is_remote
         for name in storage.listdir(self.directory):
           if name.startswith(f"{step}.orbax-checkpoint-tmp") or remote and name == str(step):
             storage.rmtree(storage.join(self.directory, name))

@@ -22,7 +22,6 @@ is `tlm.train.step`.
 """
 
 import dataclasses
-import os
 import time
 from collections.abc import Callable, Sequence
 
@@ -128,7 +127,7 @@ class Trainer:
     self.workdir = storage.abspath(workdir)
     preflight.check_workdir(config, self.workdir)
     self.main = jax.process_index() == 0
-    self.metrics_path = os.path.join(self.workdir, "metrics.jsonl")
+    self.metrics_path = self.workdir / "metrics.jsonl"
     # --- Mesh and data ---
     self.mesh = partitioning.make_mesh(config.mesh.data, config.mesh.model)
     self.rules = partitioning.axis_rules(config.mesh.fsdp)
@@ -171,9 +170,9 @@ class Trainer:
     self.evaluators = tuple(evaluators) if self.eval_step is not None else ()
     self.metrics = None
     if self.main:
-      write_json(os.path.join(self.workdir, "config.json"), configs.to_dict(config))
-      write_json(os.path.join(self.workdir, "model_config.json"), self.model_config.to_dict())
-      with atomic_output_file(os.path.join(self.workdir, "spiece.model"), "wb") as f:
+      write_json(self.workdir / "config.json", configs.to_dict(config))
+      write_json(self.workdir / "model_config.json", self.model_config.to_dict())
+      with atomic_output_file(self.workdir / "spiece.model", "wb") as f:
         f.write(self.data.vocab.serialized_model)
       self.metrics = MetricsLog(self.metrics_path, self.start)
       todo = (
@@ -409,7 +408,7 @@ def expert_runs(config: Config, workdir: str) -> list[tuple[Config, str]]:
     return [(config, workdir)]
   years = configs.trained_years(config.data)
   return [
-    (configs.replace(config, "data.year", y), os.path.join(workdir, f"year={y}")) for y in years
+    (configs.replace(config, "data.year", y), storage.join(workdir, f"year={y}")) for y in years
   ]
 
 

@@ -16,10 +16,10 @@ from tlm import storage
 from tlm.errors import ConfigError
 
 
-def profile_dir(workdir: str) -> str:
+def profile_dir(workdir: storage.PathArg) -> storage.Location:
   """WORKDIR/profile."""
   # jax.profiler writes the trace itself, through its own file layer (gs:// untested here).
-  return storage.join(storage.abspath(workdir), "profile")
+  return storage.abspath(workdir) / "profile"
 
 
 def check_window(steps: tuple[int, ...], train_steps: int) -> tuple[int, int] | None:

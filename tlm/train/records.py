@@ -165,10 +165,10 @@ class MetricsLog:
     step: the step the run starts from (records after it are dropped).
   """
 
-  def __init__(self, path: str, step: int):
-    self.path = path
+  def __init__(self, path: storage.PathArg, step: int):
+    self.path = path = storage.location(path)
     self.records = resume_metrics(path, step)
-    self.remote = storage.is_remote(path)
+    self.remote = path.is_remote
     write_jsonl(path, self.records)
     self._pending = False
 
@@ -177,7 +177,7 @@ class MetricsLog:
     if self.remote:
       self._pending = True
       return
-    with open(storage.local(self.path), "a", encoding="utf-8") as f:
+    with open(self.path, "a", encoding="utf-8") as f:
       f.write(json.dumps(record, ensure_ascii=False) + "\n")
 
   def flush(self) -> None:

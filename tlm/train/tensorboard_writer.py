@@ -24,9 +24,9 @@ from tlm import storage
 INSTALL = "pip install tensorboardX==2.6.5"
 
 
-def tensorboard_dir(workdir: str) -> str:
+def tensorboard_dir(workdir: storage.PathArg) -> storage.Location:
   """WORKDIR/tensorboard."""
-  return storage.join(storage.abspath(workdir), "tensorboard")
+  return storage.abspath(workdir) / "tensorboard"
 
 
 def tag(field: str, eval_fields: Sequence[str] = ("eval_loss",)) -> str:
@@ -66,7 +66,7 @@ class ScalarWriter:
     # The file name has the time in seconds and the host: the suffix keeps a run resumed
     # within the same second from overwriting the events of the one before.
     local = self.directory
-    if storage.is_remote(self.directory):
+    if self.directory.is_remote:
       self._staging = local = tempfile.mkdtemp(prefix="tlm-tensorboard-")
     self._writer = SummaryWriter(
       local, purge_step=start_step or None, filename_suffix=f".from_step_{start_step}"
@@ -92,7 +92,7 @@ class ScalarWriter:
       return
     for rel in storage.walk_files(self._staging):
       with open(os.path.join(self._staging, rel), "rb") as f:
-        storage.write_object(storage.join(self.directory, rel), f.read())
+        storage.write_object(self.directory / rel, f.read())
 
   def close(self) -> None:
     if self._writer is not None:

@@ -1,4 +1,4 @@
-"""The example store (tlm/data/store*.py): batches bit-identical to the in-memory ones of the
+"""The example store (tlm/store/store*.py): batches bit-identical to the in-memory ones of the
 code before the store, the builder's output identical for any number of workers and any
 sharding, hostile store files refused with one line naming the file, gs:// reads, and the
 conversion of JSON-lines SSM directories."""

@@ -15,7 +15,8 @@ from tests.helpers import run_tlm
 from tlm import files
 from tlm.data.vocab import Vocabulary, train_sentencepiece
 from tlm.errors import DataError, UserError
-from tlm.files import check_output_file, iter_jsonl, iter_tsv, read_jsonl
+from tlm.files import check_output_file
+from tlm.line_files import iter_jsonl, iter_tsv, read_jsonl
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 _TEXTS = ["Alice Adams plays for Red FC in 2014.", "Bob Brown coached Blue United."] * 20

@@ -89,7 +89,7 @@ LINES = st.lists(
 @FUZZ
 @given(lines=LINES, truncate=st.integers(min_value=0, max_value=3))
 def test_jsonl_lines_read_or_fail_in_one_line_naming_file_and_line(lines, truncate):
-  from tlm.files import read_jsonl
+  from tlm.line_files import read_jsonl
 
   raw = b"\n".join(lines)
   raw = raw[: len(raw) - truncate] if truncate else raw

@@ -18,8 +18,8 @@ from tlm import configs
 from tlm.data.formatting import templama_query_input
 from tlm.errors import ConfigError
 from tlm.eval import during_training, experiments, results
-from tlm.files import read_jsonl
 from tlm.infer import trained_models
+from tlm.line_files import read_jsonl
 from tlm.sharding import cost
 from tlm.train import best, loop, mfu, profiling, tensorboard_writer
 from tlm.train.checkpointing import CheckpointManager

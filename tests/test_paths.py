@@ -17,7 +17,7 @@ import types
 import pytest
 
 from tests.helpers import one_error, run_tlm, tree
-from tlm import checksums, configs, files, storage
+from tlm import checksums, configs, files, line_files, storage
 from tlm.errors import ConfigError, UserError
 
 # --- storage.parse ----------------------------------------------------------------------------
@@ -343,7 +343,7 @@ def _a_run_s_file_operations(workdir: storage.Location) -> None:
       storage.write_object(step_dir / checksums.ORBAX_COMMIT, b"")
     checksums.write_manifest(step_dir)
     assert checksums.check(step_dir, ("params",)) is None
-    assert files.read_jsonl(workdir / "metrics.jsonl") == [{"step": 1, "loss": 1.0}]
+    assert line_files.read_jsonl(workdir / "metrics.jsonl") == [{"step": 1, "loss": 1.0}]
 
 
 @pytest.mark.parametrize("where", ["local", "bucket"])

@@ -693,7 +693,7 @@ def test_a_seed_result_beyond_its_bound_is_not_read(seed_dir, monkeypatch):
 
 
 def test_an_integer_beyond_the_digit_limit_in_a_jsonl_line_is_a_data_error(tmp_path):
-  from tlm.files import read_jsonl
+  from tlm.line_files import read_jsonl
 
   path = str(tmp_path / "in.jsonl")
   write_file(path, '{"a": 1}\n{"a": ' + "9" * 5000 + "}\n")

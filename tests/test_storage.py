@@ -19,7 +19,7 @@ import pytest
 
 from tests import objstore
 from tests.helpers import DATA, FIXTURE_DATA_SETS
-from tlm import checksums, files, storage
+from tlm import checksums, files, line_files, storage
 from tlm.errors import OutputError, UserError
 from tlm.workdir_lock import LOCK_NAME, LockedError, WorkdirLock
 
@@ -193,7 +193,7 @@ def test_atomic_file_and_dir_on_the_object_store(bucket):
     files.check_replaceable(out, set())
   rows = [{"input": "é"}, {"input": "b"}]
   files.write_jsonl(f"{bucket}/in.jsonl", rows)
-  assert files.read_jsonl(f"{bucket}/in.jsonl") == rows
+  assert line_files.read_jsonl(f"{bucket}/in.jsonl") == rows
 
 
 def test_write_error_on_the_object_store_is_one_line_naming_the_output(bucket, monkeypatch):
@@ -409,8 +409,8 @@ def test_train_kill_resume_predict_eval_on_the_object_store_equals_local(tmp_pat
   try:
     import orbax.checkpoint as ocp
 
-    got_metrics = files.read_jsonl(f"{workdir}/metrics.jsonl")
-    want_metrics = files.read_jsonl(os.path.join(local, "metrics.jsonl"))
+    got_metrics = line_files.read_jsonl(f"{workdir}/metrics.jsonl")
+    want_metrics = line_files.read_jsonl(os.path.join(local, "metrics.jsonl"))
     assert [r["loss"] for r in got_metrics] == [r["loss"] for r in want_metrics]
     want = ocp.StandardCheckpointer().restore(
       os.path.join(local, "checkpoints", str(STEPS), "params")
@@ -420,8 +420,8 @@ def test_train_kill_resume_predict_eval_on_the_object_store_equals_local(tmp_pat
     assert flat_want.keys() == flat_got.keys()
     for k in flat_want:
       np.testing.assert_array_equal(np.asarray(flat_got[k]), np.asarray(flat_want[k]), str(k))
-    predictions = files.read_jsonl("gs://bucket/out/pred.jsonl")
-    assert predictions == files.read_jsonl(local_pred)
+    predictions = line_files.read_jsonl("gs://bucket/out/pred.jsonl")
+    assert predictions == line_files.read_jsonl(local_pred)
     assert [r["input"] for r in predictions] == [r["input"] for r in rows]
     # Nothing half-written or temporary is visible; the lock is gone.
     names = storage.listdir(workdir)

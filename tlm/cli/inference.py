@@ -48,7 +48,8 @@ import sys
 from tlm import configs, safe_read, storage
 from tlm.data.vocab import Vocabulary, find_spiece_model
 from tlm.errors import ConfigError, DataError
-from tlm.files import check_output_file, iter_jsonl, write_jsonl
+from tlm.files import check_output_file, write_jsonl
+from tlm.line_files import iter_jsonl
 
 FLOAT32_MAX = 3.4028234663852886e38  # numpy.finfo(numpy.float32).max, without importing numpy
 

@@ -24,7 +24,7 @@ import pickle
 import re
 
 from tlm.errors import DataError
-from tlm.files import iter_tsv
+from tlm.line_files import iter_tsv
 
 SPLIT_FILES = {"train": "train", "val": "valid", "valid": "valid", "test": "test"}
 _ALLOWED = {

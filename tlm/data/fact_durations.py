@@ -33,7 +33,7 @@ import re
 from tlm.data.templama import DATE_KEY, TempLamaExample
 from tlm.data.wikidata_facts import OPEN_END, Span, merge_spans
 from tlm.errors import DataError
-from tlm.files import iter_tsv
+from tlm.line_files import iter_tsv
 
 _DATE = re.compile(r"^(\d{4})-?(\d{2})?-?(\d{2})?$")
 _BUCKET = re.compile(r"^(\d{4})(?:-Q([1-4])|-(0[1-9]|1[0-2]))?$")

@@ -21,7 +21,7 @@ import dataclasses
 import os
 
 from tlm.errors import DataError
-from tlm.files import read_jsonl
+from tlm.line_files import read_jsonl
 
 SETS = ("frequent", "rare", "never")
 RESOURCES = os.path.join(os.path.dirname(__file__), "resources", "future_relations")

@@ -21,7 +21,7 @@ from tlm.data.formatting import SENTINEL
 from tlm.data.salient_spans import Gazetteer, find_spans, split_sentences
 from tlm.data.ssm import mask_examples
 from tlm.errors import DataError
-from tlm.files import iter_jsonl
+from tlm.line_files import iter_jsonl
 
 OBJECTIVES = ("span_corruption", "ssm")
 NOISE_DENSITY = 0.15  # T5's defaults

@@ -28,7 +28,7 @@ import re
 import sys
 
 from tlm.errors import DataError
-from tlm.files import iter_tsv
+from tlm.line_files import iter_tsv
 
 _MONTHS = set(
   "January February March April May June July August September October November December".split()

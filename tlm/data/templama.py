@@ -52,7 +52,8 @@ from tlm.configs.schema import MAX_SEED, MAX_YEAR, MIN_YEAR
 from tlm.data.formatting import SPLITS
 from tlm.data.wikidata_facts import merge_spans, qid_order, read_entities, read_facts
 from tlm.errors import DataError, UserError
-from tlm.files import atomic_output_dir, check_replaceable, iter_jsonl
+from tlm.files import atomic_output_dir, check_replaceable
+from tlm.line_files import iter_jsonl
 
 Y_TOKEN = "_X_"
 SPLIT_FRACTIONS = (0.2, 0.1, 0.7)

@@ -19,7 +19,7 @@ import math
 import re
 
 from tlm.errors import DataError
-from tlm.files import iter_tsv
+from tlm.line_files import iter_tsv
 
 # A missing end: valid on (to max_year in the buckets, and beyond for the object count).
 OPEN_END = 10**9

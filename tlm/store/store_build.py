@@ -52,7 +52,8 @@ from tlm.data.ssm import (
   parse_news_date,
 )
 from tlm.errors import DataError, UserError
-from tlm.files import atomic_output_dir, check_replaceable, check_utf8_line, parse_jsonl_line
+from tlm.files import atomic_output_dir, check_replaceable
+from tlm.line_files import check_utf8_line, parse_jsonl_line
 from tlm.store import store, store_shuffle, store_write
 
 # Plain input is cut into chunks of about this many bytes (more chunks than workers balance

@@ -23,7 +23,8 @@ from tlm import storage
 from tlm.console import notice
 from tlm.data.formatting import SPLITS
 from tlm.errors import DataError, UserError
-from tlm.files import atomic_output_dir, check_replaceable, iter_jsonl
+from tlm.files import atomic_output_dir, check_replaceable
+from tlm.line_files import iter_jsonl
 from tlm.store import store, store_build, store_write
 
 _YEAR_FILE = re.compile(r"^(\d{1,9})\.jsonl$")

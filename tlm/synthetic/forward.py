@@ -43,7 +43,7 @@ from collections.abc import Iterable, Sequence
 import numpy as np
 
 from tlm.errors import DataError
-from tlm.files import iter_jsonl
+from tlm.line_files import iter_jsonl
 from tlm.synthetic.news import Document, NewsWriter, Sentence
 from tlm.synthetic.records import Fact, World, year_of
 

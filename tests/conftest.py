@@ -8,6 +8,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 
 import numpy as np
 import pytest
@@ -19,6 +20,38 @@ from tlm.data import fact_durations, templama
 from tlm.data.formatting import TextExample, templama_query_input
 from tlm.data.future_relations import RESOURCES
 from tlm.eval import experiments
+
+# ---- one compilation cache for the whole run ---------------------------------------------------
+
+# Most of the suite's time is XLA compiling the same few tiny programs (a train step, a decode
+# loop) in process after process: each xdist worker, and every child python (`run.py`, the
+# fixture scripts, a reproduction's pool) starts with an empty in-memory cache. A persistent
+# cache in the environment lets each program compile once per run, whichever process asks
+# first; the others load it. Every program is cached (no minimum compile time or size). A test
+# that sets its own cache for its children keeps it. The directory is new for each run, so a
+# cached program never outlives the code that made it.
+_COMPILATION_CACHE = {
+  "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
+  "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "-1",
+}
+
+
+def pytest_configure(config):
+  """Sets the run's compilation cache in the environment before jax is imported (the test
+  modules import it when collected): the controller of an xdist run makes the directory, and
+  its workers and every child process inherit it. A cache the caller set is kept."""
+  if "JAX_COMPILATION_CACHE_DIR" in os.environ:
+    return
+  path = tempfile.mkdtemp(prefix="tlm-tests-jax-cache-")
+  config.add_cleanup(lambda: shutil.rmtree(path, ignore_errors=True))
+  os.environ.update(_COMPILATION_CACHE, JAX_COMPILATION_CACHE_DIR=path)
+  if "jax" in sys.modules:  # a plugin imported it first: it has read the environment already
+    import jax
+
+    jax.config.update("jax_compilation_cache_dir", path)
+    jax.config.update("jax_persistent_cache_min_compile_time_secs", 0.0)
+    jax.config.update("jax_persistent_cache_min_entry_size_bytes", -1)
+
 
 # ---- the parallel run (pytest-xdist, `--dist loadgroup`) --------------------------------------
 

@@ -55,6 +55,8 @@ def _is_png(path):
   return head[:8] == b"\x89PNG\r\n\x1a\n" and min(struct.unpack(">II", head[16:24])) > 100
 
 
+# The tests on this run are `slow` (multi-process: the reproduction trains in a pool of
+# workers), so that their group is handed out first under xdist, not left for last.
 @pytest.fixture(scope="module")
 def reproduced(tmp_path_factory):
   root = tmp_path_factory.mktemp("reproduce")
@@ -63,6 +65,7 @@ def reproduced(tmp_path_factory):
   return {"cache": cache, "workdir": workdir, "seed0": workdir / "seed=0", "stdout": proc.stdout}
 
 
+@pytest.mark.slow
 def test_reproduce_writes_every_result(reproduced):
   results = reproduced["workdir"] / "results"
   for name in ("table2.md", "table7.md", "summary.json", "claims.md"):
@@ -79,6 +82,7 @@ def test_reproduce_writes_every_result(reproduced):
   assert "| most frequent answer (oracle) |" in table2
 
 
+@pytest.mark.slow
 def test_summary_claims_are_computed_from_the_reported_numbers(reproduced):
   summary = json.loads((reproduced["workdir"] / "results" / "summary.json").read_text())
   assert [c["id"] for c in summary["claims"]] == [c.id for c in claims.CLAIMS]
@@ -97,6 +101,7 @@ def test_summary_claims_are_computed_from_the_reported_numbers(reproduced):
   assert c1["holds"] == (f1["temporal"] > f1["uniform"])
 
 
+@pytest.mark.slow
 def test_combine_seeds_from_the_saved_files_equals_the_run(reproduced, tmp_path):
   """Seeds run separately combine, from their files, into the summary the run itself wrote."""
   out = tmp_path / "combined"
@@ -114,6 +119,7 @@ def test_combine_seeds_from_the_saved_files_equals_the_run(reproduced, tmp_path)
   assert proc.returncode == 1 and "repeat a seed" in proc.stderr
 
 
+@pytest.mark.slow
 def test_eval_and_eval_future_modes_on_a_trained_workdir(reproduced):
   workdir = reproduced["seed0"] / "uniform"
   sets = _sets(reproduced["cache"])
@@ -134,6 +140,7 @@ def test_eval_and_eval_future_modes_on_a_trained_workdir(reproduced):
   assert _is_png(workdir / "results" / "figure4.png")
 
 
+@pytest.mark.slow
 def test_adapt_mode_with_other_alphas(reproduced):
   workdir = reproduced["seed0"] / "temporal"
   sets = _sets(reproduced["cache"]) + ["--set=adapt.alphas=0.3,0.5", "--set=adapt.eval_points=1"]
@@ -145,6 +152,7 @@ def test_adapt_mode_with_other_alphas(reproduced):
   assert _is_png(workdir / "results" / "figure5.png")
 
 
+@pytest.mark.slow
 def test_cbqa_baselines_public_checkpoint_as_is_and_finetuned(reproduced, tmp_path):
   """T5-CBQA: a checkpoint evaluated as it is (here the tiny Uniform model exported to an HF
   directory, standing in for t5-large-ssm-nq); T5-CBQA-ft: it finetuned on TempLAMA alone."""
@@ -174,6 +182,7 @@ def test_cbqa_baselines_public_checkpoint_as_is_and_finetuned(reproduced, tmp_pa
   assert (finetuned / "results" / "eval.json").is_file()
 
 
+@pytest.mark.slow
 def test_tables_mode_over_workdirs(reproduced, tmp_path):
   run = reproduced["seed0"]
   out = tmp_path / "tables"
@@ -225,6 +234,7 @@ def _cronquestions_release(root):
   return root
 
 
+@pytest.mark.slow
 def test_cronquestions_mode(reproduced, tmp_path):
   data = _cronquestions_release(tmp_path / "cronq")
   workdir = reproduced["seed0"] / "temporal"
@@ -347,6 +357,7 @@ def test_experiment_modes_start_from_the_workdirs_saved_config(tmp_path):
   assert saved_path == str(tmp_path / "y" / "year=2012" / "config.json")
 
 
+@pytest.mark.slow
 def test_every_model_starts_from_the_same_pretrained_t5_and_trains_the_same_steps(reproduced):
   """The paper's protocol, read back from the workdirs: Uniform, Temporal and every Yearly
   expert are initialised from WORKDIR/t5 (span corruption on the world's generic text) and
@@ -376,6 +387,7 @@ def test_every_model_starts_from_the_same_pretrained_t5_and_trains_the_same_step
   assert retrained["data"]["train_years"] == [2017, 2018, 2019]
 
 
+@pytest.mark.slow
 def test_cbqa_rows_and_the_retrained_comparison_are_reported(reproduced):
   results = reproduced["seed0"] / "results"
   evals = json.loads((results / "eval.json").read_text())

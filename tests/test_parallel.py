@@ -33,6 +33,7 @@ def _params(path):
   return jax.tree.leaves(load_checkpoint(str(path))[1])
 
 
+@pytest.mark.slow  # worker processes
 def test_workers_give_the_numbers_of_one_after_the_other(tmp_path):
   cache = tmp_path / "cache"
   lines = []
@@ -50,6 +51,7 @@ def test_workers_give_the_numbers_of_one_after_the_other(tmp_path):
   assert any(not np.array_equal(a, b) for a, b in zip(first, second))  # the seeds matter
 
 
+@pytest.mark.slow  # worker processes
 def test_a_failed_job_names_itself_and_its_log(tmp_path):
   jobs = _jobs(tmp_path / "pool", tmp_path / "cache")[:2]
   bad = configs.replace(jobs[1].steps[0][0], "model.init_checkpoint", str(tmp_path / "none"))
@@ -85,6 +87,7 @@ def _running(pid: int) -> bool:
   return state != "Z"
 
 
+@pytest.mark.slow  # worker processes
 def test_a_worker_ends_when_its_parent_is_killed(tmp_path):
   # SIGKILL leaves the parent no time to stop its pool: the worker must not train on alone.
   import os

@@ -21,10 +21,9 @@ def conditioning_of(variant: str) -> str:
 
 
 SIZES = ("tiny", "small", "base", "large", "xl", "xxl")
-# Remat policies (T5X / MaxText): "none" stores every activation; "full" stores only each
-# layer's input and recomputes the layer in the backward pass; "dots" also stores the results
-# of the weight matmuls (dot_generals without batch dimensions, which the attention
-# scores/values einsums have), recomputing only the cheap elementwise work and attention.
+# model.remat: the names of `tlm.models.remat.POLICIES` (what each means is said there), which
+# the model owns. Listed here, not imported, because the config layer sits below the models
+# and `tlm.data` reads configs without loading jax; tests/test_remat.py holds the two equal.
 REMAT_POLICIES = ("none", "full", "dots")
 
 

@@ -23,23 +23,13 @@ import dataclasses
 import math
 from typing import Any
 
-import jax
 import jax.numpy as jnp
 from flax import linen as nn
 
-from tlm.configs.schema import REMAT_POLICIES
 from tlm.errors import ConfigError
-from tlm.models import layers
+from tlm.models import layers, remat
 
 _DTYPES = {"float32": jnp.float32, "bfloat16": jnp.bfloat16}
-
-
-def _remat(layer_cls: type, policy: str, static_argnums: tuple[int, ...]) -> type:
-  """`layer_cls` wrapped for the remat policy (unchanged for "none")."""
-  if policy == "none":
-    return layer_cls
-  saveable = None if policy == "full" else jax.checkpoint_policies.dots_with_no_batch_dims_saveable
-  return nn.remat(layer_cls, static_argnums=static_argnums, policy=saveable)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -64,9 +54,10 @@ class T5Config:
       scanned T5, umT5 / HF `UMT5`) instead of one per stack (`<stack>/relpos_bias`, T5).
     layer_norm_epsilon: RMS norm epsilon.
     dtype: computation dtype, "float32" or "bfloat16" (params, norms, logits stay float32).
-    remat: what each layer keeps for the backward pass: "none" (everything), "full"
-      (recompute the layer: gradient checkpointing) or "dots" (keep the weight matmuls'
-      results, recompute the rest). Only these names: a boolean is a ConfigError.
+    remat: what each layer keeps for the backward pass, a key of `tlm.models.remat.POLICIES`:
+      "none" (everything), "full" (recompute the layer: gradient checkpointing) or "dots"
+      (keep the weight matmuls' results, recompute the rest). Only these names: a boolean is
+      refused (ConfigError), not read as "full" / "none".
   """
 
   vocab_size: int
@@ -107,9 +98,9 @@ class T5Config:
     for name in ("logits_via_embedding", "relpos_bias_per_layer"):
       if not isinstance(getattr(self, name), bool):
         raise ConfigError(f"T5Config.{name} must be a boolean")
-    if self.remat not in REMAT_POLICIES:
+    if self.remat not in remat.POLICIES:
       raise ConfigError(
-        f"T5Config.remat must be one of {', '.join(REMAT_POLICIES)}, got {self.remat!r}"
+        f"T5Config.remat must be one of {', '.join(remat.POLICIES)}, got {self.remat!r}"
       )
 
   @property
@@ -309,7 +300,7 @@ class Encoder(nn.Module):
     bias = None if cfg.relpos_bias_per_layer else _relpos(cfg)(length, length, bidirectional=True)
     x = self.shared_embedding(encoder_input_tokens.astype(jnp.int32))
     x = _dropout(cfg, "input_dropout")(x, deterministic=deterministic).astype(cfg.compute_dtype)
-    layer_cls = _remat(EncoderLayer, cfg.remat, static_argnums=(4,))
+    layer_cls = remat.wrap(EncoderLayer, cfg.remat, static_argnums=(4,))
     for i in range(cfg.num_encoder_layers):
       x = layer_cls(cfg, name=f"layers_{i}")(x, encoder_mask, bias, deterministic)
     x = layers.RMSNorm(cfg.layer_norm_epsilon, cfg.compute_dtype, name="encoder_norm")(x)
@@ -356,7 +347,7 @@ class Decoder(nn.Module):
     y = self.shared_embedding(decoder_input_tokens.astype(jnp.int32))
     y = _dropout(cfg, "input_dropout")(y, deterministic=deterministic).astype(cfg.compute_dtype)
     # Decoding computes no gradient: nothing to rematerialise.
-    layer_cls = _remat(DecoderLayer, "none" if decode else cfg.remat, static_argnums=(6, 7))
+    layer_cls = remat.wrap(DecoderLayer, "none" if decode else cfg.remat, static_argnums=(6, 7))
     for i in range(cfg.num_decoder_layers):
       y = layer_cls(cfg, name=f"layers_{i}")(
         y, encoded, self_mask, self_bias, cross_mask, deterministic, decode, decode_index

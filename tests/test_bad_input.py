@@ -12,7 +12,7 @@ import os
 import pytest
 
 from tests.helpers import run_tlm
-from tlm import files
+from tlm import line_files
 from tlm.data.vocab import Vocabulary, train_sentencepiece
 from tlm.errors import DataError, UserError
 from tlm.files import check_output_file
@@ -74,7 +74,7 @@ def test_lone_surrogates_and_deep_nesting(tmp_path):
 def test_a_line_beyond_the_bound_and_special_files(tmp_path, monkeypatch):
   # A file of gigabytes without a newline was read as one line (MemoryError); the bound is
   # lowered here so that the test writes kilobytes.
-  monkeypatch.setattr(files, "MAX_LINE_CHARS", 100)
+  monkeypatch.setattr(line_files, "MAX_LINE_CHARS", 100)
   path = tmp_path / "a.jsonl"
   path.write_text('{"input": "' + "x" * 85 + '"}\n' + "\0" * 1000)
   with pytest.raises(DataError, match=rf"^{path}:2: line longer than 100 characters$"):

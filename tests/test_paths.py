@@ -363,7 +363,7 @@ def test_a_store_is_decided_once_when_opened_and_read(tmp_path, monkeypatch, req
   import shutil
 
   from tests.helpers import DATA
-  from tlm.data import store
+  from tlm.store import store
 
   if where == "bucket":
     from tests import objstore

@@ -197,7 +197,7 @@ def f1_summary(records: Sequence[Mapping]) -> dict:
 def world_check(p: SeedPlan, path: str = WORLD_HASHES) -> dict | None:
   """V2: sha256 of the seed's world files against the committed ones (seed 0 at scale 1 only;
   None where nothing is committed)."""
-  from tlm.data.locations import synthetic_data
+  from tlm.input.locations import synthetic_data
 
   with open(path, encoding="utf-8") as f:
     want = json.load(f)["files"]

@@ -305,52 +305,26 @@ def temporal_full(p: SeedPlan, meas: Mapping, log: Log, resamples: int | None = 
 
 
 def verdict(seeds: Sequence[Mapping], planned: Sequence[int]) -> dict:
-  """The pre-registered criterion (PREREGISTRATION.md) on the measured seeds.
+  """The pre-registered criterion (PREREGISTRATION.md) on the measured seeds
+  (`research.lever_verdict.h_and_e`): the change D of C3's margin and its new margin; a failed
+  check V1 or V3 gives no verdict."""
+  from research.lever_verdict import h_and_e
 
-  H: the change D > 0 on every planned seed and the t-interval of its mean above zero;
-  E: the new margin > 0 on every planned seed. H and E: "fails for a measured reason";
-  otherwise "not explained". With seeds missing: final only if a measured seed already fails
-  H's or E's per-seed part, else no verdict. A failed check V1 or V3: no verdict.
-  """
-  from tlm.miniature import stats
-
-  changes = [s["change"] for s in seeds]
-  margins = [s["new_margin"] for s in seeds]
   checks = [s["V1"]["ok"] for s in seeds] + [s["V3"]["ok"] for s in seeds if s["V3"]]
-  complete = sorted(s["seed"] for s in seeds) == sorted(planned)
-  out = {
-    "seeds": [s["seed"] for s in seeds],
-    "planned": list(planned),
-    "complete": complete,
-    "checks_ok": all(checks),
-    "change_mean": float(np.mean(changes)) if changes else None,
-    "change_t95": stats.t_interval(changes),
-    "new_margin_mean": float(np.mean(margins)) if margins else None,
-    "new_margin_t95": stats.t_interval(margins),
-    "old_margin_mean": float(np.mean([s["committed"]["c3_margin"] for s in seeds]))
-    if seeds
-    else None,
-  }
-  every_change, every_margin = all(d > 0 for d in changes), all(m > 0 for m in margins)
-  h = every_change and out["change_t95"] is not None and out["change_t95"][0] > 0
-  out["H"] = h if complete else (False if not every_change else None)
-  out["E"] = every_margin if complete else (False if not every_margin else None)
-  if not out["checks_ok"]:
-    out["H"] = out["E"] = None
-    out["outcome"] = "no verdict: a check of the setup failed (V1 or V3)"
-  elif out["H"] is True and out["E"] is True:
-    out["outcome"] = "fails for a measured reason: the experts' exposure advantage"
-  elif out["H"] is True:
-    out["outcome"] = "not explained (H holds, E does not: exposure accounts for part of the gap)"
-  elif out["H"] is False or out["E"] is False:
-    out["outcome"] = "not explained" + (
-      " (H fails: the candidate is not supported by this lever)"
-      if out["H"] is False
-      else " (H holds on the seeds measured; E fails)"
-    )
-  else:
-    out["outcome"] = "no verdict: seeds missing"
-  out["prediction_held"] = bool(out["H"] and out["E"])
+  out = h_and_e(
+    [s["change"] for s in seeds],
+    [s["new_margin"] for s in seeds],
+    seeds=[s["seed"] for s in seeds],
+    planned=planned,
+    checks_ok=all(checks),
+    outcomes={
+      "both": "fails for a measured reason: the experts' exposure advantage",
+      "h_only": "exposure accounts for part of the gap",
+      "checks": "V1 or V3",
+    },
+  )
+  old = [s["committed"]["c3_margin"] for s in seeds]
+  out["old_margin_mean"] = float(np.mean(old)) if old else None
   return out
 
 

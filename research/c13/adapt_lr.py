@@ -253,6 +253,7 @@ def run(
   from research.c3 import exposure
   from tlm.miniature import parallel, reproduce
 
+  commit = _commit()  # at the start: the code this run imports, whatever lands meanwhile
   plans = {s: _plan(s, root, overrides) for s in seeds}
   bases = {s: (bases or {}).get(s) or committed(s) for s in seeds}
   todo = [s for s in seeds if not os.path.isfile(os.path.join(plans[s].work, "c13_seed.json"))]
@@ -304,7 +305,7 @@ def run(
       measured.append(json.load(f))
   result = {
     "preregistration": "research/c13/PREREGISTRATION.md",
-    "commit": _commit(),
+    "commit": commit,
     "seeds": measured,
     "verdict": verdict(measured, list(seeds)),
     "wall_minutes_this_invocation": minutes,

@@ -477,6 +477,7 @@ def run(
   from tlm.infer.trained_models import expert_dir
   from tlm.miniature import parallel
 
+  commit = _commit()  # at the start: the code this run imports, whatever lands meanwhile
   plans = [plan(s, root, overrides, (ratios or {}).get(s), base_steps) for s in seeds]
   bases = {s: (bases or {}).get(s) or committed(s) for s in seeds}
   minutes: dict = {}
@@ -528,7 +529,7 @@ def run(
           write_json(_seed_file(p), m)
   result = {
     "preregistration": "research/c3/PREREGISTRATION.md",
-    "commit": _commit(),
+    "commit": commit,
     "base_steps": base_steps,
     "seeds": measured,
     "verdict": verdict(measured, list(seeds)),

@@ -1,4 +1,5 @@
-"""The criterion every pre-registered lever of research/ shares: H and E over seeds.
+"""What every pre-registered lever of research/ shares: the criterion (H and E over seeds), the
+commit its run started from, and its result files.
 
 H (the lever moves the claim as predicted): the change D > 0 on every planned seed and the
 95% t-interval of its mean above zero. E (with the lever the claim holds): the new margin > 0
@@ -6,9 +7,13 @@ on every planned seed. With seeds missing the verdict is final only where a meas
 already fails the per-seed part of H or E; a failed check of the setup gives no verdict.
 """
 
-from collections.abc import Mapping, Sequence
+import os
+import subprocess
+from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
+
+REPO = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
 
 def h_and_e(
@@ -61,3 +66,35 @@ def h_and_e(
     out["outcome"] = "no verdict: seeds missing"
   out["prediction_held"] = bool(out["H"] and out["E"])
   return out
+
+
+def head_commit() -> str:
+  """The checkout's commit, marked when tracked files differ from it (call it at a run's start:
+  the code the run imports)."""
+  try:
+    head = subprocess.run(
+      ["git", "-C", REPO, "rev-parse", "--short", "HEAD"],
+      capture_output=True,
+      text=True,
+      check=True,
+    ).stdout.strip()
+    dirty = subprocess.run(
+      ["git", "-C", REPO, "status", "--porcelain", "--untracked-files=no"],
+      capture_output=True,
+      text=True,
+      check=True,
+    ).stdout.strip()
+  except (OSError, subprocess.CalledProcessError):
+    return "unknown"
+  return head + (" (uncommitted changes)" if dirty else "")
+
+
+def write_result(out: str, result: Mapping, markdown: str, log: Callable[[str], None]) -> None:
+  """OUT/result.json and OUT/result.md (each written whole or not at all), the table logged."""
+  from tlm.files import atomic_output_file, write_json
+
+  os.makedirs(out, exist_ok=True)
+  write_json(os.path.join(out, "result.json"), result)
+  with atomic_output_file(os.path.join(out, "result.md")) as f:
+    f.write(markdown)
+  log(markdown)

@@ -28,7 +28,7 @@ from tlm import configs
 from tlm.configs.tiny import STEPS
 from tlm.configs.years import FUTURE_SLICE, TRAIN_SLICE
 from tlm.errors import DataError
-from tlm.files import atomic_output_file, write_json
+from tlm.files import write_json
 
 Log = Callable[[str], None]
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -108,7 +108,7 @@ def adapt_curve(seed: int, root: str, overrides: Sequence[str], lr: float, steps
   base = configs.replace(p.temporal, "train.steps", steps)
   config = configs.replace(base, "train.learning_rate", float(lr))
   path, a = _lr_dir(p, lr), base.adapt
-  log = _file_log(path)
+  log = parallel.job_log(path)
   data, curve = _eval_data(base), {}
   for k in range(1, a.eval_points + 1):
     at = round(a.steps * k / a.eval_points)
@@ -116,17 +116,6 @@ def adapt_curve(seed: int, root: str, overrides: Sequence[str], lr: float, steps
     train(adapted, path, evaluators=during_training.evaluators(adapted), log=log)
     curve[at] = _slices(adapted, path, data, f"seed {seed} lr={lr:g} step {at}", log)
   return curve
-
-
-def _file_log(workdir: str) -> Log:
-  os.makedirs(workdir, exist_ok=True)
-  path = os.path.join(workdir, "log.txt")
-
-  def log(line: str) -> None:
-    with open(path, "a", encoding="utf-8") as f:
-      f.write(line + "\n")
-
-  return log
 
 
 def _close(a, b) -> bool:
@@ -224,15 +213,6 @@ def markdown(result: Mapping) -> str:
   return "\n".join(lines) + "\n"
 
 
-def _commit() -> str:
-  import subprocess
-
-  proc = subprocess.run(
-    ["git", "rev-parse", "--short", "HEAD"], cwd=REPO, capture_output=True, text=True
-  )
-  return proc.stdout.strip() or "unknown"
-
-
 def run(
   seeds: Sequence[int],
   root: str,
@@ -251,9 +231,10 @@ def run(
     steps: Temporal's steps (the default protocol's 2800).
   """
   from research.c3 import exposure
+  from research.lever_verdict import head_commit, write_result
   from tlm.miniature import parallel, reproduce
 
-  commit = _commit()  # at the start: the code this run imports, whatever lands meanwhile
+  commit = head_commit()  # at the start: the code this run imports, whatever lands meanwhile
   plans = {s: _plan(s, root, overrides) for s in seeds}
   bases = {s: (bases or {}).get(s) or committed(s) for s in seeds}
   todo = [s for s in seeds if not os.path.isfile(os.path.join(plans[s].work, "c13_seed.json"))]
@@ -310,11 +291,7 @@ def run(
     "verdict": verdict(measured, list(seeds)),
     "wall_minutes_this_invocation": minutes,
   }
-  os.makedirs(out, exist_ok=True)
-  write_json(os.path.join(out, "result.json"), result)
-  with atomic_output_file(os.path.join(out, "result.md")) as f:
-    f.write(markdown(result))
-  log(markdown(result))
+  write_result(out, result, markdown(result), log)
   return result
 
 

@@ -22,7 +22,6 @@ import dataclasses
 import hashlib
 import json
 import os
-import subprocess
 import time
 from collections.abc import Callable, Mapping, Sequence
 
@@ -32,7 +31,7 @@ from tlm import configs
 from tlm.configs.tiny import STEPS
 from tlm.configs.years import TRAIN_YEARS
 from tlm.errors import DataError
-from tlm.files import atomic_output_file, write_json
+from tlm.files import write_json
 
 Log = Callable[[str], None]
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -424,25 +423,6 @@ def markdown(result: Mapping) -> str:
   )
 
 
-def _commit() -> str:
-  try:
-    head = subprocess.run(
-      ["git", "-C", REPO, "rev-parse", "--short", "HEAD"],
-      capture_output=True,
-      text=True,
-      check=True,
-    ).stdout.strip()
-    dirty = subprocess.run(
-      ["git", "-C", REPO, "status", "--porcelain", "--untracked-files=no"],
-      capture_output=True,
-      text=True,
-      check=True,
-    ).stdout.strip()
-  except (OSError, subprocess.CalledProcessError):
-    return "unknown"
-  return head + (" (uncommitted changes)" if dirty else "")
-
-
 # ---- the run ----------------------------------------------------------------------------------
 
 
@@ -473,11 +453,12 @@ def run(
       numbers (tests); default: W3's, 2800 and the committed files.
     train: False measures only the seeds already trained (`--report_only`).
   """
+  from research.lever_verdict import head_commit, write_result
   from research.levers.levers import training_record
   from tlm.infer.trained_models import expert_dir
   from tlm.miniature import parallel
 
-  commit = _commit()  # at the start: the code this run imports, whatever lands meanwhile
+  commit = head_commit()  # at the start: the code this run imports, whatever lands meanwhile
   plans = [plan(s, root, overrides, (ratios or {}).get(s), base_steps) for s in seeds]
   bases = {s: (bases or {}).get(s) or committed(s) for s in seeds}
   minutes: dict = {}
@@ -535,11 +516,7 @@ def run(
     "verdict": verdict(measured, list(seeds)),
     "wall_minutes_this_invocation": minutes,
   }
-  os.makedirs(out, exist_ok=True)
-  write_json(os.path.join(out, "result.json"), result)
-  with atomic_output_file(os.path.join(out, "result.md")) as f:
-    f.write(markdown(result))
-  log(markdown(result))
+  write_result(out, result, markdown(result), log)
   return result
 
 

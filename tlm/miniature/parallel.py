@@ -51,7 +51,8 @@ class Job:
       raise ValueError(f"unknown job kind {self.kind!r}")
 
 
-def _job_log(workdir: str) -> Callable[[str], None]:
+def job_log(workdir: str) -> Callable[[str], None]:
+  """Appends a job's progress lines to `<workdir>/log.txt` (made if missing)."""
   os.makedirs(workdir, exist_ok=True)
   path = os.path.join(workdir, "log.txt")
 
@@ -109,7 +110,7 @@ def run_job(job: Job, log: Log | None = None) -> list:
   enable_compilation_cache(job.cache_dir)
   out = []
   for config, workdir in job.steps:
-    out.append(_KINDS[job.kind](config, workdir, log or _job_log(workdir)))
+    out.append(_KINDS[job.kind](config, workdir, log or job_log(workdir)))
   return out
 
 

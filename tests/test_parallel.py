@@ -1,6 +1,8 @@
 """Independent trainings in worker processes (tlm/miniature/parallel.py): the same numbers as one
 after the other in this process, in job order, and a failed job named with its log."""
 
+import os
+
 import jax
 import numpy as np
 import pytest
@@ -118,3 +120,20 @@ def test_a_worker_ends_when_its_parent_is_killed(tmp_path):
   finally:
     if parent.poll() is None:
       parent.kill()
+
+
+@pytest.mark.slow  # worker processes
+def test_pinned_workers_are_single_threaded_and_independent_of_the_schedule(tmp_path):
+  cache = tmp_path / "cache"
+  two = _jobs(tmp_path / "two", cache)[:2]
+  parallel.run_jobs(two, 2, lambda _: None, pin=True)
+  one = _jobs(tmp_path / "one", cache)[:2][::-1]  # the other order, one worker
+  parallel.run_jobs(one, 1, lambda _: None, pin=True)
+  cores = sorted(os.sched_getaffinity(0))
+  for seed in range(2):
+    for run in ("two", "one"):
+      line = (tmp_path / run / f"{seed}" / "log.txt").read_text().splitlines()[0]
+      core = line.split("pinned worker: cores [")[1].split("]")[0]
+      assert int(core) in cores and parallel.SINGLE_THREADED_XLA in line
+    for a, b in zip(_params(tmp_path / "two" / f"{seed}"), _params(tmp_path / "one" / f"{seed}")):
+      np.testing.assert_array_equal(np.asarray(a), np.asarray(b))

@@ -13,8 +13,11 @@ function of its config (the batches are a function of (seed, step), the start is
 a worker is a fresh process (spawned, not forked) with this process's environment and CPU
 affinity, so XLA partitions every operation over the same number of threads as this process
 would: the same floating-point results, whatever worker runs the job and in whatever order
-(checked by `tests/test_parallel.py`). Pinning workers to one core each would change that
-partitioning, and with it the last bits of every number, so workers are not pinned.
+(checked by `tests/test_parallel.py`). Pinning workers to one core each changes that
+partitioning, and with it the last bits of every number, so workers are pinned only when asked
+(`pin=True`, `reproduce.pin_workers`): each worker then runs on a core of its own with XLA's
+intra-op threading off, and a job's numbers are again independent of the schedule and of the
+number of workers (every worker computes single-threaded), but not equal to an unpinned run's.
 
 A job's progress lines go to `<its workdir>/log.txt`; this process prints one line as each job
 starts and ends. A failed job stops the pool (jobs not started are cancelled) and raises its
@@ -105,12 +108,34 @@ def exit_with_parent(poll_seconds: float = 1.0) -> None:
   threading.Thread(target=watch, name="exit-with-parent", daemon=True).start()
 
 
+SINGLE_THREADED_XLA = "--xla_cpu_multi_thread_eigen=false"
+_pinned_core: int | None = None  # in a pinned worker: its core
+
+
+def _start_worker(counter, cores: tuple[int, ...] | None) -> None:
+  """A worker's initializer: ends with its parent; pinned (`cores` given), takes the next core
+  of `cores` and turns XLA's intra-op threading off, before anything in it initialises JAX's
+  backend (a spawned worker has imported no JAX yet; XLA reads XLA_FLAGS at that point)."""
+  global _pinned_core
+  exit_with_parent()
+  if cores:
+    with counter.get_lock():
+      index, counter.value = counter.value, counter.value + 1
+    _pinned_core = cores[index % len(cores)]
+    os.sched_setaffinity(0, {_pinned_core})
+    os.environ["XLA_FLAGS"] = f"{os.environ.get('XLA_FLAGS', '')} {SINGLE_THREADED_XLA}".strip()
+
+
 def run_job(job: Job, log: Log | None = None) -> list:
   """Runs one job here; its lines go to `log` or, if None, to each workdir's log.txt."""
   enable_compilation_cache(job.cache_dir)
   out = []
   for config, workdir in job.steps:
-    out.append(_KINDS[job.kind](config, workdir, log or job_log(workdir)))
+    job_lines = log or job_log(workdir)
+    if _pinned_core is not None:
+      cores, flags = sorted(os.sched_getaffinity(0)), os.environ.get("XLA_FLAGS", "")
+      job_lines(f"pinned worker: cores {cores}, XLA_FLAGS {flags!r}")
+    out.append(_KINDS[job.kind](config, workdir, job_lines))
   return out
 
 
@@ -118,12 +143,13 @@ def _log_path(job: Job) -> str:
   return os.path.join(job.steps[-1][1], "log.txt")
 
 
-def run_jobs(jobs: Sequence[Job], workers: int, log: Log = print) -> list[list]:
+def run_jobs(jobs: Sequence[Job], workers: int, log: Log = print, pin: bool = False) -> list[list]:
   """Runs every job, `workers` at a time; returns each job's results, in `jobs` order.
 
-  With `workers` 1 the jobs run here, one after the other, their lines going to `log`.
+  With `workers` 1 (and `pin` False) the jobs run here, one after the other, their lines going
+  to `log`. With `pin` they always run in workers, each pinned to one of this process's cores.
   """
-  if workers <= 1 or len(jobs) <= 1:
+  if not pin and (workers <= 1 or len(jobs) <= 1):
     out = []
     for job in jobs:
       log(f"{job.name}: {job.kind}")
@@ -132,8 +158,12 @@ def run_jobs(jobs: Sequence[Job], workers: int, log: Log = print) -> list[list]:
   results: dict[int, list] = {}
   start = time.time()
   context = multiprocessing.get_context("spawn")
+  cores = tuple(sorted(os.sched_getaffinity(0))) if pin else None
   pool = cf.ProcessPoolExecutor(
-    max_workers=workers, mp_context=context, initializer=exit_with_parent
+    max_workers=workers,
+    mp_context=context,
+    initializer=_start_worker,
+    initargs=(context.Value("i", 0), cores),
   )
   with pool:
     futures = {pool.submit(run_job, job): i for i, job in enumerate(jobs)}

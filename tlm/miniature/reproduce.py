@@ -145,7 +145,7 @@ def _reproduce_seed(seed: int, overrides: list[str], workdir: str, log) -> dict:
   cfgs = {
     v: starts.from_start(c, start_dirs["t5"]) for v, c in reproduction_configs(overrides).items()
   }
-  workers = cfgs["temporal"].reproduce.workers
+  workers, pin = cfgs["temporal"].reproduce.workers, cfgs["temporal"].reproduce.pin_workers
   stage = _Stages(7, log)
   cache_dir = compilation_cache_dir(cfgs["temporal"])
   parallel.enable_compilation_cache(cache_dir)
@@ -167,7 +167,7 @@ def _reproduce_seed(seed: int, overrides: list[str], workdir: str, log) -> dict:
     f"Temporal, the Yearly experts and the 2010-19 retrained models "
     f"({cfgs['temporal'].train.steps} steps each), T5-CBQA then T5-CBQA-ft"
   )
-  parallel.run_jobs(jobs, workers, log)
+  parallel.run_jobs(jobs, workers, log, pin)
 
   stage("evaluating on TempLAMA and the held-out news (Table 2, Table 7, Figure 2)")
   # T5-CBQA (as is) and T5-CBQA-ft first, as in the paper's Table 2.
@@ -193,7 +193,7 @@ def _reproduce_seed(seed: int, overrides: list[str], workdir: str, log) -> dict:
     parallel.Job(f"{cfgs[v].name} adaptation", "adapt", ((cfgs[v], dirs[v]),), cache_dir)
     for v in ADAPTED
   ]
-  adapted = {v: r[0] for v, r in zip(ADAPTED, parallel.run_jobs(adapt_jobs, workers, log))}
+  adapted = {v: r[0] for v, r in zip(ADAPTED, parallel.run_jobs(adapt_jobs, workers, log, pin))}
 
   stage("writing this seed's tables, figures and per-query numbers")
   results = storage.join(workdir, "results")

@@ -31,9 +31,9 @@ from tlm.models.shapes import model_config, param_count
 from tlm.models.t5 import Transformer, get_preset
 from tlm.sharding import partitioning
 from tlm.sharding.cost import compiled_flops, compiled_memory, gib
-from tlm.train.loop import configured_train_step, lower_train_step
 from tlm.train.optim import make_optimizer
 from tlm.train.state import state_layout
+from tlm.train.step import configured_train_step, lower_train_step
 
 _PARAM_DTYPES = {"float32": np.float32, "bfloat16": jax.numpy.bfloat16}
 

@@ -36,24 +36,16 @@ from tlm.console import log_line
 from tlm.errors import ConfigError, UserError
 from tlm.files import absent_dirs, atomic_output_file, remove_empty_dirs, write_json
 from tlm.models.shapes import model_config, param_count
-from tlm.models.t5 import Transformer
-from tlm.sharding import cost, partitioning
-from tlm.train import mfu, preflight
+from tlm.sharding import partitioning
+from tlm.train import mfu, preflight, programs
 from tlm.train.best import BestKeeper, check_metric
 from tlm.train.checkpointing import CheckpointManager, checkpoints_dir, load_init_params
 from tlm.train.data_state import check_data_state, data_state
 from tlm.train.evaluators import Evaluator, fields_of
-from tlm.train.optim import make_optimizer
 from tlm.train.preemption import Preempted, Preemption
 from tlm.train.profiling import ProfileWindow, check_window
 from tlm.train.records import MetricsLog, Window, logged_fields, progress_line
-from tlm.train.state import TrainState, init_state, state_from_params, state_layout
-from tlm.train.step import (
-  compile_train_step,
-  configured_train_step,
-  lower_train_step,
-  make_eval_step,
-)
+from tlm.train.state import TrainState, state_from_params
 from tlm.train.tensorboard_writer import ScalarWriter
 
 # Steps whose metrics may wait on the device for the next log or save boundary.
@@ -137,30 +129,33 @@ class Trainer:
     self.data = data if data is not None else training_data(config)
     # --- Model, optimizer, state ---
     self.model_config = model_config(config.model, self.data.vocab.vocab_size)
-    model = Transformer(self.model_config)
-    optimizer = make_optimizer(tc.schedule, tc.learning_rate, tc.warmup_steps)
     # The directories the manager creates (a fresh workdir and its checkpoints/): removed
     # again, while still empty, if the start fails (a damaged model.init_checkpoint, say).
     created = absent_dirs(checkpoints_dir(self.workdir))
     self.manager = CheckpointManager(self.workdir, keep=tc.keep_checkpoints)
     try:
       with jax.set_mesh(self.mesh), nn.logical_axis_rules(self.rules):
-        self.layout = state_layout(model, optimizer, self.mesh)
+        # One process's Trainers of one shape share their traced programs (tlm.train.programs).
+        key = programs.program_key(
+          self.model_config,
+          tc,
+          self.mesh,
+          self.rules,
+          config.data.input_length,
+          config.data.target_length,
+        )
+        self.programs = programs.programs_for(key)
+        self.layout = self.programs.layout
         self.parameters = param_count(self.layout.abstract.params)
-        self.state, self.start, origin = self._restore_or_init(model, optimizer)
+        self.state, self.start, origin = self._restore_or_init()
         # --- Compile (nothing to do for a finished run, e.g. a Yearly expert rerun) ---
         t0 = time.perf_counter()
         self.train_step = self.eval_step = self.step_flops = None
         if self.start < tc.steps:
-          batch = partitioning.abstract_batch(
-            self.mesh, tc.batch_size, config.data.input_length, config.data.target_length
-          )
-          step_fn = configured_train_step(model, optimizer, tc)
-          self.train_step = compile_train_step(step_fn, self.layout, batch, self.mesh)
-          self.step_flops = self._step_flops(model, optimizer, batch)
+          self.train_step = self.programs.train_step()
+          self.step_flops = self.programs.step_flops()
           if tc.eval_every > 0:
-            eval_fn = jax.jit(make_eval_step(model, tc.z_loss))
-            self.eval_step = eval_fn.lower(self.layout.abstract.params, batch).compile()
+            self.eval_step = self.programs.eval_step()
         compile_seconds = time.perf_counter() - t0
     except BaseException:
       self.manager.close()
@@ -187,19 +182,8 @@ class Trainer:
       if getattr(self.data, "eval_note", ""):
         log(self.data.eval_note)
 
-  def _step_flops(self, model, optimizer, abstract_batch) -> float | None:
-    """FLOPs per device of one train step (XLA's cost analysis), for MFU."""
-    tc = self.config.train
-    if tc.microbatches == 1:
-      return cost.compiled_flops(self.train_step)
-    # XLA counts a loop's body once, so the compiled microbatch scan would count 1/M of the
-    # step: count the same step without microbatches, lowered (before SPMD partitioning, so
-    # for the whole mesh) but not compiled.
-    whole = configured_train_step(model, optimizer, dataclasses.replace(tc, microbatches=1))
-    flops = cost.compiled_flops(lower_train_step(whole, self.layout, abstract_batch, self.mesh))
-    return flops / self.mesh.devices.size if flops else None
-
-  def _restore_or_init(self, model, optimizer):
+  def _restore_or_init(self):
+    optimizer = self.programs.optimizer
     latest = self.manager.latest_step()
     abstract = self.layout.abstract
     if latest is not None:
@@ -218,7 +202,7 @@ class Trainer:
       opt_state = load_t5x_opt_state(path, optimizer, params, self.layout.shardings.opt_state)
       state = state.replace(opt_state=opt_state)
       return state, 0, f"initialised from {path}, with its T5X Adafactor state"
-    state = init_state(model, optimizer, self.layout, self.config.train.seed)
+    state = self.programs.init_state(self.config.train.seed)
     return state, 0, "random initialisation"
 
   def fit(self) -> dict:

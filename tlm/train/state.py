@@ -96,14 +96,19 @@ def seed_key(seed: int) -> jax.Array:
   return jax.random.fold_in(key, seed >> 32) if seed >> 32 else key
 
 
-def init_state(model: Transformer, optimizer: Adafactor, layout: StateLayout, seed: int):
-  """Random parameters (T5X initialisers) and a fresh optimizer, created already sharded."""
+def state_initializer(model: Transformer, optimizer: Adafactor, layout: StateLayout):
+  """The jitted `key -> TrainState` of `init_state` (traced once, then reused per key shape)."""
 
   def init(rng):
     params = nn.meta.unbox(_init_variables(model, rng))
     return TrainState(jnp.zeros((), jnp.int32), params, optimizer.init(params))
 
-  return jax.jit(init, out_shardings=layout.shardings)(seed_key(seed))
+  return jax.jit(init, out_shardings=layout.shardings)
+
+
+def init_state(model: Transformer, optimizer: Adafactor, layout: StateLayout, seed: int):
+  """Random parameters (T5X initialisers) and a fresh optimizer, created already sharded."""
+  return state_initializer(model, optimizer, layout)(seed_key(seed))
 
 
 def state_from_params(params: Any, optimizer: Adafactor, layout: StateLayout) -> TrainState:

@@ -241,3 +241,29 @@ def test_every_documented_path_link_and_name_exists():
   # This file's own docstring names placeholders on purpose.
   problems += [p for f in python_files() if f != "tests/test_docs.py" for p in python_problems(f)]
   assert not problems, "\n".join(problems)
+
+
+# "issue 19", "Issue #3", "issues 29 and 30": a tracker the reader of the repository cannot see.
+ISSUE_NUMBER = re.compile(r"\bissues?\s*#?\d+", re.IGNORECASE)
+
+
+def issue_number_problems(path: str) -> list[str]:
+  with open(os.path.join(ROOT, path), encoding="utf-8") as f:
+    lines = f.read().split("\n")
+  return [
+    f"{path}:{n}: {m.group(0)!r}"
+    for n, line in enumerate(lines, 1)
+    for m in ISSUE_NUMBER.finditer(line)
+  ]
+
+
+def test_no_issue_numbers_in_code_or_docs():
+  """The code and the documents explain themselves; pre-registrations stay as committed."""
+  assert ISSUE_NUMBER.search("(issue 19, item 4)") and ISSUE_NUMBER.search("Issue #3")
+  assert not ISSUE_NUMBER.search("the tissue 4") and not ISSUE_NUMBER.search(
+    "an issue with 4 seeds"
+  )
+  # This file names the pattern's examples on purpose.
+  files = markdown_files() + [f for f in python_files() if f != "tests/test_docs.py"]
+  problems = [p for f in files for p in issue_number_problems(f)]
+  assert not problems, "\n".join(problems)

@@ -2,7 +2,7 @@
 
 The pre-registration: research/pinned/PREREGISTRATION.md.
 
-  python -m research.pinned.compare --pinned=runs/pinned_s0/seed=0/results \\
+  python -m research.pinned.compare --pinned=runs/pinned_s0/results \\
       --time_log=runs/pinned_s0.log --out=research/pinned
 
 Reads both seeds' `summary.json` and `table2.md`, and `/usr/bin/time -v`'s report at the end of

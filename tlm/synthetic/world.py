@@ -22,6 +22,7 @@ import math
 import os
 from collections import Counter
 
+from tlm.data.conditioning import prefix_text
 from tlm.data.vocab import train_sentencepiece
 from tlm.errors import ConfigError, UserError
 from tlm.files import atomic_output_dir, atomic_output_file, write_json, write_jsonl
@@ -222,8 +223,8 @@ def _vocab_texts(world: World, docs: list[Document], queries: list[dict], pretra
     yield from texts
   for template in templates.TEMPLAMA.values():
     yield template.replace("{S}", "").replace("{O}", "").strip()
-  for year in YEAR_PIECES:
-    yield f"year: {year} In {year}, "
+  for year in YEAR_PIECES:  # both time prefixes, from their one definition
+    yield f"{prefix_text(year, 'temporal')} {prefix_text(year, 'in_text')} "
   for q in queries:
     yield q["query"]
   for e in world.entities.values():

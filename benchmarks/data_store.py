@@ -48,7 +48,7 @@ from tlm.data.vocab import Vocabulary  # noqa: E402
 from tlm.input import datasets  # noqa: E402
 from tlm.input.packing import Batcher  # noqa: E402
 from tlm.input.sampling import NEWS_SSM, TEMPLAMA, MixtureSampler  # noqa: E402
-from tlm.store import store, store_write  # noqa: E402
+from tlm.store import store, store_files, store_write  # noqa: E402
 from tlm.store.build_ssm import build_ssm  # noqa: E402
 
 TRAIN_YEARS = tuple(range(2010, 2019))
@@ -109,8 +109,8 @@ def synth_store(src: str, out: str, examples: int) -> dict:
     off = np.fromfile(base + ".idx", "<i8")
     n = (off.size - 1) // 2
     name = f"train/{year}.{field}"
-    binf = store_write.HashedFile(os.path.join(out, name + ".bin"))
-    idxf = store_write.HashedFile(os.path.join(out, name + ".idx"))
+    binf = store_files.HashedFile(os.path.join(out, name + ".bin"))
+    idxf = store_files.HashedFile(os.path.join(out, name + ".idx"))
     idxf.write(np.zeros(1, "<i8").tobytes())
     left, shift = per_year, 0
     while left:

@@ -13,6 +13,11 @@
 - the synthetic world: `read_facts` (an independent reader of facts.tsv), `primaries`,
   `group`, `TEMPLAMA` (its relations), `WINDOW` (its change window);
 - training: `tiny_config` (tiny_temporal on the fixture data);
+- the example store's builds: `STORE_FIXTURES` with `NEWS_SAMPLE` and `ENTITIES_SAMPLE` (every
+  40th article of the world's news, its entities) and `SPIECE_MODEL` (the fixture vocabulary);
+  `file_hashes` (every file under a directory with its SHA-256), `fail_on_call` (a function
+  that raises `Crash`, a lost worker, on one call), `beam_or_skip` and `BEAM_MULTI_PROCESS`
+  (Beam's runner in multi-process mode, every bundle run twice);
 - processes: `subprocess_env` and `run_fixture` (a child python on simulated CPU devices),
   `free_port`, `train_command` / `tiny_train_argv`, `run_child`, `full_disk_training`, and
   `run_tlm` / `one_error` / `tree`: `run.py` as a user runs it, and the one-line error rule
@@ -25,6 +30,7 @@ module after setting `XLA_FLAGS`.
 """
 
 import datetime
+import hashlib
 import json
 import os
 import re
@@ -277,6 +283,60 @@ def tiny_config(*overrides):
       *overrides,
     ],
   )
+
+
+# ---- the example store's builds ----------------------------------------------------------------
+
+STORE_FIXTURES = os.path.join(ROOT, "tests", "fixtures", "data", "store")
+NEWS_SAMPLE = os.path.join(STORE_FIXTURES, "news_sample.jsonl")  # every 40th article of the news
+ENTITIES_SAMPLE = os.path.join(STORE_FIXTURES, "entities_sample.tsv")
+SPIECE_MODEL = os.path.join(DATA, "spiece.model")
+
+
+def file_hashes(path: str) -> dict:
+  """{relative path: sha256} of every file under `path`."""
+  out = {}
+  for d, _, files in os.walk(path):
+    for name in files:
+      with open(os.path.join(d, name), "rb") as f:
+        out[os.path.relpath(os.path.join(d, name), path)] = hashlib.sha256(f.read()).hexdigest()
+  return out
+
+
+class Crash(Exception):
+  """A worker lost half-way (preempted, out of memory)."""
+
+
+def fail_on_call(monkeypatch, module, name, call):
+  """Makes `module.name` raise Crash on its `call`-th call (1-based) only."""
+  real, calls = getattr(module, name), []
+
+  def flaky(*args, **kwargs):
+    calls.append(1)
+    if len(calls) == call:
+      raise Crash(f"{name}: simulated failure")
+    return real(*args, **kwargs)
+
+  monkeypatch.setattr(module, name, flaky)
+  return calls
+
+
+def beam_or_skip():
+  """Skips the test where apache_beam is missing, unless the environment requires Beam."""
+  import pytest
+
+  if os.environ.get("TLM_REQUIRE_BEAM") != "1":  # .ci/run's Beam environment sets it
+    pytest.importorskip("apache_beam")
+
+
+# Beam's DirectRunner in multi-process mode, every bundle run twice. Beam 2.77's DirectRunner
+# hands this pipeline to Prism, which takes no --direct_running_mode (its workers are threads of
+# the launching process), so the runner behind that mode, the FnApiRunner, is named: two worker
+# processes that receive the stages pickled, as a distributed runner's workers do.
+BEAM_MULTI_PROCESS = (
+  "--runner=FnApiRunner --direct_running_mode=multi_processing --direct_num_workers=2 "
+  "--direct_runner_bundle_repeat=1"
+)
 
 
 # ---- processes ---------------------------------------------------------------------------------

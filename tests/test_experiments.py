@@ -331,28 +331,28 @@ def test_experiment_modes_start_from_the_workdirs_saved_config(tmp_path):
   from types import SimpleNamespace
 
   from tlm import configs
-  from tlm.cli.experiments import _config_and_workdir
+  from tlm.cli.experiments import config_and_workdir
   from tlm.errors import ConfigError
   from tlm.files import write_json
 
   trained = configs.override(configs.get("tiny_uniform"), ["data.world_scale=0.3"])
   write_json(str(tmp_path / "config.json"), configs.to_dict(trained))
   flags = SimpleNamespace(config=None, workdir=str(tmp_path), set=[])
-  assert _config_and_workdir(flags)[0].data.world_scale == 1.0  # not a training workdir (HF)
+  assert config_and_workdir(flags)[0].data.world_scale == 1.0  # not a training workdir (HF)
   write_json(str(tmp_path / "model_config.json"), {})
   flags = SimpleNamespace(config=None, workdir=str(tmp_path), set=["eval.batch_size=8"])
-  config, workdir, saved_path = _config_and_workdir(flags)
+  config, workdir, saved_path = config_and_workdir(flags)
   assert workdir == str(tmp_path) and config.name == "tiny_uniform"
   assert saved_path == str(tmp_path / "config.json")
   assert config.data.world_scale == 0.3 and config.eval.batch_size == 8
   with pytest.raises(ConfigError, match="holds a tiny_uniform model, not tiny_temporal"):
-    _config_and_workdir(SimpleNamespace(config="tiny_temporal", workdir=str(tmp_path), set=[]))
+    config_and_workdir(SimpleNamespace(config="tiny_temporal", workdir=str(tmp_path), set=[]))
   # A Yearly workdir: the experts' saved config, for every year.
   expert = configs.override(configs.get("tiny_yearly"), ["data.year=2012", "train.steps=7"])
   write_json(str(tmp_path / "y" / "year=2012" / "config.json"), configs.to_dict(expert))
   write_json(str(tmp_path / "y" / "year=2012" / "model_config.json"), {})
   flags = SimpleNamespace(config="tiny_yearly", workdir=str(tmp_path / "y"), set=[])
-  config, _, saved_path = _config_and_workdir(flags)
+  config, _, saved_path = config_and_workdir(flags)
   assert config.data.year == 0 and config.train.steps == 7
   assert saved_path == str(tmp_path / "y" / "year=2012" / "config.json")
 

@@ -22,7 +22,7 @@ from tlm.input.block_sampling import BlockSampler, draws_per_row
 from tlm.input.packing import Batcher
 from tlm.input.prefetch import Prefetcher
 from tlm.input.sampling import MixtureSampler
-from tlm.store import store, store_field, store_write
+from tlm.store import store, store_field, store_files, store_write
 
 YEARS = tuple(range(2010, 2019))
 VOCAB = os.path.join(DATA, "spiece.model")
@@ -43,7 +43,7 @@ def make_store(out: str, examples: int, seed: int = 0) -> None:
     ids = rng.integers(3, vocab.vocab_size, int(offsets[-1])).astype("<u2")
     name = f"train/{year}.tokens"
     for ext, data in (("bin", ids), ("idx", offsets)):
-      f = store_write.HashedFile(os.path.join(out, f"{name}.{ext}"))
+      f = store_files.HashedFile(os.path.join(out, f"{name}.{ext}"))
       f.write(data.tobytes())
       files[f"{name}.{ext}"] = f.close()
     tables[f"train/{year}"] = {"examples": examples, "fields": ["tokens"]}

@@ -14,8 +14,18 @@ import re
 import numpy as np
 import pytest
 
-from tests.helpers import FIXTURE_DATA_SETS
-from tests.test_ssm_beam import ENTITIES, NEWS, VOCAB, _beam_or_skip, _tree
+from tests.helpers import (
+  BEAM_MULTI_PROCESS,
+  ENTITIES_SAMPLE,
+  FIXTURE_DATA_SETS,
+  NEWS_SAMPLE,
+  ROOT,
+  SPIECE_MODEL,
+  Crash,
+  beam_or_skip,
+  fail_on_call,
+  file_hashes,
+)
 from tlm import configs
 from tlm.data import ssm
 from tlm.errors import DataError, UserError
@@ -36,7 +46,7 @@ def _sha(path: str) -> str:
 
 
 def _build(out, **kw):
-  build_ssm(NEWS, str(out), gazetteer=ENTITIES, seed=3, vocab=VOCAB, **kw)
+  build_ssm(NEWS_SAMPLE, str(out), gazetteer=ENTITIES_SAMPLE, seed=3, vocab=SPIECE_MODEL, **kw)
   return str(out)
 
 
@@ -70,7 +80,7 @@ def test_default_build_is_the_store_built_before_the_option(corpus_store, tmp_pa
   assert "order" not in store.read_manifest(corpus_store)
   assert store.Store(corpus_store).order == store.CORPUS
   negative = _build(tmp_path / "negative", num_workers=1, shuffle_seed=-1)  # the flag's default
-  assert _tree(negative) == _tree(corpus_store)
+  assert file_hashes(negative) == file_hashes(corpus_store)
 
 
 def test_shuffled_tables_are_permutations_of_the_corpus_order_ones(corpus_store, shuffled_store):
@@ -100,11 +110,11 @@ def test_shuffled_order_does_not_depend_on_workers_chunks_or_buckets(
   process, whole-file, one-bucket build's bytes."""
   monkeypatch.setattr(store_build, "MIN_CHUNK_BYTES", 4096)
   monkeypatch.setattr(store_shuffle, "BUCKET_BYTES", 1024)
-  assert len(store_build.plan_chunks([NEWS], 2)) > 6
+  assert len(store_build.plan_chunks([NEWS_SAMPLE], 2)) > 6
   out = _build(tmp_path / "ssm", num_workers=2, shuffle_seed=0)
-  assert _tree(out) == _tree(shuffled_store)
+  assert file_hashes(out) == file_hashes(shuffled_store)
   other = _build(tmp_path / "seed1", num_workers=1, shuffle_seed=1)
-  assert _tree(other) != _tree(out)
+  assert file_hashes(other) != file_hashes(out)
   assert store.read_manifest(other)["order"] == {"kind": "shuffled", "seed": 1}
 
 
@@ -126,7 +136,7 @@ def test_merge_in_any_number_of_buckets_is_one_sort(tmp_path):
   for bucket_bytes in (1 << 30, 2000, 100):
     out = str(tmp_path / f"b{bucket_bytes}")
     got = store_shuffle.merge_shuffled(out, "train", 2014, store.TEXT, 1, prefixes, bucket_bytes)
-    results.append((got.pop("buckets"), got, _tree(out)))
+    results.append((got.pop("buckets"), got, file_hashes(out)))
   assert [r[0] for r in results][0] == 1 and results[2][0] > 30
   assert results[0][1:] == results[1][1:] == results[2][1:]
   data = open(os.path.join(str(tmp_path / "b100"), "train/2014.text.bin"), "rb").read()
@@ -205,21 +215,18 @@ def test_block_sampler_warns_once_about_a_store_in_corpus_order(shuffled_store, 
 
 
 def test_beam_writes_the_local_shuffled_store(tmp_path, monkeypatch, shuffled_store):
-  _beam_or_skip()
-  from tests.test_ssm_beam import MULTI_PROCESS, ROOT
-
+  beam_or_skip()
   monkeypatch.setenv("PYTHONPATH", ROOT)  # the worker processes import tlm
   monkeypatch.setattr(store_build, "MIN_CHUNK_BYTES", 4096)  # several chunks of the 80 KB input
-  out = _build(tmp_path / "beam", beam_options=MULTI_PROCESS, shuffle_seed=0)
-  assert _tree(out) == _tree(shuffled_store)
+  out = _build(tmp_path / "beam", beam_options=BEAM_MULTI_PROCESS, shuffle_seed=0)
+  assert file_hashes(out) == file_hashes(shuffled_store)
   direct = _build(tmp_path / "direct", beam_options="--runner=DirectRunner", shuffle_seed=0)
-  assert _tree(direct) == _tree(shuffled_store)
+  assert file_hashes(direct) == file_hashes(shuffled_store)
 
 
 def test_shuffled_merge_failed_half_way_then_run_again_is_one_run(tmp_path, monkeypatch):
   """A merge lost after some buckets (a preempted worker) and retried, then run a second time:
   the files of one clean run; its parts are only read."""
-  from tests.test_ssm_beam import Crash, _fail_on_call
   from tlm.store import store_write
 
   parts = str(tmp_path / "parts")
@@ -229,16 +236,16 @@ def test_shuffled_merge_failed_half_way_then_run_again_is_one_run(tmp_path, monk
       writer.add_text("val", 2019, f"u{unit} e{i}", "t", store_shuffle.key(5, 2019, unit, i))
     writer.close()
   prefixes = [store_write.part_prefix(parts, u, "val", 2019, store.TEXT) for u in range(3)]
-  before = _tree(parts)
+  before = file_hashes(parts)
   clean = store_shuffle.merge_shuffled(
     str(tmp_path / "clean"), "val", 2019, "text", 1, prefixes, 64
   )
   out = str(tmp_path / "out")
-  _fail_on_call(monkeypatch, store_shuffle, "_read_range", 20)
+  fail_on_call(monkeypatch, store_shuffle, "_read_range", 20)
   with pytest.raises(Crash):
     store_shuffle.merge_shuffled(out, "val", 2019, store.TEXT, 1, prefixes, 64)
   assert not os.path.exists(os.path.join(out, "val/2019.text.bin"))  # nothing half-written
   again = store_shuffle.merge_shuffled(out, "val", 2019, store.TEXT, 1, prefixes, 64)
   assert again == clean and again["buckets"] >= 8
   assert store_shuffle.merge_shuffled(out, "val", 2019, store.TEXT, 1, prefixes, 64) == clean
-  assert _tree(out) == _tree(str(tmp_path / "clean")) and _tree(parts) == before
+  assert file_hashes(out) == file_hashes(str(tmp_path / "clean")) and file_hashes(parts) == before

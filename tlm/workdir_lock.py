@@ -61,7 +61,7 @@ class LockedError(UserError):
   """The workdir is in use by another writer (named in the message)."""
 
 
-def _process_start_time(pid: int) -> str | None:
+def process_start_time(pid: int) -> str | None:
   """The kernel's start time of `pid` (Linux /proc), to tell a reused pid from the holder."""
   try:
     with open(f"/proc/{pid}/stat", encoding="ascii", errors="replace") as f:
@@ -181,7 +181,7 @@ def _is_stale(holder: dict) -> bool:
   if not _pid_alive(pid):
     return True
   started = holder.get("process_start")
-  return started is not None and _process_start_time(pid) not in (None, started)
+  return started is not None and process_start_time(pid) not in (None, started)
 
 
 def _describe(holder: dict) -> str:
@@ -228,7 +228,7 @@ class WorkdirLock:
       {
         "pid": os.getpid(),
         "host": socket.gethostname(),
-        "process_start": _process_start_time(os.getpid()),
+        "process_start": process_start_time(os.getpid()),
         "mode": self.mode,
         "since": datetime.datetime.now(datetime.timezone.utc).strftime("%Y-%m-%d %H:%M:%S UTC"),
         "token": self._token,

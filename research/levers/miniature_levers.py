@@ -1,6 +1,6 @@
 """What would get the miniature to the levers' goal: more steps, a wider model, a dated start.
 
-  python research/levers/miniature_levers.py --reproduction='runs/reproduce/seed={seed}' \\
+  python -m research.levers.miniature_levers --reproduction='runs/reproduce/seed={seed}' \\
       --root=runs/levers [--settings=tiny-3200,wide-800] [--seeds=0,1,2]
 
 `--reproduction` is a path template of the seed directories of a finished
@@ -15,12 +15,8 @@ research/levers/README.md, verbatim.
 
 import argparse
 import os
-import sys
 
-# The repository root (research/levers/ is two levels below it).
-sys.path.insert(0, os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__)))))
-
-from research.levers.levers import Setting, run  # noqa: E402
+from research.levers.levers import Setting, run
 
 # The order of the work: (setting, up to step), each pass over every seed (see the docstring).
 SCHEDULE = (

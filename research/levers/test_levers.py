@@ -2,7 +2,6 @@
 and M1 over seeds on hand-made numbers, the goal's criterion, and a few steps on a tiny world: a
 setting continued from a shorter one's checkpoint is the model trained for all its steps."""
 
-import importlib.util
 import json
 import math
 import os
@@ -10,7 +9,7 @@ import re
 
 import pytest
 
-from research.levers import levers
+from research.levers import levers, miniature_levers
 from tlm.errors import ConfigError, DataError
 from tlm.miniature import measurements
 
@@ -110,12 +109,7 @@ def test_the_baseline_is_read_from_a_reproduction(tmp_path):
 
 
 def test_the_pre_registered_settings():
-  spec = importlib.util.spec_from_file_location(
-    "miniature_levers", os.path.join(ROOT, "research", "levers", "miniature_levers.py")
-  )
-  script = importlib.util.module_from_spec(spec)
-  spec.loader.exec_module(script)
-  s = {x.name: x for x in script.settings("/r/seed={seed}", "/L")}
+  s = {x.name: x for x in miniature_levers.settings("/r/seed={seed}", "/L")}
   assert list(s) == ["tiny-800", "tiny-3200", "wide-800", "wide-3200", "years-800", "years-3200"]
   assert s["tiny-800"].reuse == "/r/seed={seed}" and s["tiny-800"].steps == 800
   assert s["tiny-3200"].start == "/r/seed={seed}/t5" and s["tiny-3200"].continue_from
@@ -128,9 +122,9 @@ def test_the_pre_registered_settings():
   with open(os.path.join(ROOT, "research", "levers", "README.md"), encoding="utf-8") as f:
     record = f.read()  # the pre-registrations, verbatim, beside the study
   assert "PRE-REGISTRATION" in record and "Criterion" in record
-  assert "SECOND PRE-REGISTRATION" in record and "README.md" in script.__doc__
-  assert {name for name, _ in script.SCHEDULE} == set(s)  # every setting is scheduled
-  for name, up_to in script.SCHEDULE:
+  assert "SECOND PRE-REGISTRATION" in record and "README.md" in miniature_levers.__doc__
+  assert {name for name, _ in miniature_levers.SCHEDULE} == set(s)  # every setting is scheduled
+  for name, up_to in miniature_levers.SCHEDULE:
     assert up_to in s[name].points()
 
 

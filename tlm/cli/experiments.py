@@ -31,7 +31,7 @@ from tlm.train import preflight
 from tlm.workdir_lock import WorkdirLock, acquire_on_main
 
 
-def _config_and_workdir(flags):
+def config_and_workdir(flags):
   """The experiment's config (the workdir's saved one, if any, with `--set` on top), workdir
   (default: the miniature's model of the config's variant) and the saved config's path (or
   None)."""
@@ -60,7 +60,7 @@ def _start(flags):
   run if there is one."""
   from tlm.cli.train import initialize_distributed
 
-  config, workdir, saved_path = _config_and_workdir(flags)
+  config, workdir, saved_path = config_and_workdir(flags)
   initialize_distributed(flags.coordinator_address, flags.num_processes, flags.process_id)
   return config, workdir, saved_path
 

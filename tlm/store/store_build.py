@@ -54,7 +54,7 @@ from tlm.data.ssm import (
 from tlm.errors import DataError, UserError
 from tlm.files import atomic_output_dir, check_replaceable
 from tlm.line_files import check_utf8_line, parse_jsonl_line
-from tlm.store import store, store_shuffle, store_write
+from tlm.store import store, store_files, store_shuffle, store_write
 
 # Plain input is cut into chunks of about this many bytes (more chunks than workers balance
 # the load; fewer, larger ones keep the number of part files down).
@@ -433,13 +433,13 @@ def finish(out_dir, plan, results, merged, options: Options) -> dict:
   vocab, token_dtype = None, options.token_dtype
   if options.vocab:
     model = storage.read_bytes(options.vocab)
-    with store_write.StagedFile(storage.join(out_dir, store.VOCAB_FILE)) as f:
+    with store_files.StagedFile(storage.join(out_dir, store.VOCAB_FILE)) as f:
       f.write(model)
     from tlm.data.vocab import Vocabulary
 
     vocab = {"sha256": store.vocab_fingerprint(model), "vocab_size": Vocabulary(model).vocab_size}
   data = (json.dumps(summary, indent=2) + "\n").encode("utf-8")
-  with store_write.StagedFile(storage.join(out_dir, "stats.json")) as f:
+  with store_files.StagedFile(storage.join(out_dir, "stats.json")) as f:
     f.write(data)
   order = store_shuffle.order_entry(options.shuffle_seed)
   manifest = store_write.manifest_bytes(tables, files, token_dtype, vocab, order)

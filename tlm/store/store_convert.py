@@ -25,7 +25,7 @@ from tlm.data.formatting import SPLITS
 from tlm.errors import DataError, UserError
 from tlm.files import atomic_output_dir, check_replaceable
 from tlm.line_files import iter_jsonl
-from tlm.store import store, store_build, store_write
+from tlm.store import store, store_build, store_files, store_write
 
 _YEAR_FILE = re.compile(r"^(\d{1,9})\.jsonl$")
 _LOCK = ".tlm_convert.lock"
@@ -94,7 +94,7 @@ def _write(src: str, out_dir: str, vocab_path: str | None) -> dict:
         files.update(merged["files"])
   vocab_entry = None
   if vocab is not None:
-    with store_write.StagedFile(storage.join(out_dir, store.VOCAB_FILE)) as f:
+    with store_files.StagedFile(storage.join(out_dir, store.VOCAB_FILE)) as f:
       f.write(vocab.serialized_model)
     vocab_entry = {
       "sha256": store.vocab_fingerprint(vocab.serialized_model),

@@ -7,8 +7,9 @@ examples to *parts*, one per (split, year, field): `<prefix>.bin` (the data) and
 in chunk order into its `.bin` and computes its `.idx` offsets, hashing both as they are
 written. The output depends only on the examples and their order, never on how the input was
 cut into chunks or how many workers ran. `write_manifest` comes last: a store exists once its
-manifest does. Every file appears whole or not at all (`StagedFile`) and a merge only reads its
-parts, so an engine may run any unit twice, or again after a failure, with the same result.
+manifest does. Every file appears whole or not at all (`tlm.store.store_files`) and a merge
+only reads its parts, so an engine may run any unit twice, or again after a failure, with the
+same result.
 `prefix_problem` vets a vocabulary before its ids are stored.
 """
 
@@ -19,8 +20,8 @@ import numpy as np
 from tlm import storage
 from tlm.data.conditioning import prefix_text
 from tlm.files import atomic_output_file
+from tlm.store import store_files
 from tlm.store.store import FORMAT, MANIFEST, OFFSET_DTYPE, TEXT, TOKENS, VERSION, file_name
-from tlm.store.store_files import HashedFile, StagedFile
 from tlm.store.store_shuffle import KeyedPart
 
 _FLUSH_BYTES = 1 << 22
@@ -89,7 +90,10 @@ class _Part:
 
   def flush(self) -> None:
     if self._files is None:
-      self._files = (StagedFile(self.prefix + ".bin"), StagedFile(self.prefix + ".len"))
+      self._files = (
+        store_files.StagedFile(self.prefix + ".bin"),
+        store_files.StagedFile(self.prefix + ".len"),
+      )
     self._files[0].write(b"".join(self._data))
     self._files[1].write(np.asarray(self._lens, OFFSET_DTYPE).tobytes())
     self._data, self._lens, self._size = [], [], 0
@@ -189,8 +193,8 @@ def merge_table(
   """
   bin_name = file_name(split, year, field, "bin")
   idx_name = file_name(split, year, field, "idx")
-  data = HashedFile(storage.join(out_dir, bin_name))
-  index = HashedFile(storage.join(out_dir, idx_name))
+  data = store_files.HashedFile(storage.join(out_dir, bin_name))
+  index = store_files.HashedFile(storage.join(out_dir, idx_name))
   try:
     index.write(np.zeros(1, OFFSET_DTYPE).tobytes())
     base, examples = 0, 0

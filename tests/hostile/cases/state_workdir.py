@@ -97,7 +97,7 @@ def _lock(content, mode="resume"):
     ctx.copy("W0", W)
     rel = "W/.tlm.lock"
     if content == LIVE:
-      from tlm.workdir_lock import _process_start_time
+      from tlm.workdir_lock import process_start_time
 
       ctx.write(
         rel,
@@ -105,7 +105,7 @@ def _lock(content, mode="resume"):
           {
             "pid": os.getpid(),
             "host": socket.gethostname(),
-            "process_start": _process_start_time(os.getpid()),
+            "process_start": process_start_time(os.getpid()),
             "mode": "train",
             "since": "now",
             "token": "t",

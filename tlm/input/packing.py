@@ -410,8 +410,7 @@ def _check_vocab(table, vocab) -> None:
   """A tokenized table must hold ids of `vocab` (the same SentencePiece model's bytes)."""
   from tlm.store.store import MANIFEST, vocab_fingerprint
 
-  model = getattr(vocab, "serialized_model", None)
-  have = vocab_fingerprint(model) if model is not None else "(none: not a SentencePiece model)"
+  have = vocab_fingerprint(vocab.serialized_model)
   if have != table.vocab_sha256:
     raise DataError(
       f"tokenized with the vocabulary of SHA-256 {table.vocab_sha256[:16]}..., but the model's "

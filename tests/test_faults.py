@@ -21,7 +21,7 @@ import numpy as np
 import pytest
 
 from tlm import checksums, files
-from tlm.errors import CheckpointError, OutputError
+from tlm.errors import CheckpointError, OutputError, UserError
 from tlm.models import checkpoints, t5
 from tlm.train.checkpointing import CheckpointManager
 from tlm.workdir_lock import LOCK_NAME, LockedError, WorkdirLock
@@ -472,6 +472,36 @@ def test_checkpoint_save_error_is_one_line_and_keeps_nothing(tmp_path, monkeypat
   manager.close()  # a failed save is reported once, not again on close
 
 
+def test_a_tlm_error_is_the_outputs_by_the_path_it_carries_not_its_words(tmp_path):
+  """A failed write of orbax inside `atomic_output_dir` (orbax_params.save's CheckpointError,
+  with the directory it was writing and the reason) is the output's OutputError; an error
+  about anything else passes unchanged, whatever its message quotes."""
+  out = str(tmp_path / "out")
+
+  def raised_in_block(path_of, message_of=lambda tmp: "x"):
+    with pytest.raises(UserError) as e:
+      with files.atomic_output_dir(out) as tmp:
+        error = CheckpointError(message_of(tmp))
+        error.path, error.reason = path_of(tmp), "No space left on device"
+        raise error
+    assert os.listdir(tmp_path) == []
+    return e.value
+
+  inside = raised_in_block(lambda tmp: os.path.join(tmp, "params"))
+  assert type(inside) is OutputError
+  assert str(inside) == f"{out}: cannot write (No space left on device); not written"
+  assert (inside.path, inside.reason) == (out, "No space left on device")
+  assert type(raised_in_block(lambda tmp: tmp)) is OutputError  # the directory itself
+  # Another directory, even one whose name starts with the temporary one's, or a message
+  # that quotes the temporary directory: not the output's.
+  for path_of, message_of in [
+    (lambda tmp: tmp + "-input/params", lambda tmp: "x"),
+    (lambda tmp: str(tmp_path / "input"), lambda tmp: f"{tmp}/params: cannot save"),
+    (lambda tmp: None, lambda tmp: f"{tmp}/params: cannot save"),
+  ]:
+    assert type(raised_in_block(path_of, message_of)) is CheckpointError
+
+
 @pytest.fixture
 def tiny_disk(tmpfs):
   """A 1 MiB tmpfs."""
@@ -547,6 +577,22 @@ def test_tensorstore_reports_a_failed_file_operation_in_its_message_only(tmp_pat
   assert files.io_error_reason(e) == os.strerror(errno.ENOTDIR)
   assert files.tensorstore_status(ValueError("an unrelated bug")) is None
   assert files.tensorstore_status(OSError(errno.ENOSPC, "x")) is None
+
+
+def test_tensorstores_message_is_shown_without_the_spec_it_appends(tmp_path):
+  # tensorstore 0.1.86 appends its whole JSON spec to a message (hundreds of characters):
+  # `tensorstore_one_line`, which orbax_params and t5x quote, keeps what failed, before it.
+  # (The status's payloads, the spec and the errno, come in no fixed order.)
+  (tmp_path / "file").write_text("")
+  e = _tensorstore_write(str(tmp_path / "file" / "array"), np.zeros(4, np.float32))  # ENOTDIR
+  assert " [tensorstore_spec='{" in str(e), str(e)
+  line = files.tensorstore_one_line(e)
+  assert line.startswith("ValueError: FAILED_PRECONDITION: ") and "tensorstore_spec" not in line
+  end = f'"{tmp_path}/file/array": Not a directory'
+  assert line.endswith((end, f"{end} [os_error_code='20']")), line
+  assert files.tensorstore_one_line(ValueError("x" * 400)) == "ValueError: " + "x" * 297 + "..."
+  assert files.tensorstore_one_line(OSError("first\nsecond")) == "OSError: first"
+  assert files.tensorstore_one_line(ValueError()) == "ValueError"
 
 
 def test_tensorstore_reports_a_full_disk_in_its_message_only(tiny_disk):

@@ -61,9 +61,10 @@ def _is_write_error(e: BaseException, tmp: str) -> bool:
 # errno, status code or other attribute: the absl status code leads its message and the errno is
 # quoted in it, e.g. `RESOURCE_EXHAUSTED: Error writing local file "x": ... No space left on
 # device [os_error_code='28']` (tensorstore 0.1.86; orbax raises it as it is). The message is
-# the only place either is, so `tensorstore_status` reads it, and nothing else in tlm does;
-# tests/test_faults.py pins the message of a real failed write, so that a tensorstore that
-# changes it fails there instead of a full disk becoming a traceback.
+# the only place either is, so `tensorstore_status` reads it, and nothing else in tlm does (but
+# `tensorstore_one_line`, which shortens it for display: it decides nothing); tests/test_faults.py
+# pins the message of a real failed write, so that a tensorstore that changes it fails there
+# instead of a full disk becoming a traceback.
 _TS_STATUS = re.compile(r"([A-Z]+(?:_[A-Z]+)*): ")
 _TS_ERRNO = re.compile(r"\[os_error_code='?(\d+)'?\]")
 
@@ -79,6 +80,14 @@ def tensorstore_status(e: BaseException) -> tuple[str, int | None] | None:
     return None
   code = _TS_ERRNO.search(text)
   return status.group(1), int(code.group(1)) if code else None
+
+
+def tensorstore_one_line(e: BaseException) -> str:
+  """An exception of orbax or tensorstore as one short line, "Type: first line": tensorstore
+  appends its whole JSON spec to a message (` [tensorstore_spec=...]`), which is cut off."""
+  text = str(e).strip().split("\n")[0].split(" [tensorstore_spec=")[0]
+  text = text if len(text) <= 300 else text[:297] + "..."
+  return f"{type(e).__name__}: {text}" if text else type(e).__name__
 
 
 def io_error_reason(e: BaseException) -> str | None:
@@ -275,12 +284,21 @@ def _cleaned_on_failure(tmp: str, path: str, existed: bool) -> Iterator[None]:
     raise
 
 
+def _within(path: str | None, directory: str) -> bool:
+  """Whether the local `path` is `directory` or below it."""
+  if path is None:
+    return False
+  path, directory = os.path.abspath(path), os.path.abspath(directory)
+  return path == directory or path.startswith(directory.rstrip(os.sep) + os.sep)
+
+
 def _reraise_inner(e: BaseException, tmp: str, path: str, existed: bool) -> None:
   """Raises the OutputError naming `path` for a write error inside the temporary directory."""
-  # A file of the directory written atomically in its turn: the error names the directory.
-  inner = isinstance(e, OutputError) and getattr(e, "path", "").startswith(tmp)
-  # ... or by orbax (tlm.models.formats.orbax_params keeps tensorstore's reason).
-  inner = inner or isinstance(e, UserError) and tmp in str(e) and io_error_reason(e) is not None
+  # A tlm error about an output below `tmp`, by the `path` it carries: a file of the directory
+  # written atomically in its turn (an OutputError), or orbax's save of parameters there (the
+  # CheckpointError of tlm.models.formats.orbax_params.save, which keeps tensorstore's reason).
+  inner = isinstance(e, UserError) and _within(getattr(e, "path", None), tmp)
+  inner = inner and (isinstance(e, OutputError) or io_error_reason(e) is not None)
   if inner or _is_write_error(e, tmp):
     raise _output_error(path, e, existed) from None
 

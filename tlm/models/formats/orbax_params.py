@@ -16,8 +16,11 @@ import orbax.checkpoint as ocp
 
 from tlm import storage
 from tlm.errors import CheckpointError
-from tlm.files import io_error_reason
+from tlm.files import io_error_reason, tensorstore_one_line
 from tlm.models.formats import orbax_failures
+
+# The step's metadata file of orbax's layout (orbax 0.12.8: `_STEP_METADATA_FILENAME`, private).
+_STEP_METADATA = "_CHECKPOINT_METADATA"
 
 
 class _ItemMetadataFilter(logging.Filter):
@@ -25,22 +28,24 @@ class _ItemMetadataFilter(logging.Filter):
 
   In a training checkpoint (`checkpoints/STEP/params`) that file lives one level up, at the
   step; reading the item on its own is what tlm's model loading does, so the warning says
-  nothing a user can act on.
+  nothing a user can act on. The record is told by what orbax passes, not by its words: a
+  WARNING whose one argument is the path of that file (an `etils.epath.Path`). Where it was
+  logged does not tell it: `module` and `funcName` are those of orbax's private module
+  ("checkpoint", "read") only when absl's logger class made the "absl" logger, and absl's
+  `log` when a plain logger of that name was made before absl was imported.
+  tests/test_formats.py pins the record orbax emits.
   """
 
   def filter(self, record: logging.LogRecord) -> bool:
-    return not str(record.msg).startswith("Metadata file does not exist")
+    if record.levelno != logging.WARNING or not isinstance(record.args, tuple):
+      return True
+    if len(record.args) != 1 or not isinstance(record.args[0], os.PathLike):
+      return True
+    return os.path.basename(os.fspath(record.args[0])) != _STEP_METADATA
 
 
 logging.getLogger("absl").addFilter(_ItemMetadataFilter())
 orbax_failures.install()  # a failed save is reported once, as tlm's one line
-
-
-def _one_line(e: Exception) -> str:
-  # tensorstore appends its whole JSON spec to messages: keep the first line, without it.
-  text = str(e).strip().split("\n")[0].split(" [tensorstore_spec=")[0]
-  text = text if len(text) <= 300 else text[:297] + "..."
-  return f"{type(e).__name__}: {text}" if text else type(e).__name__
 
 
 def _keys(tree) -> dict[str, object]:
@@ -72,10 +77,10 @@ def save(directory: str, params) -> None:
     orbax_failures.join_writers()
     if not storage.is_remote(directory):  # orbax writes into `directory` + a temporary suffix
       orbax_failures.settle(*os.path.split(directory))
-    error = CheckpointError(f"{directory}: cannot save parameters ({_one_line(e)})")
-    # The failed file operation's reason, for `tlm.files` to report the output it was
-    # writing: the one line above may cut tensorstore's message before the errno.
-    error.reason = io_error_reason(e)
+    error = CheckpointError(f"{directory}: cannot save parameters ({tensorstore_one_line(e)})")
+    # The failed file operation's reason and where, for `tlm.files` to report the output it
+    # was writing: the one line above may cut tensorstore's message before the errno.
+    error.path, error.reason = directory, io_error_reason(e)
     raise error from None
 
 
@@ -86,7 +91,9 @@ def metadata(directory: str) -> dict:
   try:
     meta = ocp.PyTreeCheckpointer().metadata(storage.abspath(directory))
   except Exception as e:
-    raise CheckpointError(f"{directory}: not an orbax checkpoint ({_one_line(e)})") from None
+    raise CheckpointError(
+      f"{directory}: not an orbax checkpoint ({tensorstore_one_line(e)})"
+    ) from None
   tree = getattr(meta, "item_metadata", meta)
   return getattr(tree, "tree", tree)
 
@@ -130,4 +137,6 @@ def restore(directory: str, shardings=None):
     )
   except Exception as e:
     orbax_failures.settle_callbacks()  # the other arrays' reads, still in flight
-    raise CheckpointError(f"{directory}: cannot restore parameters ({_one_line(e)})") from None
+    raise CheckpointError(
+      f"{directory}: cannot restore parameters ({tensorstore_one_line(e)})"
+    ) from None

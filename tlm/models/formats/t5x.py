@@ -29,6 +29,7 @@ import numpy as np
 
 from tlm import storage
 from tlm.errors import CheckpointError
+from tlm.files import tensorstore_one_line
 from tlm.models.formats import guards, t5x_msgpack, t5x_zarr
 from tlm.safe_read import shown
 
@@ -196,12 +197,6 @@ def read_legacy(step_dir: str, subtree: str = "target") -> dict[str, np.ndarray]
 # Orbax layout
 
 
-def one_line(e: Exception) -> str:
-  """An Orbax/TensorStore exception in one short line (TensorStore appends its spec)."""
-  text = str(e).strip().split("\n")[0].split(" [tensorstore_spec=")[0][:300]
-  return f"{type(e).__name__}: {text}" if text else type(e).__name__
-
-
 def _orbax_arrays(meta_tree, prefix: str = ""):
   if isinstance(meta_tree, dict):
     for key, value in meta_tree.items():
@@ -251,7 +246,9 @@ def read_orbax(step_dir: str, subtree: str = "target") -> dict[str, np.ndarray]:
     with _quiet_orbax():
       meta = ocp.PyTreeCheckpointer().metadata(directory)
   except Exception as e:  # orbax raises many types
-    raise CheckpointError(f"{directory}: not an Orbax checkpoint ({one_line(e)})") from None
+    raise CheckpointError(
+      f"{directory}: not an Orbax checkpoint ({tensorstore_one_line(e)})"
+    ) from None
   tree = getattr(meta, "item_metadata", meta)
   tree = getattr(tree, "tree", tree)
   if not isinstance(tree, dict) or not isinstance(tree.get(subtree), dict):
@@ -279,7 +276,9 @@ def read_orbax(step_dir: str, subtree: str = "target") -> dict[str, np.ndarray]:
       )
   except Exception as e:
     orbax_failures.settle_callbacks()
-    raise CheckpointError(f"{directory}: cannot restore '{subtree}' ({one_line(e)})") from None
+    raise CheckpointError(
+      f"{directory}: cannot restore '{subtree}' ({tensorstore_one_line(e)})"
+    ) from None
   return {name: np.asarray(value) for name, value in _orbax_values(restored[subtree])}
 
 

@@ -27,7 +27,6 @@ world's own build, the same store.
 
 import argparse
 import gc
-import hashlib
 import json
 import os
 import random
@@ -39,6 +38,7 @@ import time
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 sys.path.insert(0, ROOT)
 
+from tests.helpers import file_hashes  # noqa: E402
 from tests.test_gazetteer import ScanGazetteer  # noqa: E402
 from tlm.data import salient_spans  # noqa: E402
 from tlm.data.salient_spans import Gazetteer, find_spans, split_sentences  # noqa: E402
@@ -145,22 +145,13 @@ def probe(names_path: str, news: str, world_entities: str) -> dict:
 
 def _same_store(a: str, b: str) -> bool:
   """Equal bytes in every file, and in stats.json but for the number of names."""
-  ta, tb = _tree(a), _tree(b)
+  ta, tb = file_hashes(a), file_hashes(b)
   stats = []
   for d in (a, b):
     with open(os.path.join(d, "stats.json"), encoding="utf-8") as f:
       stats.append({k: v for k, v in json.load(f).items() if k != "gazetteer_names"})
   del ta["stats.json"], tb["stats.json"]
   return ta == tb and stats[0] == stats[1]
-
-
-def _tree(path: str) -> dict:
-  out = {}
-  for d, _, files in os.walk(path):
-    for name in files:
-      with open(os.path.join(d, name), "rb") as f:
-        out[os.path.relpath(os.path.join(d, name), path)] = hashlib.sha256(f.read()).hexdigest()
-  return out
 
 
 # run.py in a child that reports its peak resident memory (VmHWM) on stderr as it exits.

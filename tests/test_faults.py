@@ -12,6 +12,7 @@ import shutil
 import socket
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 
@@ -579,16 +580,23 @@ def test_tensorstore_reports_a_failed_file_operation_in_its_message_only(tmp_pat
   assert files.tensorstore_status(OSError(errno.ENOSPC, "x")) is None
 
 
-def test_tensorstores_message_is_shown_without_the_spec_it_appends(tmp_path):
+def test_tensorstores_message_is_shown_without_the_spec_it_appends():
   # tensorstore 0.1.86 appends its whole JSON spec to a message (hundreds of characters):
   # `tensorstore_one_line`, which orbax_params and t5x quote, keeps what failed, before it.
   # (The status's payloads, the spec and the errno, come in no fixed order.)
-  (tmp_path / "file").write_text("")
-  e = _tensorstore_write(str(tmp_path / "file" / "array"), np.zeros(4, np.float32))  # ENOTDIR
-  assert " [tensorstore_spec='{" in str(e), str(e)
+  # A short directory: the message quotes the path twice, and pytest's own temporary paths
+  # (longer under xdist) would push the line past the 300 characters `tensorstore_one_line` keeps.
+  short = tempfile.mkdtemp(prefix="ts")
+  try:
+    with open(os.path.join(short, "file"), "w"):
+      pass
+    e = _tensorstore_write(os.path.join(short, "file", "array"), np.zeros(4, np.float32))
+  finally:
+    shutil.rmtree(short)
+  assert " [tensorstore_spec='{" in str(e), str(e)  # ENOTDIR, with the spec after it
   line = files.tensorstore_one_line(e)
   assert line.startswith("ValueError: FAILED_PRECONDITION: ") and "tensorstore_spec" not in line
-  end = f'"{tmp_path}/file/array": Not a directory'
+  end = f'"{short}/file/array": Not a directory'
   assert line.endswith((end, f"{end} [os_error_code='20']")), line
   assert files.tensorstore_one_line(ValueError("x" * 400)) == "ValueError: " + "x" * 297 + "..."
   assert files.tensorstore_one_line(OSError("first\nsecond")) == "OSError: first"

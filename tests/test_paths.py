@@ -382,3 +382,16 @@ def test_a_store_is_decided_once_when_opened_and_read(tmp_path, monkeypatch, req
   table.close()
   assert store.verify(ssm_dir)["tables"] == 27
   assert [c for c in calls if c.startswith(text)] == [text]
+
+
+def test_within_compares_whole_components_and_keeps_schemes_apart(tmp_path):
+  d = str(tmp_path / "out")
+  assert storage.within(d, d) and storage.within(d + "/a/b", d) and storage.within(d + "/", d)
+  assert not storage.within(d + "-tmp/a", d)  # a sibling sharing the prefix
+  assert not storage.within(str(tmp_path), d)
+  assert storage.within("gs://b/out/a", "gs://b/out/") and not storage.within(
+    "gs://b/outx", "gs://b/out"
+  )
+  assert not storage.within("/b/out/a", "gs://b/out") and not storage.within(
+    "gs://b/out/a", "/b/out"
+  )

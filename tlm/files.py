@@ -284,20 +284,15 @@ def _cleaned_on_failure(tmp: str, path: str, existed: bool) -> Iterator[None]:
     raise
 
 
-def _within(path: str | None, directory: str) -> bool:
-  """Whether the local `path` is `directory` or below it."""
-  if path is None:
-    return False
-  path, directory = os.path.abspath(path), os.path.abspath(directory)
-  return path == directory or path.startswith(directory.rstrip(os.sep) + os.sep)
-
-
 def _reraise_inner(e: BaseException, tmp: str, path: str, existed: bool) -> None:
   """Raises the OutputError naming `path` for a write error inside the temporary directory."""
   # A tlm error about an output below `tmp`, by the `path` it carries: a file of the directory
   # written atomically in its turn (an OutputError), or orbax's save of parameters there (the
   # CheckpointError of tlm.models.formats.orbax_params.save, which keeps tensorstore's reason).
-  inner = isinstance(e, UserError) and _within(getattr(e, "path", None), tmp)
+  path_of_error = getattr(e, "path", None)
+  inner = (
+    isinstance(e, UserError) and path_of_error is not None and storage.within(path_of_error, tmp)
+  )
   inner = inner and (isinstance(e, OutputError) or io_error_reason(e) is not None)
   if inner or _is_write_error(e, tmp):
     raise _output_error(path, e, existed) from None

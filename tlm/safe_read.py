@@ -254,16 +254,12 @@ def shown(text, limit: int = 80) -> str:
   return text if len(text) <= limit else text[: limit - 4] + "...'"
 
 
-def _inside(path: str, root: str) -> bool:
-  return path == root or path.startswith(root.rstrip(os.sep) + os.sep)
-
-
-def _hub_blobs(directory: str) -> str | None:
+def _hub_blobs(directory: str) -> "storage.Location | None":
   """`.../models--x/blobs` for an HF hub cache snapshot `.../models--x/snapshots/REV`."""
   parent = os.path.dirname(directory)
   if os.path.basename(parent) != "snapshots":
     return None
-  return os.path.join(os.path.dirname(parent), "blobs")
+  return storage.Location(os.path.join(os.path.dirname(parent), "blobs"), None)
 
 
 def confined_path(directory: str, name, source: str, *, refuse_special: bool = True) -> str:
@@ -309,10 +305,11 @@ def confined_path(directory: str, name, source: str, *, refuse_special: bool = T
     # An object store has no symlinks: a relative key without `..` stays under the prefix.
     return storage.join(directory, name)
   path = os.path.join(directory, name)
-  real_dir = os.path.realpath(directory)
-  real = os.path.realpath(path)
+  # Real paths are local by construction: Locations made as such, not decided again.
+  real_dir = storage.Location(os.path.realpath(directory), None)
+  real = storage.Location(os.path.realpath(path), None)
   blobs = _hub_blobs(real_dir)
-  if not _inside(real, real_dir) and not (blobs is not None and _inside(real, blobs)):
+  if not storage.within(real, real_dir) and not (blobs is not None and storage.within(real, blobs)):
     raise CheckpointError(
       f"{source}: file name {shown(name)} is a link that leads outside the checkpoint directory"
     )

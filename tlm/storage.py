@@ -342,6 +342,17 @@ def abspath(path: PathArg) -> Location:
   return Location(os.path.abspath(path), None)
 
 
+def within(path: PathArg, directory: PathArg) -> bool:
+  """Whether `path` is `directory` or below it, compared by whole components of their absolute
+  forms (`abspath`). Links are not resolved: a caller that must see through them passes real
+  paths (`os.path.realpath`)."""
+  path, directory = abspath(path), abspath(directory)
+  if path.is_remote != directory.is_remote:
+    return False
+  sep = "/" if path.is_remote else os.sep
+  return path == directory or path.startswith(directory.rstrip(sep) + sep)
+
+
 def join(path: PathArg, *names: str) -> Location:
   """`os.path.join` for a local path; "/"-joined for a URI (the scheme kept, not re-read)."""
   return location(path).joinpath(*names)

@@ -42,11 +42,12 @@ OUTPUTS = frozenset(
 
 
 def _inside(path: str, directory: str) -> bool:
-  if storage.is_remote(path) or storage.is_remote(directory):
-    path, directory = storage.abspath(path), storage.abspath(directory)
-    return path == directory or path.startswith(directory + "/")
-  path, directory = os.path.realpath(path), os.path.realpath(directory)
-  return path == directory or path.startswith(directory + os.sep)
+  """`storage.within`, seeing through links of local paths."""
+  path, directory = storage.location(path), storage.location(directory)
+  real = [
+    p if p.is_remote else storage.Location(os.path.realpath(p), None) for p in (path, directory)
+  ]
+  return storage.within(*real)
 
 
 def _earlier_output(output_dir: str) -> list[str]:

@@ -68,6 +68,12 @@ _ENCYCLOPEDIA = {
   "P6": "The current head of government of {S} is {O}.",
   "P127": "The current owner of {S} is {O}.",
 }
+
+
+def encyclopedia_sentence(relation: str, subject: str, obj: str) -> str:
+  """How the encyclopedia (and, for a never-changing fact, the generic text) states
+  (relation, subject, object); KeyError for a relation it never states."""
+  return _ENCYCLOPEDIA[relation].format(S=subject, O=obj)
 STATIC = ("P17", "P131")  # the relations whose object never changes
 
 # General statements that hold at any time, by the entity's kind ("{S}" the entity).
@@ -130,7 +136,7 @@ def _generic_documents(world: World) -> dict[str, str]:
     e = ent[q]
     sentences = [_describe(e)]
     for rel, obj in static.get(q, ()):
-      sentences.append(_ENCYCLOPEDIA[rel].format(S=e.name, O=ent[obj].name))
+      sentences.append(encyclopedia_sentence(rel, e.name, ent[obj].name))
     generic = _GENERIC["person" if e.kind == "person" else e.kind]
     sentences.extend(t.format(S=e.name) for t in generic)
     docs[q] = " ".join(sentences)
@@ -157,7 +163,7 @@ def encyclopedia_texts(world: World, snapshot: int = SNAPSHOT) -> list[str]:
     e = ent[q]
     sentences = [_describe(e)]
     for rel, obj in sorted(current.get(q, ())):
-      sentences.append(_ENCYCLOPEDIA[rel].format(S=e.name, O=ent[obj].name))
+      sentences.append(encyclopedia_sentence(rel, e.name, ent[obj].name))
     articles.append(" ".join(sentences))
   return articles
 

@@ -89,12 +89,14 @@ def head_commit() -> str:
   return head + (" (uncommitted changes)" if dirty else "")
 
 
-def write_result(out: str, result: Mapping, markdown: str, log: Callable[[str], None]) -> None:
-  """OUT/result.json and OUT/result.md (each written whole or not at all), the table logged."""
+def write_result(
+  out: str, result: Mapping, markdown: str, log: Callable[[str], None], name: str = "result"
+) -> None:
+  """OUT/<name>.json and OUT/<name>.md (each written whole or not at all), the table logged."""
   from tlm.files import atomic_output_file, write_json
 
   os.makedirs(out, exist_ok=True)
-  write_json(os.path.join(out, "result.json"), result)
-  with atomic_output_file(os.path.join(out, "result.md")) as f:
+  write_json(os.path.join(out, f"{name}.json"), result)
+  with atomic_output_file(os.path.join(out, f"{name}.md")) as f:
     f.write(markdown)
   log(markdown)

@@ -322,7 +322,7 @@ def run(
   seeds: Sequence[int], root: str, out: str, *, commit: str = "", minutes: float | None = None
 ) -> dict:
   """Measures every seed from its scores (`evaluate_all`), judges, writes OUT/result_parts.*"""
-  from research.lever_verdict import head_commit
+  from research.lever_verdict import head_commit, write_result
 
   commit = commit or head_commit()
   measured = []
@@ -338,11 +338,7 @@ def run(
     "wall_minutes": minutes,
     "load_average": list(os.getloadavg()),
   }
-  os.makedirs(out, exist_ok=True)
-  write_json(os.path.join(out, "result_parts.json"), result)
-  with open(os.path.join(out, "result_parts.md"), "w", encoding="utf-8") as f:
-    f.write(markdown(result))
-  print(markdown(result))
+  write_result(out, result, markdown(result), print, name="result_parts")
   return result
 
 

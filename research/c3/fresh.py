@@ -6,9 +6,10 @@ Settings, checks, prediction and criterion: research/c3/PREREGISTRATION_fresh.md
 before this code, any model and the seeds' exposure ratios). Per seed S: W3's median exposure
 ratio r_S by `research.world.measure`; the start and the nine Yearly experts at round(2800 x r_S)
 steps by `research.c3.exposure` (its plan, jobs and `measure_seed`), in ROOT/seed=S; C3's new
-margin against the committed fresh Temporal (docs/results/fresh/seed=S/per_query.json), with the
-within-seed paired pair-bootstrap interval; check V3 trains a copy of the 2010 expert on to 2800
-steps and compares it query by query with the committed expert. The verdict pools the five
+margin against the committed fresh Temporal (the seed's per_query.json under
+docs/results/fresh/), with the within-seed paired pair-bootstrap interval; check V3 trains a
+copy of the 2010 expert on to 2800 steps and compares it query by query with the committed
+expert. The verdict pools the five
 seeds 0-4 (seeds 0-2 from research/c3/result.json).
 
 Writes ROOT/seed=S/fresh_seed.json per seed (a rerun reads it back; trainings resume) and

@@ -74,6 +74,8 @@ def encyclopedia_sentence(relation: str, subject: str, obj: str) -> str:
   """How the encyclopedia (and, for a never-changing fact, the generic text) states
   (relation, subject, object); KeyError for a relation it never states."""
   return _ENCYCLOPEDIA[relation].format(S=subject, O=obj)
+
+
 STATIC = ("P17", "P131")  # the relations whose object never changes
 
 # General statements that hold at any time, by the entity's kind ("{S}" the entity).

@@ -26,3 +26,12 @@ def test_the_criterion():
   assert ft.judge([_seed(), _seed(margin=-0.2)])["outcome"].startswith("the finetuning's rate")
   assert ft.judge([_seed(fall=0.3), _seed()])["outcome"] == "not explained"
   assert ft.judge([_seed(v1=False), _seed()])["outcome"].startswith("void")
+
+
+def test_the_combined_criterion():
+  from research.c12 import combined
+
+  ok = {"V1": True, "P": True}
+  assert combined.judge([ok, ok])["outcome"].startswith("fails for a measured reason")
+  assert combined.judge([ok, {**ok, "P": False}])["outcome"] == "not explained"
+  assert combined.judge([ok, {**ok, "V1": False}])["outcome"].startswith("void")

@@ -22,7 +22,6 @@ from research.c12 import finetune_lr, wording
 
 Log = Callable[[str], None]
 LR = finetune_lr.PAPER_LR
-TOLERANCE = 1e-9
 
 
 def probe(seed: int, root: str, log: Log) -> dict:
@@ -50,21 +49,9 @@ def probe(seed: int, root: str, log: Log) -> dict:
 
 
 def measure_seed(seed: int, probed: Mapping, lr_run: Mapping, meas: Mapping) -> dict:
-  e = meas["entropy"]["cbqa_ft"]
-  ids, sets = list(e["id"]), list(e["set"])
-  mine = wording.entropy_columns(probed["probe"], ids)
-  before = wording.entropy_columns(lr_run[f"{LR:g}"]["entropy"], ids)
-  v1 = set(mine) == set(before) and all(
-    abs(a - b) <= TOLERANCE for y in mine for a, b in zip(mine[y], before[y])
-  )
-  arms = {}
-  for w in wording.WORDINGS:
-    parts = wording.margins(wording.with_cbqa_ft(meas, wording.entropy_columns(probed[w], ids)))
-    arms[w] = {
-      "levels": wording.levels(probed[w], ids, sets),
-      "low": {"margin": parts[wording.LOW][0], "ci95": parts[wording.LOW][1]},
-      "flat": {"margin": parts[wording.FLAT][0], "ci95": parts[wording.FLAT][1]},
-    }
+  ids = list(meas["entropy"]["cbqa_ft"]["id"])
+  v1 = wording.same_entropies(probed["probe"], lr_run[f"{LR:g}"]["entropy"], ids)
+  arms = {w: wording.arm(meas, probed[w]) for w in wording.WORDINGS}
   margin = arms["encyclopedia"]["low"]["margin"]
   return {"seed": seed, "V1": v1, "P_margin": margin, "P": margin > 0, "arms": arms}
 

@@ -81,23 +81,12 @@ def probe(seed: int, root: str, log: Log) -> dict:
 
 
 def measure_seed(seed: int, probed: Mapping, wording_run: Mapping, meas: Mapping) -> dict:
-  e = meas["entropy"]["cbqa_ft"]
-  ids, sets = list(e["id"]), list(e["set"])
-  control = wording.entropy_columns(probed[f"{CONTROL_LR:g}"]["entropy"], ids)
-  before = wording.entropy_columns(wording_run["cbqa_ft"]["probe"], ids)
-  v1 = set(control) == set(before) and all(
-    abs(a - b) <= TOLERANCE for y in control for a, b in zip(control[y], before[y])
-  )
+  ids = list(meas["entropy"]["cbqa_ft"]["id"])
+  control = probed[f"{CONTROL_LR:g}"]["entropy"]
+  v1 = wording.same_entropies(control, wording_run["cbqa_ft"]["probe"], ids)
   arms = {}
   for lr, got in probed.items():
-    columns = wording.entropy_columns(got["entropy"], ids)
-    parts = wording.margins(wording.with_cbqa_ft(meas, columns))
-    arms[lr] = {
-      "levels": wording.levels(got["entropy"], ids, sets),
-      "low": {"margin": parts[wording.LOW][0], "ci95": parts[wording.LOW][1]},
-      "flat": {"margin": parts[wording.FLAT][0], "ci95": parts[wording.FLAT][1]},
-      "templama_2010_18": got["templama_2010_18"],
-    }
+    arms[lr] = {**wording.arm(meas, got["entropy"]), "templama_2010_18": got["templama_2010_18"]}
   level = {lr: a["levels"]["all"]["2019-29"] for lr, a in arms.items()}
   fall = level[f"{CONTROL_LR:g}"] - level[f"{LEVER_LR:g}"]
   margin = arms[f"{LEVER_LR:g}"]["low"]["margin"]

@@ -176,9 +176,30 @@ def levels(result: Mapping, ids: Sequence[str], sets: Sequence[str]) -> dict:
   return out
 
 
-def measure_seed(seed: int, probed: Mapping, meas: Mapping, parts: Mapping) -> dict:
+def arm(meas: Mapping, result: Mapping) -> dict:
+  """One arm: a T5-CBQA-ft's `future_entropy` result put in place of the committed one in
+  `meas`; its levels (`levels`) and C12's parts "low" and "flat" by the claim's code."""
   e = meas["entropy"]["cbqa_ft"]
   ids, sets = list(e["id"]), list(e["set"])
+  got = margins(with_cbqa_ft(meas, entropy_columns(result, ids)))
+  return {
+    "levels": levels(result, ids, sets),
+    "low": {"margin": got[LOW][0], "ci95": got[LOW][1]},
+    "flat": {"margin": got[FLAT][0], "ci95": got[FLAT][1]},
+  }
+
+
+def same_entropies(a: Mapping, b: Mapping, ids: Sequence[str]) -> bool:
+  """Two `future_entropy` results' per-query numbers equal within TOLERANCE, query by query."""
+  x, y = entropy_columns(a, ids), entropy_columns(b, ids)
+  return set(x) == set(y) and all(
+    len(x[k]) == len(y[k]) and all(abs(u - v) <= TOLERANCE for u, v in zip(x[k], y[k])) for k in x
+  )
+
+
+def measure_seed(seed: int, probed: Mapping, meas: Mapping, parts: Mapping) -> dict:
+  e = meas["entropy"]["cbqa_ft"]
+  ids = list(e["id"])
   mine = entropy_columns(probed["cbqa_ft"]["probe"], ids)
   v1 = set(mine) == set(e["entropy"]) and all(
     len(mine[y]) == len(e["entropy"][y])
@@ -187,16 +208,7 @@ def measure_seed(seed: int, probed: Mapping, meas: Mapping, parts: Mapping) -> d
   )
   base = margins(with_cbqa_ft(meas, None))
   v2 = abs(base[LOW][0] - parts[LOW]) <= TOLERANCE
-  arms = {}
-  for m in MODELS:
-    for w in WORDINGS:
-      result = probed[m][w]
-      got = margins(with_cbqa_ft(meas, entropy_columns(result, ids)))
-      arms[f"{m}/{w}"] = {
-        "levels": levels(result, ids, sets),
-        "low": {"margin": got[LOW][0], "ci95": got[LOW][1]},
-        "flat": {"margin": got[FLAT][0], "ci95": got[FLAT][1]},
-      }
+  arms = {f"{m}/{w}": arm(meas, probed[m][w]) for m in MODELS for w in WORDINGS}
   fall = (
     arms["cbqa_ft/probe"]["levels"]["all"]["2019-29"]
     - arms["cbqa_ft/encyclopedia"]["levels"]["all"]["2019-29"]

@@ -102,17 +102,12 @@ def measure_seed(seed: int, probed: Mapping, wording_run: Mapping, meas: Mapping
 
 
 def judge(seeds: Sequence[Mapping]) -> dict:
-  checks = all(s["V1"] for s in seeds)
-  p1, p2 = all(s["P1"] for s in seeds), all(s["P2"] for s in seeds)
-  if not checks:
-    outcome = "void: a check failed"
-  elif p1 and p2:
-    outcome = "fails for a measured reason: the finetuning's learning rate"
-  elif p1:
-    outcome = "the finetuning's rate accounts for part of the level; the part stays not explained"
-  else:
-    outcome = "not explained"
-  return {"checks_ok": checks, "P1": p1, "P2": p2, "outcome": outcome}
+  return wording.judge_p1_p2(
+    seeds,
+    all(s["V1"] for s in seeds),
+    both="fails for a measured reason: the finetuning's learning rate",
+    p1_only="the finetuning's rate accounts for part of the level; the part stays not explained",
+  )
 
 
 def markdown(result: Mapping) -> str:

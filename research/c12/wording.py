@@ -227,21 +227,28 @@ def measure_seed(seed: int, probed: Mapping, meas: Mapping, parts: Mapping) -> d
   }
 
 
-def judge(seeds: Sequence[Mapping]) -> dict:
-  checks = all(s["V1"] and s["V2"] for s in seeds)
+def judge_p1_p2(seeds: Sequence[Mapping], checks: bool, both: str, p1_only: str) -> dict:
+  """A C12 registration's outcome from its seeds' P1 and P2 (each needed on every seed)."""
   p1, p2 = all(s["P1"] for s in seeds), all(s["P2"] for s in seeds)
   if not checks:
     outcome = "void: a check failed"
   elif p1 and p2:
-    outcome = (
-      "fails for a measured reason: the probes' wording, which the miniature's T5-CBQA-ft never "
-      "trained on; asked in its own wording it is the lowest of the three"
-    )
+    outcome = both
   elif p1:
-    outcome = "the wording accounts for part of the level; the part stays not explained"
+    outcome = p1_only
   else:
     outcome = "not explained"
   return {"checks_ok": checks, "P1": p1, "P2": p2, "outcome": outcome}
+
+
+def judge(seeds: Sequence[Mapping]) -> dict:
+  return judge_p1_p2(
+    seeds,
+    all(s["V1"] and s["V2"] for s in seeds),
+    both="fails for a measured reason: the probes' wording, which the miniature's T5-CBQA-ft "
+    "never trained on; asked in its own wording it is the lowest of the three",
+    p1_only="the wording accounts for part of the level; the part stays not explained",
+  )
 
 
 def markdown(result: Mapping) -> str:

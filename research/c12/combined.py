@@ -80,13 +80,8 @@ def markdown(result: Mapping) -> str:
   ]
   for s in result["seeds"]:
     for w, a in s["arms"].items():
-      lv = a["levels"]
-      cells = [f"{lv[k]['2019-29']:.2f}" for k in (*wording.SETS, "all")]
-      lo, hi = a["low"]["ci95"]
-      lines.append(
-        f"| {s['seed']} | {s['V1']} | {w} | " + " | ".join(cells) + f" | {a['low']['margin']:+.3f}"
-        f" [{lo:+.2f}, {hi:+.2f}] | {a['flat']['margin']:+.4f} |"
-      )
+      cells = [str(s["seed"]), str(s["V1"]), w, *wording.arm_cells(a)]
+      lines.append("| " + " | ".join(cells) + " |")
   lines += ["", f"P: {j['P']}. **Outcome: {j['outcome']}.**"]
   return "\n".join(lines) + "\n"
 

@@ -132,14 +132,8 @@ def markdown(result: Mapping) -> str:
   ]
   for s in result["seeds"]:
     for lr, a in s["arms"].items():
-      lv = a["levels"]
-      cells = [f"{lv[k]['2019-29']:.2f}" for k in (*wording.SETS, "all")]
-      lo, hi = a["low"]["ci95"]
-      lines.append(
-        f"| {s['seed']} | {lr} | " + " | ".join(cells) + f" | {a['low']['margin']:+.3f}"
-        f" [{lo:+.2f}, {hi:+.2f}] | {a['flat']['margin']:+.4f}"
-        f" | {100 * a['templama_2010_18']:.2f} |"
-      )
+      cells = [str(s["seed"]), lr, *wording.arm_cells(a), f"{100 * a['templama_2010_18']:.2f}"]
+      lines.append("| " + " | ".join(cells) + " |")
   return "\n".join(lines) + "\n"
 
 

@@ -153,8 +153,7 @@ def margins(meas: Mapping) -> dict:
     if c.name not in (LOW, FLAT):
       continue
     value = float(c.margin(stats.identity_indices(c.pools)))
-    reps = stats.replicates([c.margin], [c.pools])
-    out[c.name] = (value, list(stats.percentile_interval(reps[:, 0])))
+    out[c.name] = (value, list(stats.hierarchical_bootstrap([c.margin], [c.pools])))
   return out
 
 
@@ -195,6 +194,16 @@ def same_entropies(a: Mapping, b: Mapping, ids: Sequence[str]) -> bool:
   return set(x) == set(y) and all(
     len(x[k]) == len(y[k]) and all(abs(u - v) <= TOLERANCE for u, v in zip(x[k], y[k])) for k in x
   )
+
+
+def arm_cells(a: Mapping) -> list[str]:
+  """An arm's markdown cells: the 2019-29 level of each set and of all, the part "low" with its
+  interval, the part "flat"."""
+  lv, (lo, hi) = a["levels"], a["low"]["ci95"]
+  return [f"{lv[k]['2019-29']:.2f}" for k in (*SETS, "all")] + [
+    f"{a['low']['margin']:+.3f} [{lo:+.2f}, {hi:+.2f}]",
+    f"{a['flat']['margin']:+.4f}",
+  ]
 
 
 def measure_seed(seed: int, probed: Mapping, meas: Mapping, parts: Mapping) -> dict:

@@ -219,8 +219,9 @@ def interval(values: np.ndarray, pool) -> tuple[float, float]:
   """The 95% percentile interval of the mean of `values`, resampling `pool`'s clusters."""
   from tlm.miniature import stats
 
-  reps = stats.replicates([lambda d: float(np.mean(stats.take(values, d["p"])))], [{"p": pool}])
-  return stats.percentile_interval(reps[:, 0])
+  return stats.hierarchical_bootstrap(
+    [lambda d: float(np.mean(stats.take(values, d["p"])))], [{"p": pool}]
+  )
 
 
 def load_scores(work: str) -> dict:

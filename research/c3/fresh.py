@@ -1,19 +1,24 @@
-"""C3's exposure lever on the fresh seeds 3 and 4 (research/c3/PREREGISTRATION_fresh.md).
+"""C3's exposure lever on fresh seeds, under one of two registrations (`REGISTRATIONS`).
 
   nice -n 10 python -m research.c3.fresh --root=runs/c3_fresh --out=research/c3
+  python -m research.c3.fresh --registration=seed5 --root=runs/c3_seed5 --out=research/c3
+
+"fresh" (research/c3/PREREGISTRATION_fresh.md) is seeds 3 and 4, registered and not run (seed 4's
+committed models cannot be regenerated: RESULT_fresh.md); "seed5"
+(research/c3/PREREGISTRATION_seed5.md) is seeds 3 and 5, seed 5's default numbers from its own
+registered run in docs/results/fresh5/. The lever is the same under both.
 
 Settings, checks, prediction and criterion: research/c3/PREREGISTRATION_fresh.md (committed
 before this code, any model and the seeds' exposure ratios). Per seed S: W3's median exposure
 ratio r_S by `research.world.measure`; the start and the nine Yearly experts at round(2800 x r_S)
 steps by `research.c3.exposure` (its plan, jobs and `measure_seed`), in ROOT/seed=S; C3's new
 margin against the committed fresh Temporal (the seed's per_query.json under
-docs/results/fresh/), with the within-seed paired pair-bootstrap interval; check V3 trains a
+docs/results/), with the within-seed paired pair-bootstrap interval; check V3 trains a
 copy of the 2010 expert on to 2800 steps and compares it query by query with the committed
-expert. The verdict pools the five
-seeds 0-4 (seeds 0-2 from research/c3/result.json).
+expert. The verdict pools seeds 0-2 (from research/c3/result.json) with the registration's two.
 
 Writes ROOT/seed=S/fresh_seed.json per seed (a rerun reads it back; trainings resume) and
-OUT/result_fresh.json, OUT/result_fresh.md.
+OUT/result_<name>.json, OUT/result_<name>.md (`Registration.name`).
 """
 
 import argparse
@@ -39,6 +44,36 @@ FIRST = os.path.join(REPO, "research", "c3", "result.json")
 SEEDS = (3, 4)
 CHECK_YEAR = 2010
 TOLERANCE = 1e-9
+
+
+@dataclasses.dataclass(frozen=True)
+class Registration:
+  """What a registration fixes: its file, its seeds, where each seed's committed default
+  numbers are, and the name of the result it writes."""
+
+  file: str
+  seeds: tuple[int, ...]
+  committed: Mapping[int, str]  # seed -> the directory holding seed=S/
+  name: str
+  title: str
+
+
+REGISTRATIONS = {
+  "fresh": Registration(
+    "research/c3/PREREGISTRATION_fresh.md",
+    SEEDS,
+    {3: FRESH, 4: FRESH},
+    "result_fresh",
+    "C3 at equal exposure on the fresh seeds",
+  ),
+  "seed5": Registration(
+    "research/c3/PREREGISTRATION_seed5.md",
+    (3, 5),
+    {3: FRESH, 5: os.path.join(REPO, "docs", "results", "fresh5")},
+    "result_seed5",
+    "C3 at equal exposure on seeds 3 and 5",
+  ),
+}
 
 
 def committed_fresh(seed: int, root: str = FRESH) -> dict:
@@ -142,10 +177,10 @@ def _ci(ci) -> str:
   return "-" if ci is None else f"[{ci[0]:+.2f}, {ci[1]:+.2f}]"
 
 
-def markdown(result: Mapping) -> str:
+def markdown(result: Mapping, title: str = REGISTRATIONS["fresh"].title) -> str:
   v = result["verdict"]
   lines = [
-    "# C3 at equal exposure on the fresh seeds: measured",
+    f"# {title}: measured",
     "",
     f"Pre-registration: `{result['preregistration']}`. Code at `{result['commit']}`.",
     "",
@@ -161,7 +196,7 @@ def markdown(result: Mapping) -> str:
     )
   lines += [
     "",
-    f"Five seeds {v['seeds']}: D mean {v['change_mean']:+.2f}, t-interval {_ci(v['change_t95'])};"
+    f"Seeds {v['seeds']}: D mean {v['change_mean']:+.2f}, t-interval {_ci(v['change_t95'])};"
     f" M_new mean {v['new_margin_mean']:+.2f}, t-interval {_ci(v['new_margin_t95'])}.",
     "",
     f"R: {v['R']}. E5: {v['E5']}. **Outcome: {v['outcome']}.**",
@@ -169,7 +204,15 @@ def markdown(result: Mapping) -> str:
   return "\n".join(lines) + "\n"
 
 
-def run(seeds: Sequence[int], root: str, out: str, *, workers: int = 2, log: Log = print) -> dict:
+def run(
+  seeds: Sequence[int],
+  root: str,
+  out: str,
+  *,
+  workers: int = 2,
+  log: Log = print,
+  registration: Registration = REGISTRATIONS["fresh"],
+) -> dict:
   from research.c3 import exposure
   from research.lever_verdict import head_commit, write_result
   from tlm.miniature import parallel
@@ -184,7 +227,7 @@ def run(seeds: Sequence[int], root: str, out: str, *, workers: int = 2, log: Log
     jobs = exposure.training_jobs([plans[s] for s in todo], verify=(), temporal_steps=STEPS)
     parallel.run_jobs(jobs, workers, log)
   for s in todo:
-    p, base = plans[s], committed_fresh(s)
+    p, base = plans[s], committed_fresh(s, registration.committed[s])
     meas = exposure.measure_seed(p, base, verify=False, log=log)
     meas["W3"] = w3[s]
     meas["V2"] = {
@@ -205,7 +248,7 @@ def run(seeds: Sequence[int], root: str, out: str, *, workers: int = 2, log: Log
   with open(FIRST, encoding="utf-8") as f:
     first = json.load(f)["seeds"]
   result = {
-    "preregistration": "research/c3/PREREGISTRATION_fresh.md",
+    "preregistration": registration.file,
     "commit": commit,
     "fresh": fresh,
     "first": [{k: s[k] for k in ("seed", "change", "new_margin")} for s in first],
@@ -213,7 +256,7 @@ def run(seeds: Sequence[int], root: str, out: str, *, workers: int = 2, log: Log
     "wall_minutes": (time.time() - start) / 60,
     "load_average": list(os.getloadavg()),
   }
-  write_result(out, result, markdown(result), log, name="result_fresh")
+  write_result(out, result, markdown(result, registration.title), log, name=registration.name)
   return result
 
 
@@ -223,11 +266,16 @@ def main() -> None:
   host_memory.restart_with_hugepages()  # before jax starts: see tlm/host_memory.py
   ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
   ap.add_argument("--root", default=os.path.join("runs", "c3_fresh"))
-  ap.add_argument("--seeds", default=",".join(map(str, SEEDS)))
+  ap.add_argument("--registration", choices=sorted(REGISTRATIONS), default="fresh")
+  ap.add_argument("--seeds", default="", help="default: the registration's")
   ap.add_argument("--out", default=os.path.join(REPO, "research", "c3"))
   ap.add_argument("--workers", type=int, default=2)
   args = ap.parse_args()
-  run([int(s) for s in args.seeds.split(",")], args.root, args.out, workers=args.workers)
+  registration = REGISTRATIONS[args.registration]
+  seeds = [int(s) for s in args.seeds.split(",")] if args.seeds else list(registration.seeds)
+  if sorted(seeds) != sorted(registration.seeds):
+    ap.error(f"--seeds: {args.registration} is registered for seeds {registration.seeds}")
+  run(seeds, args.root, args.out, workers=args.workers, registration=registration)
 
 
 if __name__ == "__main__":

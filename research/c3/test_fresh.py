@@ -47,3 +47,17 @@ def test_a_fresh_seed_below_zero_fails_its_criterion():
 def test_a_failed_check_gives_no_verdict():
   v = fresh.verdict(FIRST, [_seed(3, 4.0, 3.0, ok=False), _seed(4, 5.0, 3.5)])
   assert v["outcome"].startswith("no verdict")
+
+
+def test_the_registrations():
+  """Each registration names its own file, its two seeds and where each seed's committed default
+  is; seed 5 (research/c3/PREREGISTRATION_seed5.md) stands in for the unregenerable seed 4."""
+  import os
+
+  for name, r in fresh.REGISTRATIONS.items():
+    assert os.path.isfile(os.path.join(fresh.REPO, r.file)), name
+    assert set(r.committed) == set(r.seeds) and r.name == f"result_{name}"
+  assert fresh.REGISTRATIONS["fresh"].seeds == fresh.SEEDS == (3, 4)
+  assert fresh.REGISTRATIONS["seed5"].seeds == (3, 5)
+  v = fresh.verdict(FIRST, [_seed(3, 4.0, 3.0), _seed(5, 5.0, 3.5)])
+  assert v["seeds"] == [0, 1, 2, 3, 5] and v["R"] and v["E5"]

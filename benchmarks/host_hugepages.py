@@ -1,4 +1,4 @@
-"""Trainings with glibc's huge-page tunable against without it, in one run (tlm/host_memory.py).
+"""Trainings under glibc's malloc tunables against glibc's default, in one run (tlm/host_memory.py).
 
   python benchmarks/host_hugepages.py                      # tiny_temporal, 300 steps, 2 rounds
   python benchmarks/host_hugepages.py --steps 600 --processes 1 --rounds 3
@@ -8,15 +8,22 @@ point a user runs; 2 is what `--mode=reproduce` does with its two workers), each
 steps from random weights in a fresh workdir:
 
 - `default`: TLM_HUGEPAGES=0, glibc's default malloc (4 KiB pages for its fresh mappings);
-- `hugepages`: what run.py does by default, GLIBC_TUNABLES=glibc.malloc.hugetlb=1.
+- `hugepages`: GLIBC_TUNABLES=glibc.malloc.hugetlb=1 (transparent huge pages for malloc's
+  memory: XLA's per-step temporary buffer is faulted in 2 MiB at a time, but still mapped afresh
+  and zeroed by the kernel at every step);
+- `heap`: `tlm.host_memory.HEAP_TUNABLES`, malloc never maps (`mmap_max=0`), keeps one arena
+  (`arena_max=1`: the buffer cannot fit a thread arena's 64 MiB heaps) and never trims its heap,
+  with huge pages: the buffer freed after a step is reused by the next, with no fault and no
+  zeroing.
 
 Per arm and round: wall seconds of the arm (all its processes, start-up and compilation
 included), the processes' CPU seconds in user code and in the kernel and their minor page
-faults (`os.wait4`), and the median `seconds_per_step` of the trainings' own log. Ratios are
-hugepages over default in the same round; the arms alternate order from round to round (the
-machine may be shared and noisy). Also checks that every logged number (loss, z_loss,
-accuracy, grad_norm, eval_loss at every logged step) is bit-identical between the arms: the
-tunable must change speed only. Prints ONE JSON line.
+faults and the largest resident set of one process (`os.wait4`), and the median
+`seconds_per_step` of the trainings' own log. Ratios are each arm's over default's in the same
+round; the arms' order rotates from round to round (the machine may be shared and noisy). Also
+checks that every logged number (loss, z_loss, accuracy, grad_norm, eval_loss at every logged
+step) is bit-identical between the arms: a tunable must change speed only (XLA must not read
+memory it did not write, which reused memory would expose). Prints ONE JSON line.
 """
 
 import argparse
@@ -37,8 +44,10 @@ from tlm import host_memory  # noqa: E402
 ARMS = {
   "default": {host_memory.OPT_OUT: "0"},
   "hugepages": {"GLIBC_TUNABLES": host_memory.TUNABLE},
+  "heap": {"GLIBC_TUNABLES": host_memory.HEAP_TUNABLES},
 }
 COMPARED = ("loss", "z_loss", "accuracy", "grad_norm", "eval_loss")
+RATIOS = ("wall_s", "user_s", "kernel_s", "minor_faults", "max_rss_mb", "median_seconds_per_step")
 
 
 def run_arm(name: str, args, tmp: str) -> dict:
@@ -61,12 +70,13 @@ def run_arm(name: str, args, tmp: str) -> dict:
     ]
     log = open(workdir + ".log", "w")
     procs.append((subprocess.Popen(cmd, env=env, stdout=log, stderr=subprocess.STDOUT), workdir))
-  user = system = faults = 0.0
+  user = system = faults = rss = 0.0
   for p, workdir in procs:
     _, status, usage = os.wait4(p.pid, 0)
     if os.waitstatus_to_exitcode(status) != 0:
       raise SystemExit(f"{name}: a training failed; its log: {workdir}.log")
     user, system, faults = user + usage.ru_utime, system + usage.ru_stime, faults + usage.ru_minflt
+    rss = max(rss, usage.ru_maxrss)  # KiB on Linux
   wall = time.perf_counter() - start
   rows = []
   for _, workdir in procs:
@@ -80,6 +90,7 @@ def run_arm(name: str, args, tmp: str) -> dict:
     "user_s": round(user, 2),
     "kernel_s": round(system, 2),
     "minor_faults": int(faults),
+    "max_rss_mb": round(rss / 1024, 1),
     "median_seconds_per_step": round(statistics.median(per_step), 4),
     "logged": logged,
   }
@@ -96,16 +107,19 @@ def main() -> None:
   rounds, identical = [], True
   with tempfile.TemporaryDirectory() as tmp:
     for r in range(args.rounds):
-      order = list(ARMS) if r % 2 == 0 else list(ARMS)[::-1]
+      names = list(ARMS)
+      order = names[r % len(names) :] + names[: r % len(names)]
       load = os.getloadavg()[0]
       out = {name: run_arm(name, args, os.path.join(tmp, f"round{r}")) for name in order}
-      identical &= out["default"].pop("logged") == out["hugepages"].pop("logged")
+      logged = {name: out[name].pop("logged") for name in out}
+      identical &= all(logged[name] == logged["default"] for name in logged)
       ratio = {
-        k: round(out["hugepages"][k] / out["default"][k], 3)
-        for k in ("wall_s", "user_s", "kernel_s", "minor_faults", "median_seconds_per_step")
+        arm: {k: round(out[arm][k] / out["default"][k], 3) for k in RATIOS}
+        for arm in names
+        if arm != "default"
       }
       rounds.append({"load_1min_before": round(load, 2), "order": order, **out, "ratio": ratio})
-      print(f"round {r + 1}/{args.rounds}: hugepages/default {ratio}", file=sys.stderr)
+      print(f"round {r + 1}/{args.rounds}: over default {ratio}", file=sys.stderr)
   print(
     json.dumps(
       {

@@ -154,5 +154,7 @@ def main(argv):
 if __name__ == "__main__":
   from tlm import host_memory
 
-  host_memory.restart_with_hugepages()  # before jax starts: see tlm/host_memory.py
+  # Before jax starts: see tlm/host_memory.py (the reproduction also reuses its heap).
+  mode = host_memory.mode_of(sys.argv[1:], FLAGS["mode"].default)
+  host_memory.restart_with_hugepages(reuse_heap=mode == "reproduce")
   app.run(main)

@@ -60,3 +60,35 @@ def test_restart_executes_the_same_command_once_with_the_tunable():
     f"start {host_memory.TUNABLE}",
     "end ['a1', '--b=2']",
   ]
+
+
+@pytest.mark.parametrize(
+  "argv, mode",
+  [
+    ([], "reproduce"),  # run.py's default mode
+    (["--set=reproduce.seeds=0"], "reproduce"),
+    (["--mode=train", "--config=tiny_temporal"], "train"),
+    (["--mode", "eval_future"], "eval_future"),
+    (["--mode=train", "--mode=reproduce"], "reproduce"),  # the last one wins, as in absl
+    (["--modes=train"], "reproduce"),  # another flag
+  ],
+)
+def test_mode_of_reads_the_mode_flag_before_absl(argv, mode):
+  assert host_memory.mode_of(argv, "reproduce") == mode
+
+
+@pytest.mark.skipif(not GLIBC or host_memory._thp_mode() != "madvise", reason="needs THP madvise")
+def test_the_reproduction_restarts_with_the_heap_tunables_and_train_without():
+  """run.py picks the tunables from --mode: the heap's for the reproduction, else huge pages."""
+  env = {k: v for k, v in os.environ.items() if k not in ("GLIBC_TUNABLES", "TLM_HUGEPAGES")}
+  code = (
+    "import sys; from tlm import host_memory;"
+    "host_memory.restart_with_hugepages(reuse_heap=sys.argv[1] == 'heap');"
+    "import os; print(os.environ['GLIBC_TUNABLES'])"
+  )
+  for arg, want in (("heap", host_memory.HEAP_TUNABLES), ("plain", host_memory.TUNABLE)):
+    out = subprocess.run(
+      [sys.executable, "-c", code, arg], env=env, cwd=ROOT, capture_output=True, text=True
+    )
+    assert out.returncode == 0, out.stderr
+    assert out.stdout.split() == [want]

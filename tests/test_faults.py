@@ -650,11 +650,15 @@ def test_full_disk_during_training_is_one_line_error(tmpfs):
   workdir, proc = full_disk_training(tmpfs)
   assert proc.returncode == 1
   # orbax's own writer threads may still print their traceback after tlm's one line (measured:
-  # about one run in four), so the line is looked for in all of stderr, and must be alone.
-  errors = [line for line in proc.stderr.splitlines() if line.startswith("error: ")]
-  assert errors == [
+  # about one run in four), so the line is looked for in all of stderr, and must be alone. Their
+  # output can also land just before it on the same line (a traceback's chunk written without
+  # its newline yet: seen once in CI), so the message is found wherever it starts.
+  expected = (
     f"error: {workdir}/checkpoints: cannot save checkpoint 4 (No space left on device); "
     "nothing of it was kept"
-  ], proc.stderr[-2000:]
+  )
+  assert proc.stderr.count(expected) == 1, proc.stderr[-2000:]
+  others = [line for line in proc.stderr.splitlines() if line.startswith("error: ")]
+  assert set(others) <= {expected}, others
   assert os.listdir(os.path.join(workdir, "checkpoints")) == []  # no orbax temporary left
   assert not os.path.exists(os.path.join(workdir, LOCK_NAME))

@@ -299,16 +299,18 @@ class ReproduceConfig:
     workers: how many of a seed's independent trainings (and its two adaptations) run at once,
       each in its own process (`tlm.miniature.parallel`); 1 runs them one after the other in the
       main process. The numbers do not depend on it.
-    pin_workers: each worker on a core of its own with XLA's intra-op threading off (1.13x
-      the trainings' throughput with two workers on a 2-core machine, docs/reproduction.md
-      "Run time"). Off by default: it changes how XLA splits each operation, so the last bits
-      of every number differ from the committed results (which were computed unpinned). With
-      it on, the numbers still do not depend on the schedule or the number of workers.
+    pin_workers: each worker on a core of its own with XLA's intra-op threading off (on by
+      default: 1.04-1.13x the trainings' throughput with two workers on a 2-core machine,
+      docs/reproduction.md "Run time"). Every worker then computes single-threaded, so the
+      numbers depend neither on the schedule, nor on the number of workers, nor on the number
+      of cores (unpinned, XLA splits each operation over the cores, and the last bits follow);
+      a machine with more cores may raise `workers` and get the same numbers. Off reproduces
+      the results computed unpinned (the 2800-step protocol's, docs/results/).
   """
 
   seeds: tuple[int, ...] = (0,)
   workers: int = 2
-  pin_workers: bool = False
+  pin_workers: bool = True
 
 
 @dataclasses.dataclass(frozen=True)

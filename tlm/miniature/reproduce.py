@@ -25,7 +25,7 @@ hold-rate and a 95% interval of its margin (`tlm.miniature.claim_summary`).
 `--set=data.world_scale=2` scales the world of the whole reproduction.
 Rerunning resumes: trained models are kept and only missing work is done.
 
-Run time: about 41,000 training steps of the tiny model per seed (13 x 2800, the starts, the
+Run time: about 29,000 training steps of the tiny model per seed (13 x 2000, the starts, the
 adaptation), plus evaluation; docs/reproduction.md ("Run time") has the measured wall-clock
 time.
 """

@@ -391,6 +391,29 @@ def _seed_results(seed: int) -> dict:
   }
 
 
+def test_reproduce_steps_sets_the_protocol_models_steps_not_the_starts():
+  from tlm import configs
+  from tlm.configs import tiny
+  from tlm.errors import ConfigError
+  from tlm.eval import adaptation
+  from tlm.miniature import reproduce, starts
+
+  default = reproduce.reproduction_configs([])
+  assert {c.train.steps for c in default.values()} == {tiny.STEPS}
+  assert default["temporal"].reproduce.pin_workers
+  cfgs = reproduce.reproduction_configs(["reproduce.steps=7"])
+  assert {c.train.steps for c in cfgs.values()} == {7}
+  assert adaptation.retrained_config(cfgs["uniform"]).train.steps == 7
+  assert starts.starting_configs(["reproduce.steps=7"], "/w")["t5"].train.steps == 400
+  # The 2800-step protocol of docs/results: its steps, its adaptation, unpinned.
+  old = reproduce.reproduction_configs(list(tiny.PREREGISTERED_OVERRIDES))
+  assert {(c.train.steps, c.adapt.steps, c.reproduce.pin_workers) for c in old.values()} == {
+    (2800, 480, False)
+  }
+  with pytest.raises(ConfigError, match="reproduce.steps"):
+    configs.override(configs.get("tiny_temporal"), ["reproduce.steps=-1"])
+
+
 def test_reproduce_runs_each_seed_in_its_own_workdir_and_combines_them(tmp_path, monkeypatch):
   from tlm.miniature import reproduce
 

@@ -25,7 +25,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 
 from tlm import configs
-from tlm.configs.tiny import STEPS
+from tlm.configs.tiny import PREREGISTERED_STEPS as STEPS  # the studies replay it
 from tlm.configs.years import FUTURE_SLICE, TRAIN_SLICE
 from tlm.errors import DataError
 from tlm.files import write_json

@@ -28,7 +28,8 @@ from collections.abc import Callable, Mapping, Sequence
 import numpy as np
 
 from tlm import configs
-from tlm.configs.tiny import STEPS
+from tlm.configs.tiny import PREREGISTERED_OVERRIDES
+from tlm.configs.tiny import PREREGISTERED_STEPS as STEPS  # the studies replay it
 from tlm.configs.years import TRAIN_YEARS
 from tlm.errors import DataError
 from tlm.files import write_json
@@ -119,7 +120,7 @@ def plan(
   from tlm.miniature import reproduce, starts
 
   work = os.path.join(os.path.abspath(root), f"seed={seed}")
-  ov = list(overrides) + reproduce.seed_overrides(seed)
+  ov = list(PREREGISTERED_OVERRIDES) + list(overrides) + reproduce.seed_overrides(seed)
   ratio = exposure_ratio(seed) if ratio is None else float(ratio)
   steps = expert_steps(ratio, base_steps)
   start = starts.starting_configs(ov, work)["t5"]

@@ -32,7 +32,7 @@ from collections.abc import Callable, Mapping, Sequence
 import numpy as np
 
 from tlm import configs
-from tlm.configs.tiny import STEPS
+from tlm.configs.tiny import PREREGISTERED_STEPS as STEPS  # the studies replay it
 from tlm.configs.years import TRAIN_YEARS
 from tlm.errors import DataError
 from tlm.files import write_json

@@ -33,9 +33,13 @@ def oracle_rows(table2: str) -> list[str]:
   return [line for line in table2.splitlines() if line.startswith(tuple(f"| {o}" for o in ORACLES))]
 
 
-def wall_minutes(time_log: str) -> dict:
-  """Wall clock, CPU seconds and peak memory from `/usr/bin/time -v`'s report."""
-  text = open(time_log, encoding="utf-8").read()
+def wall_minutes(*logs: str) -> dict:
+  """Wall clock, CPU seconds and peak memory from `/usr/bin/time -v`'s report, and the stage
+  starts from the run's log (one file holding both, or the log and the report)."""
+  text = ""
+  for path in logs:
+    with open(path, encoding="utf-8") as f:
+      text += f.read()
   wall = re.search(r"Elapsed \(wall clock\) time \(h:mm:ss or m:ss\): ([\d:.]+)", text).group(1)
   parts = [float(p) for p in wall.split(":")]
   seconds = sum(p * 60**i for i, p in enumerate(reversed(parts)))

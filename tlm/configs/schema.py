@@ -293,6 +293,11 @@ class ReproduceConfig:
   """`--mode=reproduce` (the miniature reproduction) only.
 
   Attributes:
+    steps: 0 (default): every model trains its own `train.steps`; N > 0: Uniform, Temporal,
+      each Yearly expert and the retrained 2010-19 models train N steps (the paper's equal
+      steps), the starts (`tiny_t5`, `tiny_cbqa`, `tiny_cbqa_ft`) keep theirs, where
+      `--set=train.steps=N` changes every model. The 2800-step protocol of docs/results/:
+      `tlm.configs.tiny.PREREGISTERED_OVERRIDES`.
     seeds: independent repetitions; each seed S sets data.world_seed, data.seed and
       train.seed to S (a new world, sampling and initialisation) and runs in WORKDIR/seed=S/.
       The summary judges every claim on each seed and over all of them (paper: one run).
@@ -308,6 +313,7 @@ class ReproduceConfig:
       the results computed unpinned (the 2800-step protocol's, docs/results/).
   """
 
+  steps: int = 0
   seeds: tuple[int, ...] = (0,)
   workers: int = 2
   pin_workers: bool = True
@@ -463,6 +469,7 @@ RANGES: dict[str, tuple[str, Callable[[Any], bool]]] = {
   "eval.years": _YEAR,
   "eval.max_examples": (">= 0 (0 keeps all)", lambda v: v >= 0),
   "eval.finetune_steps": _STEPS,
+  "reproduce.steps": _STEPS_0,
   "reproduce.seeds": _SEED,
   "reproduce.workers": _AT_LEAST_1,
 }

@@ -68,8 +68,13 @@ class _Stages:
 
 
 def reproduction_configs(overrides: list[str]) -> dict[str, Config]:
-  """tiny_uniform / tiny_temporal / tiny_yearly, each with the overrides applied."""
-  return {v: configs.override(configs.get(f"tiny_{v}"), overrides) for v in VARIANTS}
+  """tiny_uniform / tiny_temporal / tiny_yearly, each with the overrides applied, and
+  `reproduce.steps` (when set) as their `train.steps`."""
+  out = {v: configs.override(configs.get(f"tiny_{v}"), overrides) for v in VARIANTS}
+  return {
+    v: configs.replace(c, "train.steps", c.reproduce.steps) if c.reproduce.steps else c
+    for v, c in out.items()
+  }
 
 
 def _train(config: Config, workdir: str, log) -> None:

@@ -20,13 +20,13 @@ from research.pinned.compare import claims, wall_minutes
 CENTRAL = ("C1", "M1")
 REQUIRED_SEEDS = (0, 1, 2, 6)  # the decision needs at least these
 TIMED_SEED, BUDGET_MINUTES = 0, 30.0
-# The 2800-step protocol's committed results: {seed: (summary.json, its index in per_seed)}.
+# The 2800-step protocol's committed results: {seed: the summary.json holding that seed}.
 COMMITTED = {
-  0: ("docs/results/summary.json", 0),
-  1: ("docs/results/summary.json", 1),
-  2: ("docs/results/summary.json", 2),
-  3: ("docs/results/fresh/seed=3/summary.json", 0),
-  5: ("docs/results/fresh5/seed=5/summary.json", 0),
+  0: "docs/results/summary.json",
+  1: "docs/results/summary.json",
+  2: "docs/results/summary.json",
+  3: "docs/results/fresh/seed=3/summary.json",
+  5: "docs/results/fresh5/seed=5/summary.json",
 }
 
 
@@ -43,8 +43,7 @@ def committed(seed: int) -> dict[str, dict]:
   """{claim id: the 2800-step protocol's per-seed record} of `seed` (empty if not run)."""
   if seed not in COMMITTED:
     return {}
-  path, _ = COMMITTED[seed]
-  return {cid: _per_seed(c).get(seed) for cid, c in claims(_load(path)).items()}
+  return {cid: _per_seed(c).get(seed) for cid, c in claims(_load(COMMITTED[seed])).items()}
 
 
 def timing(run: str) -> dict:
@@ -79,12 +78,13 @@ def verdict(summary: dict, times: dict[int, dict]) -> dict:
   )
   t1 = TIMED_SEED in times and times[TIMED_SEED]["wall_minutes"] <= BUDGET_MINUTES
   enough = set(REQUIRED_SEEDS) <= set(seeds)
+  old_by_seed = {s: committed(s) for s in seeds}
   rows = []
   for cid, c in new.items():
     per = _per_seed(c)
     row = {"id": cid, "statement": c["statement"], "holds_2000": c["holds"], "seeds": {}}
     for s in seeds:
-      old = committed(s).get(cid)
+      old = old_by_seed[s].get(cid)
       row["seeds"][s] = {
         "margin_2000": per[s]["margin"],
         "holds_2000": per[s]["holds"],

@@ -41,11 +41,11 @@ import shutil
 import numpy as np
 
 from research.levers import levers
+from tlm.configs.tiny import PREREGISTERED_STEPS as STEPS  # docs/results/PREREGISTRATION.md
 from tlm.configs.years import FUTURE_YEARS, TRAIN_YEARS
 from tlm.errors import DataError, UserError
 from tlm.files import atomic_output_file, write_json
 
-STEPS = 2800  # the default's (docs/results/PREREGISTRATION.md), research/default/search.py
 SEEDS = (0, 1, 2)
 DATED, UNDATED = "forward-dated", "forward-undated"
 # name: (description, overrides of Uniform and Temporal, start: "t5" or "cbqa")

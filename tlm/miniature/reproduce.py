@@ -70,11 +70,12 @@ class _Stages:
 def reproduction_configs(overrides: list[str]) -> dict[str, Config]:
   """tiny_uniform / tiny_temporal / tiny_yearly, each with the overrides applied, and
   `reproduce.steps` (when set) as their `train.steps`."""
-  out = {v: configs.override(configs.get(f"tiny_{v}"), overrides) for v in VARIANTS}
-  return {
-    v: configs.replace(c, "train.steps", c.reproduce.steps) if c.reproduce.steps else c
-    for v, c in out.items()
-  }
+
+  def config(variant: str) -> Config:
+    c = configs.override(configs.get(f"tiny_{variant}"), overrides)
+    return configs.replace(c, "train.steps", c.reproduce.steps) if c.reproduce.steps else c
+
+  return {v: config(v) for v in VARIANTS}
 
 
 def _train(config: Config, workdir: str, log) -> None:

@@ -114,13 +114,15 @@ def plan(
   overrides: Sequence[str] = (),
   ratio: float | None = None,
   base_steps: int = STEPS,
+  protocol: Sequence[str] = PREREGISTERED_OVERRIDES,
 ) -> SeedPlan:
-  """A seed's configs: the reproduction's (`reproduce.seed_overrides`, `starts`), the experts'
+  """A seed's configs: the reproduction's (`reproduce.seed_overrides`, `starts`) under
+  `protocol` (the 2800-step protocol's overrides; () for the current default), the experts'
   steps cut by the seed's exposure ratio (W3's unless `ratio` is given)."""
   from tlm.miniature import reproduce, starts
 
   work = os.path.join(os.path.abspath(root), f"seed={seed}")
-  ov = list(PREREGISTERED_OVERRIDES) + list(overrides) + reproduce.seed_overrides(seed)
+  ov = list(protocol) + list(overrides) + reproduce.seed_overrides(seed)
   ratio = exposure_ratio(seed) if ratio is None else float(ratio)
   steps = expert_steps(ratio, base_steps)
   start = starts.starting_configs(ov, work)["t5"]

@@ -76,16 +76,21 @@ REGISTRATIONS = {
 }
 
 
-def committed_fresh(seed: int, root: str = FRESH) -> dict:
+def committed_fresh(seed: int, root: str = FRESH, summary: str | None = None) -> dict:
   """The committed fresh seed: Temporal's 2010-18 records and F1, C3's margin and pool, the
-  Yearly ensemble's per-query F1 and the CHECK_YEAR expert's on every query."""
+  Yearly ensemble's per-query F1 and the CHECK_YEAR expert's on every query.
+
+  ROOT/seed=S holds the seed's per_query.json; C3 is read from `summary` (a summary.json holding
+  the seed; default ROOT/seed=S/summary.json)."""
   base = os.path.join(root, f"seed={seed}")
   with open(os.path.join(base, "per_query.json"), encoding="utf-8") as f:
     pq = json.load(f)
-  with open(os.path.join(base, "summary.json"), encoding="utf-8") as f:
-    c3 = next(c for c in json.load(f)["claims"] if c["id"] == "C3")["per_seed"][0]
-  if c3["seed"] != seed:
-    raise DataError(f"expected seed {seed}'s summary", base)
+  summary = summary or os.path.join(base, "summary.json")
+  with open(summary, encoding="utf-8") as f:
+    per_seed = next(c for c in json.load(f)["claims"] if c["id"] == "C3")["per_seed"]
+  c3 = next((p for p in per_seed if p["seed"] == seed), None)
+  if c3 is None:
+    raise DataError(f"no C3 record of seed {seed}", summary)
   cols = {m: pq["models"][m]["templama"] for m in ("temporal", "yearly")}
   if cols["temporal"]["id"] != cols["yearly"]["id"]:
     raise DataError("Temporal and Yearly columns are not aligned", base)
@@ -115,12 +120,14 @@ def exposure_of(seed: int) -> dict:
   return measure.measure(seed)["W3_exposure"]
 
 
-def check_expert(p, base: Mapping, log: Log) -> dict:
-  """V3: the CHECK_YEAR expert trained on from p.steps to STEPS in a copy of its workdir, scored
-  on every TempLAMA test query, against the committed expert's per-query F1."""
+def check_expert(p, base: Mapping, log: Log, steps: int = STEPS, pin: bool = False) -> dict:
+  """V3: the CHECK_YEAR expert trained on from p.steps to `steps` in a copy of its workdir,
+  scored on every TempLAMA test query, against the committed expert's per-query F1. With `pin`
+  the training runs in a pinned worker (`tlm.miniature.parallel`), as the pinned default's did."""
   from tlm.eval import during_training, experiments
   from tlm.eval.results import templama_records
   from tlm.infer.trained_models import expert_dir, load_expert
+  from tlm.miniature import parallel
   from tlm.train.loop import expert_runs, train
 
   check = os.path.join(p.work, "check")
@@ -128,16 +135,42 @@ def check_expert(p, base: Mapping, log: Log) -> dict:
   if not os.path.isdir(dst):
     shutil.copytree(src, dst + ".tmp")
     os.replace(dst + ".tmp", dst)
-  full = configs.replace(p.yearly, "train.steps", STEPS)
+  full = configs.replace(p.yearly, "train.steps", steps)
   config, _ = next((c, d) for c, d in expert_runs(full, check) if c.data.year == CHECK_YEAR)
-  train(config, dst, evaluators=during_training.evaluators(config), log=log)
+  if pin:
+    job = parallel.Job(f"V3: {config.name} {CHECK_YEAR} to {steps}", "train", ((config, dst),))
+    parallel.run_jobs([job], 1, log, pin=True)
+  else:
+    train(config, dst, evaluators=during_training.evaluators(config), log=log)
   data = dataclasses.replace(experiments.eval_data(p.temporal), news={})
   scored = experiments.score(load_expert(full, check, CHECK_YEAR), data)
   got = {r["id"]: r["f1"] for r in templama_records(scored)}
   want = base["check_expert"]
   same = set(got) == set(want) and all(abs(got[i] - want[i]) <= TOLERANCE for i in want)
   differ = sum(1 for i in want if i in got and abs(got[i] - want[i]) > TOLERANCE)
-  return {"year": CHECK_YEAR, "steps": STEPS, "queries": len(want), "differ": differ, "ok": same}
+  return {"year": CHECK_YEAR, "steps": steps, "queries": len(want), "differ": differ, "ok": same}
+
+
+def measure_fresh(
+  p, base: Mapping, w3: Mapping, log: Log, steps: int = STEPS, pin: bool = False
+) -> dict:
+  """A seed's lever numbers, its experts trained: Y_new, M_new and D (`exposure.measure_seed`),
+  checks V1-V3 against the committed `base` (`committed_fresh`), the within-seed interval."""
+  from research.c3 import exposure
+
+  meas = exposure.measure_seed(p, base, verify=False, log=log)
+  meas["W3"] = dict(w3)
+  meas["V2"] = {
+    "margin_from_per_query": base["temporal_f1"] - base["yearly_f1"],
+    "committed": base["c3_margin"],
+    "ok": abs(base["temporal_f1"] - base["yearly_f1"] - base["c3_margin"]) <= TOLERANCE,
+  }
+  meas["V3"] = check_expert(p, base, log, steps, pin)
+  meas["paired"] = exposure.paired_interval(base["temporal_records"], meas["records"], 1000)
+  meas["committed"] = {
+    k: v for k, v in base.items() if k not in ("temporal_records", "check_expert")
+  }
+  return meas
 
 
 def verdict(first: Sequence[Mapping], fresh: Sequence[Mapping]) -> dict:
@@ -227,20 +260,8 @@ def run(
     jobs = exposure.training_jobs([plans[s] for s in todo], verify=(), temporal_steps=STEPS)
     parallel.run_jobs(jobs, workers, log)
   for s in todo:
-    p, base = plans[s], committed_fresh(s, registration.committed[s])
-    meas = exposure.measure_seed(p, base, verify=False, log=log)
-    meas["W3"] = w3[s]
-    meas["V2"] = {
-      "margin_from_per_query": base["temporal_f1"] - base["yearly_f1"],
-      "committed": base["c3_margin"],
-      "ok": abs(base["temporal_f1"] - base["yearly_f1"] - base["c3_margin"]) <= TOLERANCE,
-    }
-    meas["V3"] = check_expert(p, base, log)
-    meas["paired"] = exposure.paired_interval(base["temporal_records"], meas["records"], 1000)
-    meas["committed"] = {
-      k: v for k, v in base.items() if k not in ("temporal_records", "check_expert")
-    }
-    write_json(os.path.join(p.work, "fresh_seed.json"), meas)
+    meas = measure_fresh(plans[s], committed_fresh(s, registration.committed[s]), w3[s], log)
+    write_json(os.path.join(plans[s].work, "fresh_seed.json"), meas)
   fresh = []
   for s in seeds:
     with open(os.path.join(plans[s].work, "fresh_seed.json"), encoding="utf-8") as f:

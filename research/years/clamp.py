@@ -77,20 +77,18 @@ def _records(result: dict) -> dict:
   return {r["id"]: r for r in result["templama"]["records"] if r["year"] in FUTURE_YEARS}
 
 
-def main() -> None:
+def clamp_seed(seed_dir: str, resamples: int = stats.RESAMPLES) -> dict:
+  """The clamped run of the seed's Temporal and its two margins; writes
+  SEED_DIR/results/clamp.json."""
   from tlm.eval import experiments
   from tlm.eval.templama_eval import evaluate_templama
   from tlm.infer import trained_models
 
-  ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
-  ap.add_argument("--seed_dir", required=True)
-  ap.add_argument("--resamples", type=int, default=stats.RESAMPLES)
-  args = ap.parse_args()
-  workdir = os.path.join(args.seed_dir, "temporal")
+  workdir = os.path.join(seed_dir, "temporal")
   config = trained_models.saved_config(workdir)
   if config is None:
     raise SystemExit(f"{workdir}: no trained Temporal model (config.json)")
-  results = os.path.join(args.seed_dir, "results")
+  results = os.path.join(seed_dir, "results")
   with open(os.path.join(results, "eval.json")) as f:
     evals = json.load(f)
   with open(os.path.join(results, "seed_summary.json")) as f:  # {variant: {"name": model}}
@@ -103,12 +101,20 @@ def main() -> None:
     _records(evals[names["temporal"]]),
     {r["id"]: r for r in clamped["records"]},
     _records(evals[names["uniform"]]),
-    args.resamples,
+    resamples,
   )
   out["clamped_f1_2019_20"] = clamped["metrics"]["all"]
   with open(os.path.join(results, "clamp.json"), "w") as f:
     json.dump(out, f, indent=1)
-  print(json.dumps(out, indent=1))
+  return out
+
+
+def main() -> None:
+  ap = argparse.ArgumentParser(description=__doc__.split("\n")[0])
+  ap.add_argument("--seed_dir", required=True)
+  ap.add_argument("--resamples", type=int, default=stats.RESAMPLES)
+  args = ap.parse_args()
+  print(json.dumps(clamp_seed(args.seed_dir, args.resamples), indent=1))
 
 
 if __name__ == "__main__":

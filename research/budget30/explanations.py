@@ -9,8 +9,9 @@ Settings, checks, predictions and criteria: research/budget30/PREREGISTRATION_ex
 (committed before this code and any run of it). RUNS is each seed's `--mode=reproduce` workdir of
 the 2000-step default (RUNS/seed=S).
 
-- `clamp` (C5, C6, C8): `research.years.clamp` on each seed's Temporal, its two margins and the
-  registered verdict over VERDICT_SEEDS; writes OUT/result_clamp.{json,md}.
+- `clamp` (C5, C6, C8): `research.years.clamp` on each seed's Temporal (RUNS/seed=S/results/
+  clamp.json, read back by a rerun), its two margins and the registered verdict over
+  VERDICT_SEEDS; writes OUT/result_clamp.{json,md}.
 - `c3`: C3's exposure lever of `research.c3` at round(2000 x r_S) expert steps from the seed's
   own start (copied from RUNS/seed=S/t5), the experts trained in pinned workers as the default
   trains them; checks V0-V3; the registered verdict over VERDICT_SEEDS. Writes
@@ -88,8 +89,9 @@ def clamp_markdown(result: Mapping) -> str:
   ]
   for seed, r in result["seeds"].items():
     a, u = r["clamped - asked"], r["clamped - uniform"]
+    f1 = 100 * r["clamped_f1_2019_20"]["overall"]["f1"]
     lines.append(
-      f"| {seed} | {r['queries']} / {r['pairs']} | {100 * r['clamped_f1_2019_20']['f1']:.2f}"
+      f"| {seed} | {r['queries']} / {r['pairs']} | {f1:.2f}"
       f" | {a['margin']:+.2f} {_ci(a['ci95'])} | {u['margin']:+.2f} {_ci(u['ci95'])} |"
     )
   v = result["verdict"]
@@ -104,6 +106,11 @@ def run_clamp(seeds: Sequence[int], runs: str, out: str, log: Log = print) -> di
   commit, start = head_commit(), time.time()
   per_seed = {}
   for s in seeds:
+    done = os.path.join(run_dir(runs, s), "results", "clamp.json")
+    if os.path.isfile(done):  # written by this code on that seed's models: read back
+      with open(done, encoding="utf-8") as f:
+        per_seed[s] = json.load(f)
+      continue
     log(f"seed {s}: the clamp check on {run_dir(runs, s)}")
     per_seed[s] = clamp.clamp_seed(run_dir(runs, s))
   result = {

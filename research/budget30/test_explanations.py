@@ -49,3 +49,17 @@ def test_lever_verdict_reads_t_intervals_over_the_five_seeds():
   void = {**both, 6: _lever(4.0, 3.0, ok=False)}
   v = ex.lever_verdict(void)
   assert 6 not in v["seeds"] and v["outcome"].startswith("description only") and not v["R"]
+
+
+def test_clamp_markdown_reads_clamp_json_as_research_years_clamp_writes_it():
+  r = _clamp(12.0, 5.0, 2.5)
+  r.update(queries=183, pairs=92, clamped_f1_2019_20={"count": 183, "overall": {"f1": 0.37}})
+  result = {
+    "preregistration": ex.REGISTRATION,
+    "commit": "abc",
+    "seeds": {"0": r},
+    "verdict": ex.clamp_verdict({0: r}),
+  }
+  md = ex.clamp_markdown(result)
+  assert "| 0 | 183 / 92 | 37.00 | +12.00 [+5.00, +13.00] | +2.50 [+1.50, +3.50] |" in md
+  assert "description only" in md

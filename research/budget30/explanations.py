@@ -127,16 +127,28 @@ def run_clamp(seeds: Sequence[int], runs: str, out: str, log: Log = print) -> di
 # ---- Part B: C3's exposure lever at 2000 steps ------------------------------------------------
 
 
-def _without_init(config) -> dict:
-  d = configs.to_dict(config)
-  d["model"] = {k: v for k, v in d["model"].items() if k != "init_checkpoint"}
-  return d
+# Fields V0 leaves out: where the model starts from (the copy's path) and which seeds the
+# invoking `--mode=reproduce` command ran (`reproduce.seeds`: read by no training; the runs were
+# invoked with reproduce.seeds=S, the plan has the default [0]).
+V0_IGNORED = ("model.init_checkpoint", "reproduce.seeds")
+
+
+def config_differences(a: Mapping, b: Mapping, prefix: str = "") -> list[str]:
+  """The dotted keys whose values differ between two config dicts."""
+  out = []
+  for k in sorted(set(a) | set(b)):
+    x, y = a.get(k), b.get(k)
+    if isinstance(x, Mapping) and isinstance(y, Mapping):
+      out += config_differences(x, y, f"{prefix}{k}.")
+    elif x != y:
+      out.append(f"{prefix}{k}")
+  return out
 
 
 def copy_start(p, seed_run: str) -> dict:
-  """V0: the seed's start copied into the plan's t5 dir (not retrained); its config against the
-  plan's, and the 2010 expert's config at STEPS against the committed one (the lever changes
-  only the steps; the start's path aside)."""
+  """V0: the seed's start copied into the plan's t5 dir (not retrained, once); its config
+  against the plan's, and the 2010 expert's config at STEPS against the committed one: the
+  lever changes only the steps (V0_IGNORED aside)."""
   from research.c3.fresh import CHECK_YEAR
   from tlm.infer.trained_models import expert_dir, saved_config
   from tlm.train.loop import expert_runs
@@ -151,12 +163,14 @@ def copy_start(p, seed_run: str) -> dict:
   full = configs.replace(p.yearly, "train.steps", STEPS)
   expert = next(c for c, _ in expert_runs(full, p.dirs["yearly"]) if c.data.year == CHECK_YEAR)
   committed = saved_config(expert_dir(os.path.join(seed_run, "yearly"), CHECK_YEAR))
+  if start is None or committed is None:
+    raise DataError("no saved config of the start or the 2010 expert", seed_run)
   out = {
-    "start_config_equal": start is not None and configs.to_dict(start) == configs.to_dict(p.start),
-    "expert_config_equal": committed is not None
-    and _without_init(expert) == _without_init(committed),
+    "start_differences": config_differences(configs.to_dict(p.start), configs.to_dict(start)),
+    "expert_differences": config_differences(configs.to_dict(expert), configs.to_dict(committed)),
+    "ignored": list(V0_IGNORED),
   }
-  out["ok"] = out["start_config_equal"] and out["expert_config_equal"]
+  out["ok"] = all(k in V0_IGNORED for k in out["start_differences"] + out["expert_differences"])
   return out
 
 
@@ -217,6 +231,14 @@ def lever_markdown(result: Mapping) -> str:
       f" | {s['new_margin']:+.2f} {_ci(s['paired']['ci95'])} | {s['change']:+.2f} |"
     )
   fmt = lambda x: "-" if x is None else f"{x:+.2f}"  # noqa: E731
+  lines += ["", f"V0 leaves out {', '.join(V0_IGNORED)}; the fields that differ, per seed:"]
+  for s in result["seeds"]:
+    v0, first = s["V0"], s.get("V0_as_run", s["V0"])
+    diffs = sorted(set(v0["start_differences"] + v0["expert_differences"]))
+    lines.append(
+      f"- seed {s['seed']}: {', '.join(diffs) or 'none'}"
+      f" (V0 as the run first computed it, every field compared: {first['ok']})"
+    )
   lines += [
     "",
     f"Over seeds {v['seeds']}: D mean {fmt(v['change_mean'])}, t-interval"
@@ -253,10 +275,15 @@ def lever_seed(seed: int, runs: str, root: str, log: Log = print, workers: int =
 
 
 def run_lever(seeds: Sequence[int], runs: str, root: str, out: str, log: Log = print) -> dict:
+  from research.c3 import exposure
   from research.lever_verdict import head_commit, write_result
 
   commit = head_commit()
   per_seed = {s: lever_seed(s, runs, root, log) for s in seeds}
+  for s, meas in per_seed.items():  # V0 from the files each time (cheap; see V0_IGNORED)
+    p = exposure.plan(s, root, ratio=meas["ratio"], base_steps=STEPS, protocol=())
+    meas.setdefault("V0_as_run", meas["V0"])
+    meas["V0"] = copy_start(p, run_dir(runs, s))
   slim = [{k: v for k, v in m.items() if k != "records"} for m in per_seed.values()]
   result = {
     "preregistration": REGISTRATION,

@@ -63,3 +63,11 @@ def test_clamp_markdown_reads_clamp_json_as_research_years_clamp_writes_it():
   md = ex.clamp_markdown(result)
   assert "| 0 | 183 / 92 | 37.00 | +12.00 [+5.00, +13.00] | +2.50 [+1.50, +3.50] |" in md
   assert "description only" in md
+
+
+def test_config_differences_names_dotted_keys():
+  a = {"model": {"init_checkpoint": "/a/t5", "d": 64}, "reproduce": {"seeds": [0]}, "x": 1}
+  b = {"model": {"init_checkpoint": "/b/t5", "d": 64}, "reproduce": {"seeds": [1]}, "y": 2}
+  assert ex.config_differences(a, b) == ["model.init_checkpoint", "reproduce.seeds", "x", "y"]
+  assert ex.config_differences(a, a) == []
+  assert set(ex.V0_IGNORED) == {"model.init_checkpoint", "reproduce.seeds"}

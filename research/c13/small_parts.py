@@ -189,13 +189,13 @@ def items(scores: Mapping, bench: str, years: Sequence[int]):
   return keys, f1, Pool.items(int(keep.sum()), claim_parts.NEWS_UNIT)
 
 
-def part_items(scores: Mapping[tuple, Mapping]) -> dict:
-  """{C13 part name: (per-item values, Pool)} at ALPHAS, from {(model, alpha|None): scores}."""
+def part_items(scores: Mapping[tuple, Mapping], alphas: Sequence[str] = ALPHAS) -> dict:
+  """{C13 part name: (per-item values, Pool)} at `alphas`, from {(model, alpha|None): scores}."""
   from tlm.miniature.figure_claims import ADAPT_ALPHA_LIMIT
 
   out = {}
   for bench in BENCHES:
-    for alpha in ALPHAS:
+    for alpha in alphas:
       per = {}
       for years, label in (((int(NEW_YEAR),), "new"), (SLICES[TRAIN_SLICE], "old")):
         got = {m: {a: items(scores[(m, a)], bench, years) for a in (None, alpha)} for m in MODELS}

@@ -100,9 +100,8 @@ def scores_path(root: str, seed: int, model: str, alpha: str | None) -> str:
 def score_one(seed: int, runs: str, root: str, model: str, alpha: str | None) -> str:
   """Scores a committed model (adapted at `alpha`, or before) as `adaptation.adapt` evaluates it,
   with per-item scores; returns the file written."""
-  from tlm.eval import adaptation, experiments
-  from tlm.infer.trained_models import load_model, saved_config
-  from tlm.miniature import measurements
+  from research.c13.small_parts import score_model
+  from tlm.infer.trained_models import saved_config
 
   out = scores_path(root, seed, model, alpha)
   if os.path.isfile(out):
@@ -112,21 +111,7 @@ def score_one(seed: int, runs: str, root: str, model: str, alpha: str | None) ->
   if config is None:
     raise DataError("no trained model (config.json)", model_dir)
   path = model_dir if alpha is None else os.path.join(model_dir, "adapt", f"alpha={alpha}")
-  result = experiments.evaluate_model(
-    load_model(config, path), experiments.eval_data(config), print, f"{model} {alpha}"
-  )
-  write_json(
-    out,
-    {
-      "seed": seed,
-      "model": model,
-      "alpha": alpha,
-      "slices": adaptation.slices(result, config.adapt.new_year),
-      "templama": measurements.templama_columns(result),
-      "news": measurements.news_columns(result),
-    },
-  )
-  return out
+  return score_model(config, path, out, (seed, model, alpha))
 
 
 def measure_parts(seed: int, root: str, base: Mapping) -> dict:

@@ -91,9 +91,8 @@ def scores_path(work: str, model: str, alpha: str | None) -> str:
 def evaluate_one(seed: int, root: str, model: str, alpha: str | None) -> str:
   """Adapts `model` of `seed` at `alpha` as `adaptation.adapt` does (None: no adaptation),
   evaluates it as `adapt` does and writes its slices and per-item scores; returns the path."""
-  from tlm.eval import adaptation, during_training, experiments
-  from tlm.infer.trained_models import load_model
-  from tlm.miniature import measurements, parallel, reproduce
+  from tlm.eval import adaptation, during_training
+  from tlm.miniature import parallel, reproduce
   from tlm.train.loop import train
 
   plan = model_configs(seed, root)
@@ -114,6 +113,17 @@ def evaluate_one(seed: int, root: str, model: str, alpha: str | None) -> str:
       train(adapted, path, evaluators=during_training.evaluators(adapted), log=log)
   else:
     log = parallel.job_log(os.path.join(plan["work"], "scores"))
+  return score_model(config, path, out, (seed, model, alpha), log)
+
+
+def score_model(config, path: str, out: str, key: tuple, log: Log = print) -> str:
+  """Evaluates the model in `path` as `adaptation.adapt` does and writes OUT: its slices and its
+  per-item TempLAMA and news scores, under `key` = (seed, model, alpha or None)."""
+  from tlm.eval import adaptation, experiments
+  from tlm.infer.trained_models import load_model
+  from tlm.miniature import measurements
+
+  seed, model, alpha = key
   data = experiments.eval_data(config)
   result = experiments.evaluate_model(load_model(config, path), data, log, f"{model} {alpha}")
   write_json(

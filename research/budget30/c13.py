@@ -145,10 +145,10 @@ def prepare_lever(seed: int, runs: str, root: str) -> dict:
   V4: the plan's Temporal config is the committed one (the start's path and reproduce.seeds
   aside, as V0 of research.budget30.explanations)."""
   from research.budget30.explanations import V0_IGNORED, config_differences
-  from research.c13.adapt_lr import _plan
+  from research.c13.adapt_lr import seed_plan
   from tlm.infer.trained_models import saved_config
 
-  p = _plan(seed, root, DEFAULT)
+  p = seed_plan(seed, root, DEFAULT)
   src, dst = os.path.join(run_dir(runs, seed), "temporal"), p.dirs["temporal"]
   if not os.path.isdir(dst):
     ignore = lambda d, names: ["adapt"] if os.path.samefile(d, src) else []  # noqa: E731

@@ -70,7 +70,8 @@ def committed(seed: int, root: str = COMMITTED) -> dict:
   }
 
 
-def _plan(seed: int, root: str, overrides: Sequence[str]):
+def seed_plan(seed: int, root: str, overrides: Sequence[str]):
+  """A seed's configs and directories (`research.c3.exposure.plan`, its experts at full steps)."""
   from research.c3 import exposure
 
   return exposure.plan(seed, root, overrides, ratio=1.0)
@@ -103,7 +104,7 @@ def adapt_curve(seed: int, root: str, overrides: Sequence[str], lr: float, steps
   from tlm.miniature import parallel, reproduce
   from tlm.train.loop import train
 
-  p = _plan(seed, root, overrides)
+  p = seed_plan(seed, root, overrides)
   parallel.enable_compilation_cache(reproduce.compilation_cache_dir(p.temporal))
   base = configs.replace(p.temporal, "train.steps", steps)
   config = configs.replace(base, "train.learning_rate", float(lr))
@@ -235,7 +236,7 @@ def run(
   from tlm.miniature import parallel, reproduce
 
   commit = head_commit()  # at the start: the code this run imports, whatever lands meanwhile
-  plans = {s: _plan(s, root, overrides) for s in seeds}
+  plans = {s: seed_plan(s, root, overrides) for s in seeds}
   bases = {s: (bases or {}).get(s) or committed(s) for s in seeds}
   todo = [s for s in seeds if not os.path.isfile(os.path.join(plans[s].work, "c13_seed.json"))]
   minutes: dict = {}

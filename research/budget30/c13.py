@@ -28,18 +28,15 @@ from collections.abc import Callable, Mapping
 
 import numpy as np
 
+from research.budget30.explanations import BUDGET30, STEPS, run_dir
+from research.budget30.verdict import interval_text
 from tlm import configs
-from tlm.configs.tiny import ADAPT_STEPS
 from tlm.errors import DataError
 from tlm.files import write_json
 
 Log = Callable[[str], None]
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 REGISTRATION = "research/budget30/PREREGISTRATION_c13.md"
-BUDGET30 = os.path.join(REPO, "docs", "results", "budget30")
-STEPS = 2000  # the registered default's steps
-# The default's configs under research.c3.exposure.plan (which starts from the 2800-step protocol).
-DEFAULT = ("reproduce.steps=0", f"adapt.steps={ADAPT_STEPS}", "reproduce.pin_workers=true")
 SEEDS = (0, 1, 2, 6, 3)
 LEVER_LR = 3e-3
 ALPHAS = ("0.3", "0.5", "0.7")
@@ -59,10 +56,6 @@ CELLS = {
   "N11": (3, "TempLAMA alpha 0.3: uniform loss - temporal loss"),
   "N12": (3, "TempLAMA alpha 0.5: uniform loss - temporal loss"),
 }
-
-
-def run_dir(runs: str, seed: int) -> str:
-  return os.path.join(runs.format(seed=seed), f"seed={seed}")
 
 
 def committed(seed: int, root: str = BUDGET30) -> dict:
@@ -148,7 +141,7 @@ def prepare_lever(seed: int, runs: str, root: str) -> dict:
   from research.c13.adapt_lr import seed_plan
   from tlm.infer.trained_models import saved_config
 
-  p = seed_plan(seed, root, DEFAULT)
+  p = seed_plan(seed, root, (), protocol=())
   src, dst = os.path.join(run_dir(runs, seed), "temporal"), p.dirs["temporal"]
   if not os.path.isdir(dst):
     ignore = lambda d, names: ["adapt"] if os.path.samefile(d, src) else []  # noqa: E731
@@ -165,7 +158,7 @@ def lever_curve(seed: int, root: str) -> dict:
 
   path = os.path.join(root, f"seed={seed}", "lever_curve.json")
   if not os.path.isfile(path):
-    curve = adapt_curve(seed, root, list(DEFAULT), LEVER_LR, STEPS)
+    curve = adapt_curve(seed, root, [], LEVER_LR, STEPS, protocol=())
     write_json(path, {str(s): r for s, r in curve.items()})
   with open(path, encoding="utf-8") as f:
     return {int(s): r for s, r in json.load(f).items()}
@@ -215,7 +208,6 @@ def judge(seeds: Mapping[int, Mapping]) -> dict:
 
 def markdown(result: Mapping) -> str:
   j = result["judgement"]
-  ci = lambda c: "-" if c is None else f"[{c[0]:+.2f}, {c[1]:+.2f}]"  # noqa: E731
   lines = [
     "# C13 at the 2000-step default: measured",
     "",
@@ -231,7 +223,7 @@ def markdown(result: Mapping) -> str:
     )
   lines += [
     "",
-    f"D: t-interval {ci(j['change_t95'])}. H: {j['H']}. E: {j['E']}.",
+    f"D: t-interval {interval_text(j['change_t95'])}. H: {j['H']}. E: {j['E']}.",
     "",
     "| cell | seed | part | margin | 95% interval | contains zero |",
     "|---|---|---|---|---|---|",
@@ -239,7 +231,7 @@ def markdown(result: Mapping) -> str:
   for cell, c in j["cells"].items():
     lines.append(
       f"| {cell} | {c['seed']} | {c['part']} | {c.get('margin', float('nan')):+.2f}"
-      f" | {ci(c.get('ci95'))} | {c['contains_zero']} |"
+      f" | {interval_text(c.get('ci95'))} | {c['contains_zero']} |"
     )
   lines += ["", f"**Outcome: {j['outcome']}.**"]
   return "\n".join(lines) + "\n"

@@ -28,6 +28,7 @@ import shutil
 import time
 from collections.abc import Callable, Mapping, Sequence
 
+from research.budget30.verdict import interval_text
 from tlm import configs
 from tlm.errors import DataError
 from tlm.files import write_json
@@ -44,10 +45,6 @@ WORKERS = 2
 def run_dir(runs: str, seed: int) -> str:
   """A seed's reproduction (RUNS with {seed} filled)/seed=S."""
   return os.path.join(runs.format(seed=seed), f"seed={seed}")
-
-
-def _ci(ci) -> str:
-  return "-" if ci is None else f"[{ci[0]:+.2f}, {ci[1]:+.2f}]"
 
 
 # ---- Part A: the clamp check ------------------------------------------------------------------
@@ -92,7 +89,8 @@ def clamp_markdown(result: Mapping) -> str:
     f1 = 100 * r["clamped_f1_2019_20"]["overall"]["f1"]
     lines.append(
       f"| {seed} | {r['queries']} / {r['pairs']} | {f1:.2f}"
-      f" | {a['margin']:+.2f} {_ci(a['ci95'])} | {u['margin']:+.2f} {_ci(u['ci95'])} |"
+      f" | {a['margin']:+.2f} {interval_text(a['ci95'])}"
+      f" | {u['margin']:+.2f} {interval_text(u['ci95'])} |"
     )
   v = result["verdict"]
   lines += ["", f"Verdict over seeds {v['seeds']}: **{v['outcome']}.**"]
@@ -228,7 +226,7 @@ def lever_markdown(result: Mapping) -> str:
       f"| {s['seed']} | {s['ratio']:.4f} | {s['steps']} | {s['V0']['ok']} | {s['V1']['ok']}"
       f" | {s['V2']['ok']} | {s['V3']['ok']} | {s['yearly']['f1']:.2f}"
       f" | {c['temporal_f1']:.2f} | {c['c3_margin']:+.2f}"
-      f" | {s['new_margin']:+.2f} {_ci(s['paired']['ci95'])} | {s['change']:+.2f} |"
+      f" | {s['new_margin']:+.2f} {interval_text(s['paired']['ci95'])} | {s['change']:+.2f} |"
     )
   fmt = lambda x: "-" if x is None else f"{x:+.2f}"  # noqa: E731
   lines += ["", f"V0 leaves out {', '.join(V0_IGNORED)}; the fields that differ, per seed:"]
@@ -242,8 +240,8 @@ def lever_markdown(result: Mapping) -> str:
   lines += [
     "",
     f"Over seeds {v['seeds']}: D mean {fmt(v['change_mean'])}, t-interval"
-    f" {_ci(v['change_t95'])}; M_new mean {fmt(v['new_margin_mean'])}, t-interval"
-    f" {_ci(v['new_margin_t95'])}.",
+    f" {interval_text(v['change_t95'])}; M_new mean {fmt(v['new_margin_mean'])}, t-interval"
+    f" {interval_text(v['new_margin_t95'])}.",
     "",
     f"R: {v['R']}. E5: {v['E5']}. **Outcome: {v['outcome']}.**",
   ]

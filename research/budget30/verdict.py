@@ -111,12 +111,14 @@ def verdict(summary: dict, times: dict[int, dict]) -> dict:
   }
 
 
+def interval_text(ci) -> str:
+  """[lo, hi] as "[+a, +b]" (2 decimals); "-" where there is none."""
+  return "-" if not ci else f"[{ci[0]:+.2f}, {ci[1]:+.2f}]"
+
+
 def markdown(result: dict) -> str:
   def num(x):
     return "-" if x is None else f"{x:+.2f}"
-
-  def ci(x):
-    return "-" if not x else f"[{x[0]:+.2f}, {x[1]:+.2f}]"
 
   seeds = result["seeds"]
   lines = [
@@ -136,11 +138,12 @@ def markdown(result: dict) -> str:
     "|---|" + "---|" * (len(seeds) + 3),
   ]
   for cid, c in result["central"].items():
-    cells = [f"{num(v['margin'])} {ci(v['ci95'])}" for v in c["per_seed"].values()]
+    cells = [f"{num(v['margin'])} {interval_text(v['ci95'])}" for v in c["per_seed"].values()]
     lines.append(
       f"| {cid} | "
       + " | ".join(cells)
-      + f" | {num(c['margin_mean'])} | {ci(c['margin_ci95'])} | {ci(c['margin_t95'])} |"
+      + f" | {num(c['margin_mean'])} | {interval_text(c['margin_ci95'])}"
+      + f" | {interval_text(c['margin_t95'])} |"
     )
   lines += [
     "",

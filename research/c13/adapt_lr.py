@@ -25,6 +25,7 @@ import time
 from collections.abc import Callable, Mapping, Sequence
 
 from tlm import configs
+from tlm.configs.tiny import PREREGISTERED_OVERRIDES
 from tlm.configs.tiny import PREREGISTERED_STEPS as STEPS  # the studies replay it
 from tlm.configs.years import FUTURE_SLICE, TRAIN_SLICE
 from tlm.errors import DataError
@@ -70,11 +71,14 @@ def committed(seed: int, root: str = COMMITTED) -> dict:
   }
 
 
-def seed_plan(seed: int, root: str, overrides: Sequence[str]):
-  """A seed's configs and directories (`research.c3.exposure.plan`, its experts at full steps)."""
+def seed_plan(
+  seed: int, root: str, overrides: Sequence[str], protocol: Sequence[str] = PREREGISTERED_OVERRIDES
+):
+  """A seed's configs and directories (`research.c3.exposure.plan`, its experts at full steps)
+  under `protocol` (the 2800-step protocol's overrides; () for the current default)."""
   from research.c3 import exposure
 
-  return exposure.plan(seed, root, overrides, ratio=1.0)
+  return exposure.plan(seed, root, overrides, ratio=1.0, protocol=protocol)
 
 
 def _lr_dir(p, lr: float) -> str:
@@ -97,14 +101,21 @@ def _slices(config, path: str, data, label: str, log: Log) -> dict:
   return adaptation.slices(result, config.adapt.new_year)
 
 
-def adapt_curve(seed: int, root: str, overrides: Sequence[str], lr: float, steps: int) -> dict:
+def adapt_curve(
+  seed: int,
+  root: str,
+  overrides: Sequence[str],
+  lr: float,
+  steps: int,
+  protocol: Sequence[str] = PREREGISTERED_OVERRIDES,
+) -> dict:
   """One seed's alpha-0.5 adaptation of Temporal (at `steps`) with learning rate `lr`, trained in
-  the default's evaluation chunks: {step: slices}. Runs in a worker process."""
+  the protocol's evaluation chunks: {step: slices}. Runs in a worker process."""
   from tlm.eval import adaptation, during_training
   from tlm.miniature import parallel, reproduce
   from tlm.train.loop import train
 
-  p = seed_plan(seed, root, overrides)
+  p = seed_plan(seed, root, overrides, protocol)
   parallel.enable_compilation_cache(reproduce.compilation_cache_dir(p.temporal))
   base = configs.replace(p.temporal, "train.steps", steps)
   config = configs.replace(base, "train.learning_rate", float(lr))

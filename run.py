@@ -20,22 +20,22 @@ MODES = {
   "predict": "tlm.cli.inference:predict",
   "score": "tlm.cli.inference:score",
   "convert": "tlm.cli.convert:main",
-  # Data builders, numpy only (tlm/cli/world.py, tlm/cli/data.py).
-  "build_world": "tlm.cli.world:build_world",
+  # Data builders, numpy only (tlm/cli/build_world.py, tlm/cli/data.py).
+  "build_world": "tlm.cli.build_world:build_world",
   "build_templama": "tlm.cli.data:build_templama",
   "build_ssm": "tlm.cli.data:build_ssm",
   "convert_ssm": "tlm.cli.data:convert_ssm",
   "check_store": "tlm.cli.data:check_store",
   # Training (tlm/cli/train.py).
   "train": "tlm.cli.train:main",
-  # The paper's experiments (tlm/cli/experiments.py).
-  "eval": "tlm.cli.experiments:evaluate",
-  "eval_future": "tlm.cli.experiments:eval_future",
-  "adapt": "tlm.cli.experiments:adapt",
-  "cronquestions": "tlm.cli.experiments:cronquestions",
-  "reproduce": "tlm.cli.experiments:reproduce",
-  "tables": "tlm.cli.experiments:tables",
-  "combine_seeds": "tlm.cli.experiments:combine_seeds",
+  # The paper's experiments (tlm/cli/experiment_modes.py).
+  "eval": "tlm.cli.experiment_modes:evaluate",
+  "eval_future": "tlm.cli.experiment_modes:eval_future",
+  "adapt": "tlm.cli.experiment_modes:adapt",
+  "cronquestions": "tlm.cli.experiment_modes:cronquestions",
+  "reproduce": "tlm.cli.experiment_modes:reproduce",
+  "tables": "tlm.cli.experiment_modes:tables",
+  "combine_seeds": "tlm.cli.experiment_modes:combine_seeds",
 }
 
 flags.DEFINE_enum("mode", "reproduce", sorted(MODES), "What to run.")

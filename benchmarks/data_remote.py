@@ -43,7 +43,7 @@ from tlm.input.sampling import MixtureSampler  # noqa: E402
 
 YEARS = data_store.TRAIN_YEARS
 ROWS, INPUT_LENGTH, TARGET_LENGTH = 2048, 128, 32  # the paper's batch, large_temporal's rows
-WORKERS = 8  # tlm.train.batches.REMOTE_PREFETCH_WORKERS
+WORKERS = 8  # tlm.input.mixture.REMOTE_PREFETCH_WORKERS
 
 
 def _emit(row: dict) -> None:

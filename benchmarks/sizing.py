@@ -6,7 +6,7 @@
 
 For small / large / xxl (`*_temporal`: batch 2048 of 128 + 32 tokens, the paper's meshes and
 remat) on a TPU v3-32 (32 devices of 16 GiB) and on 8 GPUs of 80 GB, FSDP off and on, it runs
-the dry runs of `tlm.train.dry_run` on that many simulated CPU devices (one child process per
+the dry runs of `tlm.train.train_dry_run` on that many simulated CPU devices (one child process per
 device count, XLA_FLAGS set before jax starts) and prints a Markdown table:
 - parameters and Adafactor state per device: exact, from the shardings of the full model;
 - temporaries per device (activations, gradients, XLA's workspace) of the train step and of
@@ -49,11 +49,11 @@ def measure(size: str, devices: int, fsdp: bool) -> dict:
   from flax import linen as nn
 
   from tlm import configs
-  from tlm.infer import dry_run as infer_dry_run
+  from tlm.infer import eval_dry_run as infer_dry_run
   from tlm.models.shapes import model_config
   from tlm.models.t5 import Transformer, get_preset
   from tlm.sharding import partitioning
-  from tlm.train import dry_run
+  from tlm.train import train_dry_run as dry_run
   from tlm.train.optim import make_optimizer
   from tlm.train.state import state_layout
 

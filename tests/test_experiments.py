@@ -331,7 +331,7 @@ def test_experiment_modes_start_from_the_workdirs_saved_config(tmp_path):
   from types import SimpleNamespace
 
   from tlm import configs
-  from tlm.cli.experiments import config_and_workdir
+  from tlm.cli.experiment_modes import config_and_workdir
   from tlm.errors import ConfigError
   from tlm.files import write_json
 

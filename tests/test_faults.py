@@ -372,7 +372,8 @@ def test_writing_modes_take_the_lock_before_any_work(tmp_path):
   directory: with the lock held elsewhere they stop at once, naming the holder."""
   from types import SimpleNamespace
 
-  from tlm.cli import convert, experiments
+  from tlm.cli import convert
+  from tlm.cli import experiment_modes as experiments
 
   work = str(tmp_path / "work")
   flags = SimpleNamespace(
@@ -396,7 +397,8 @@ def test_writing_modes_take_the_lock_before_any_work(tmp_path):
   with WorkdirLock.beside(out, "convert"):
     with pytest.raises(LockedError, match=f"{out} is in use by pid {os.getpid()}"):
       convert.main(flags)
-  from tlm.cli import data, world
+  from tlm.cli import build_world as world
+  from tlm.cli import data
 
   flags = SimpleNamespace(
     mode="build", output_dir=out, facts="f.tsv", entities="e.tsv", news="n.jsonl", seed=0, scale=1.0

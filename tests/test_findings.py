@@ -9,11 +9,11 @@ import pytest
 
 from tlm.configs.years import PROBE_YEARS, TRAIN_YEARS
 from tlm.data import fact_durations, templama
+from tlm.data.conditioning import route_to_expert
 from tlm.data.formatting import TextExample
 from tlm.data.future_relations import FutureQuery, FutureRelations
 from tlm.eval import future
 from tlm.eval.templama_eval import evaluate_news, evaluate_templama
-from tlm.infer.conditioned import route_to_expert
 from tlm.miniature import measurements
 
 FACTS = "tests/fixtures/data/templama_facts.tsv"

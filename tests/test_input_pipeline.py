@@ -1,5 +1,5 @@
 """The background batch pipeline (tlm/input/prefetch.py) and the appended metrics.jsonl
-(tlm/train/records.py MetricsLog): the same batches with or without prefetching, in any order
+(tlm/train/run_records.py MetricsLog): the same batches with or without prefetching, in any order
 of requests; records appended; a torn last line dropped with a notice on resume; gs:// uploads
 whole files."""
 
@@ -14,9 +14,9 @@ import pytest
 from tests.helpers import FIXTURE_DATA_SETS
 from tlm import configs
 from tlm.errors import ConfigError
+from tlm.input import mixture as train_data
 from tlm.input.prefetch import Prefetcher
-from tlm.train import batches as train_data
-from tlm.train.records import MetricsLog, resume_metrics
+from tlm.train.run_records import MetricsLog, resume_metrics
 
 
 def test_prefetcher_serves_fn_of_each_step_in_any_order():

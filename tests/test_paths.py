@@ -326,7 +326,7 @@ def test_path_flags_become_locations_at_the_edge(monkeypatch):
 def _a_run_s_file_operations(workdir: storage.Location) -> None:
   """What a training run does with its workdir, jax aside: layout check, lock, config and
   metrics files, a checkpoint's files, its checksum manifest and their check."""
-  from tlm.train.records import MetricsLog
+  from tlm.train.run_records import MetricsLog
   from tlm.workdir_lock import WorkdirLock
 
   files.check_layout(workdir, ("config.json", "metrics.jsonl"), ("checkpoints",))

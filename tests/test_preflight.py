@@ -296,7 +296,7 @@ def test_parameter_floor_is_below_the_real_count():
 def test_memory_floor_is_below_what_xla_allocates():
   """The floor against XLA's own buffer assignment of the compiled step (`--dry_run`): a
   config where the attention logits dominate, so the floor is not trivially small."""
-  from tlm.train import dry_run
+  from tlm.train import train_dry_run as dry_run
 
   config = configs.override(
     configs.get("tiny_temporal"),

@@ -1,4 +1,4 @@
-"""A process's Trainers of one shape share their traced programs (tlm.train.programs): the
+"""A process's Trainers of one shape share their traced programs (tlm.train.step_programs): the
 same compiled step, the same numbers as a fresh cache; anything the trace depends on keys a
 program of its own; the cache is bounded."""
 
@@ -10,10 +10,11 @@ import pytest
 from flax import linen as nn
 
 from tests.helpers import tiny_config
+from tlm.input.mixture import TrainingData
 from tlm.models.shapes import model_config
 from tlm.sharding import partitioning
-from tlm.train import loop, programs
-from tlm.train.batches import TrainingData
+from tlm.train import loop
+from tlm.train import step_programs as programs
 
 
 def _losses(workdir) -> list:

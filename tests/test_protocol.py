@@ -143,7 +143,7 @@ def test_a_checkpoint_from_before_a_data_key_existed_is_resumed():
 
 def test_pretrain_corpus_replaces_the_worlds_and_only_for_pretraining(tmp_path):
   from tlm.errors import ConfigError
-  from tlm.train.batches import PretrainingData, TrainingData
+  from tlm.input.mixture import PretrainingData, TrainingData
 
   small = ["data.world_scale=0.2", f"data.cache_dir={tmp_path / 'cache'}", "train.batch_size=2"]
   corpus = tmp_path / "c.jsonl"

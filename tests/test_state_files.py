@@ -723,7 +723,7 @@ def test_safe_read_refuses_special_files_and_nul_names(tmp_path):
 )
 @pytest.mark.parametrize("after", ["", '{"step": 4}\n'])
 def test_a_bad_metrics_line_keeps_the_records_before_it(tmp_path, capsys, bad_line, after):
-  from tlm.train.records import resume_metrics
+  from tlm.train.run_records import resume_metrics
 
   path = str(tmp_path / "metrics.jsonl")
   write_file(path, '{"step": 1, "loss": 3.0}\n{"step": 2, "loss": 2.0}\n' + bad_line + "\n" + after)

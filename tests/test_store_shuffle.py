@@ -194,7 +194,7 @@ def test_a_window_of_a_shuffled_table_spans_its_year(corpus_store, shuffled_stor
 
 
 def test_block_sampler_warns_once_about_a_store_in_corpus_order(shuffled_store, capsys):
-  from tlm.train import batches as train_data
+  from tlm.input import mixture as train_data
 
   def start(ssm_dir, sampler):
     train_data._WARNED.clear()

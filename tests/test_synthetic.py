@@ -1,4 +1,4 @@
-"""Tests of the embedded synthetic world (tlm/synthetic/, tlm/cli/world.py).
+"""Tests of the embedded synthetic world (tlm/synthetic/, tlm/cli/build_world.py).
 
 The world's files are read back with small parsers written here and in tests/helpers.py (the
 facts reader, shared with test_synthetic_records.py), independently of the writer,
@@ -372,7 +372,7 @@ def test_cli_builds_and_prints_counts(tmp_path):
 
 def test_the_world_never_imports_jax():
   code = (
-    "import sys, tlm.cli.world, tlm.synthetic; "
+    "import sys, tlm.cli.build_world, tlm.synthetic; "
     "assert not [m for m in sys.modules if m.split('.')[0] in ('jax', 'flax')]"
   )
   proc = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT)

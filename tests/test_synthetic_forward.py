@@ -18,7 +18,7 @@ from tlm.input import datasets
 from tlm.input.locations import synthetic_cache_dir
 from tlm.synthetic import forward
 from tlm.synthetic.news import Document, Sentence
-from tlm.synthetic.records import Entity, Fact, World, day, stream, year_of
+from tlm.synthetic.world_records import Entity, Fact, World, day, stream, year_of
 
 SCALE = 0.2
 FOUR_DIGITS = re.compile(r"\b\d{4}\b")

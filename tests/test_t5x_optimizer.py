@@ -185,9 +185,9 @@ def test_training_continues_a_t5x_run_with_its_adafactor_state(tmp_path):
   # model.init_optimizer_state: the run starts at its step 0 from the T5X checkpoint's
   # parameters and Adafactor state (counts at T5X's step); without it, a fresh optimizer.
   from tlm import configs
+  from tlm.input.mixture import TrainingData
   from tlm.models.shapes import model_config
   from tlm.train import loop
-  from tlm.train.batches import TrainingData
 
   config = tiny_config("train.steps=1", "train.checkpoint_every=1", "model.num_layers=1")
   data = TrainingData(config)

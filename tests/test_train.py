@@ -17,6 +17,7 @@ from flax import linen as nn
 from tests.helpers import tiny_config
 from tlm import configs
 from tlm.errors import CheckpointError, ConfigError
+from tlm.input.mixture import TrainingData
 from tlm.models import t5
 from tlm.models.formats.hf_config import to_hf_config
 from tlm.models.shapes import model_config
@@ -24,7 +25,6 @@ from tlm.models.t5 import Transformer
 from tlm.sharding import partitioning
 from tlm.train import loop
 from tlm.train import step as train_step
-from tlm.train.batches import TrainingData
 from tlm.train.checkpointing import CheckpointManager, load_init_params
 from tlm.train.optim import factored_state, make_optimizer
 from tlm.train.state import TrainState, state_layout
@@ -212,13 +212,13 @@ def test_resume_with_another_data_stream_is_refused(nan_run):
 
 def test_yearly_experts_train_in_year_workdirs(tmp_path):
   config = configs.get("tiny_yearly")
-  runs = loop.expert_runs(config, str(tmp_path))
+  runs = configs.expert_runs(config, str(tmp_path))
   assert [c.data.year for c, _ in runs] == list(range(2010, 2019))
   assert [w for _, w in runs][4] == str(tmp_path / "year=2014")
-  one = loop.expert_runs(configs.replace(config, "data.year", 2014), "W")
+  one = configs.expert_runs(configs.replace(config, "data.year", 2014), "W")
   assert [(c.data.year, w) for c, w in one] == [(2014, os.path.join("W", "year=2014"))]
   temporal = configs.get("tiny_temporal")
-  assert loop.expert_runs(temporal, "W") == [(temporal, "W")]
+  assert configs.expert_runs(temporal, "W") == [(temporal, "W")]
 
 
 def test_model_config_fits_the_vocabulary():

@@ -148,8 +148,8 @@ def copy_start(p, seed_run: str) -> dict:
   against the plan's, and the 2010 expert's config at STEPS against the committed one: the
   lever changes only the steps (V0_IGNORED aside)."""
   from research.c3.fresh import CHECK_YEAR
+  from tlm.configs import expert_runs
   from tlm.infer.trained_models import expert_dir, saved_config
-  from tlm.train.loop import expert_runs
 
   src, dst = os.path.join(seed_run, "t5"), p.dirs["t5"]
   if not os.path.isdir(dst):

@@ -156,8 +156,8 @@ def start_jobs(plans: Sequence[SeedPlan]) -> list:
 def training_jobs(plans: Sequence[SeedPlan], verify: Sequence[int], temporal_steps: int) -> list:
   """Each seed's experts, in seed order; on a seed of `verify`, Temporal to `temporal_steps`
   first."""
+  from tlm.configs import expert_runs
   from tlm.miniature import parallel
-  from tlm.train.loop import expert_runs
 
   jobs = []
   for p in plans:

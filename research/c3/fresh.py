@@ -124,11 +124,12 @@ def check_expert(p, base: Mapping, log: Log, steps: int = STEPS, pin: bool = Fal
   """V3: the CHECK_YEAR expert trained on from p.steps to `steps` in a copy of its workdir,
   scored on every TempLAMA test query, against the committed expert's per-query F1. With `pin`
   the training runs in a pinned worker (`tlm.miniature.parallel`), as the pinned default's did."""
+  from tlm.configs import expert_runs
   from tlm.eval import during_training, experiments
   from tlm.eval.results import templama_records
   from tlm.infer.trained_models import expert_dir, load_expert
   from tlm.miniature import parallel
-  from tlm.train.loop import expert_runs, train
+  from tlm.train.loop import train
 
   check = os.path.join(p.work, "check")
   src, dst = expert_dir(p.dirs["yearly"], CHECK_YEAR), expert_dir(check, CHECK_YEAR)

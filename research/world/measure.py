@@ -18,7 +18,7 @@ import numpy as np
 from tlm.data import fact_durations, templama
 from tlm.synthetic import pretrain
 from tlm.synthetic import world as world_lib
-from tlm.synthetic.records import year_of
+from tlm.synthetic.world_records import year_of
 
 PROBE_YEARS = range(2019, 2030)
 TRAIN = range(2010, 2019)

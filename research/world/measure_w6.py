@@ -44,7 +44,7 @@ from tlm.eval.experiments import spread
 from tlm.eval.templama_eval import SHORT_LIVED_YEARS
 from tlm.synthetic import world as world_lib
 from tlm.synthetic.news import Document, Sentence
-from tlm.synthetic.records import World, day, year_of
+from tlm.synthetic.world_records import World, day, year_of
 
 YEARS = TRAIN_YEARS  # C4's slice, 2010-18
 MAX_EXAMPLES = tiny_temporal().eval.max_examples  # news examples scored per year (250)

@@ -12,7 +12,7 @@ from research.world import measure_w6
 from tlm.data.salient_spans import Gazetteer
 from tlm.store.build_ssm import build_ssm
 from tlm.synthetic.news import Document, Sentence
-from tlm.synthetic.records import Entity, Fact, World, day
+from tlm.synthetic.world_records import Entity, Fact, World, day
 
 PLAYERS = ["Abo Kalen", "Dira Mosun", "Fel Tarim", "Gus Horan", "Ila Vendo", "Jor Pesk"]
 PLAYERS += ["Kea Lurin", "Mab Sorel", "Nim Daro", "Pol Gesta", "Rua Tibek", "Sef Omarin"]

@@ -200,8 +200,8 @@ def _predictor(
   # A short file is not padded to a whole --batch_size of rows.
   rows = min(flags.batch_size, 1 << max(n - 1, 0).bit_length())
   if flags.dry_run:
-    from tlm.infer.dry_run import eval_dry_run, saved_model_config
-    from tlm.infer.programs import Decoding
+    from tlm.infer.eval_dry_run import eval_dry_run, saved_model_config
+    from tlm.infer.query_programs import Decoding
 
     sampling = {k: kwargs[k] for k in ("temperature", "top_k", "top_p", "seed") if k in kwargs}
     eval_dry_run(

@@ -71,7 +71,7 @@ def main(flags) -> None:
     preflight.check_workdir(config, flags.workdir)  # ... and before the lock creates it
   initialize_distributed(flags.coordinator_address, flags.num_processes, flags.process_id)
   if flags.dry_run:
-    from tlm.train.dry_run import dry_run
+    from tlm.train.train_dry_run import dry_run
 
     dry_run(config)
     return
@@ -79,7 +79,7 @@ def main(flags) -> None:
   from tlm.train import loop
   from tlm.workdir_lock import acquire_on_main
 
-  for expert_config, expert_workdir in loop.expert_runs(config, flags.workdir):
+  for expert_config, expert_workdir in configs.expert_runs(config, flags.workdir):
     if expert_workdir != flags.workdir:  # Yearly: every expert's workdir, at once
       preflight.check_workdir(expert_config, expert_workdir)
   # One writer per workdir (process 0 of this job holds the lock; see tlm/workdir_lock.py).

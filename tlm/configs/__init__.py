@@ -1,13 +1,15 @@
 """Experiment configs: the schema, the named configs and `--set` overrides.
 
 - `schema`: the frozen dataclasses (`Config` and one per section) and the valid ranges;
-  `trained_years` (the years a run trains on) and `conditioning_of` (a variant's time input).
+  `trained_years` (the years a run trains on). A variant's time input is
+  `tlm.data.conditioning.conditioning_of`.
 - `years`: the paper's year slices, their names and the future probe years.
 - `overrides`: dotted keys: `override` (`--set`), `replace`, `validate` (ranges, limits,
   paths), `check_value` (one value against a key's range), `to_dict` / `from_dict` (a
   workdir's config.json).
 - `paper`: the paper's configs (`{small,base,large,xl,xxl}_{temporal,uniform,yearly,cbqa_ft}`),
-  generated from one table of runs; the paper's settings and their sources.
+  generated from one table of runs; the paper's settings and their sources; `expert_runs`,
+  the models a run trains (one, or one Yearly expert per year).
 - `tiny`: the CPU miniature's configs (`tiny_t5`, `tiny_cbqa`, `tiny_{variant}`).
 - `registry`: `names()`, `get(name)`, `describe(name)`, `check_required(config)`.
 
@@ -26,7 +28,7 @@ from tlm.configs.overrides import (
   valid_keys,
   validate,
 )
-from tlm.configs.paper import paper_checkpoint
+from tlm.configs.paper import expert_runs, paper_checkpoint
 from tlm.configs.registry import check_required, describe, get, names
 from tlm.configs.schema import (
   PARAM_DTYPES,
@@ -41,7 +43,6 @@ from tlm.configs.schema import (
   ModelConfig,
   ReproduceConfig,
   TrainConfig,
-  conditioning_of,
   remat_policy,
   trained_years,
 )
@@ -79,7 +80,7 @@ __all__ = [
   "override",
   "paper_checkpoint",
   "parse_value",
-  "conditioning_of",
+  "expert_runs",
   "remat_policy",
   "replace",
   "replace_many",

@@ -21,14 +21,17 @@ step's FLOPs and memory.
 
 from typing import NamedTuple
 
+from tlm import storage
+from tlm.configs.overrides import replace
 from tlm.configs.schema import (
   Config,
   DataConfig,
   MeshConfig,
   ModelConfig,
   TrainConfig,
-  conditioning_of,
+  trained_years,
 )
+from tlm.data.conditioning import conditioning_of
 
 
 class _Size(NamedTuple):
@@ -160,3 +163,15 @@ def describe(run: Run) -> str:
     f"Run time: about {run.run_time}{per_expert} on 32 TPU v3 cores (estimate).\n"
     f"Expected: {run.reported_in + ': ' if run.reported_in else ''}{run.expected}."
   )
+
+
+def expert_runs(config: Config, workdir: str) -> list[tuple[Config, str]]:
+  """The (config, workdir) of each model a config trains: one, or one per Yearly expert.
+
+  Yearly experts train in WORKDIR/year=YYYY/, on `data.year` alone if set, else each year of
+  `data.train_years` in turn.
+  """
+  if config.variant != "yearly":
+    return [(config, workdir)]
+  years = trained_years(config.data)
+  return [(replace(config, "data.year", y), storage.join(workdir, f"year={y}")) for y in years]

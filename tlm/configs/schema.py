@@ -10,14 +10,9 @@ from typing import Any
 
 from tlm.configs.years import EVAL_YEARS, TRAIN_YEARS
 from tlm.errors import ConfigError
+from tlm.limits import MAX_SEED, MAX_YEAR, MIN_YEAR
 
 VARIANTS = ("temporal", "uniform", "yearly", "cbqa_ft")
-
-
-def conditioning_of(variant: str) -> str:
-  """The time input a variant trains with (`data.conditioning`): Temporal's "year: 2014 "
-  prefix, none for the others (Uniform, Yearly, CBQA)."""
-  return "temporal" if variant == "temporal" else "none"
 
 
 SIZES = ("tiny", "small", "base", "large", "xl", "xxl")
@@ -362,10 +357,7 @@ LOCAL_PATH_KEYS = ("data.cache_dir",)
 # config is made, so a run that cannot work costs milliseconds, not a world build and a compile
 # (`tlm.train.preflight` adds what needs the devices: the workdir's layout and a floor of the
 # step's memory against theirs).
-# Seeds are 64-bit: numpy's SeedSequence takes any non-negative integer, and
-# `tlm.train.state.seed_key` folds the high 32 bits into jax's key (which keeps only the low
-# 32 without 64-bit mode).
-MAX_SEED = 2**64 - 1
+# Seeds (MAX_SEED) and years (MIN_YEAR, MAX_YEAR): `tlm.limits`, which the data layer checks too.
 SEED_KEYS = ("data.world_seed", "data.seed", "train.seed", "reproduce.seeds")
 # The step counter (TrainState.step, the dropout keys' fold_in) is int32.
 MAX_STEPS = 2**31 - 1
@@ -380,8 +372,6 @@ MAX_LENGTH = 2**17
 # Beam search ranks beam x vocabulary candidates with int32 indices (`lax.top_k`): 1024 beams
 # keep that below 2**31 for any vocabulary up to 2M pieces (T5's has 32,128).
 MAX_BEAM = 1024
-# Years are written as four digits in every format (TempLAMA's "2014", "2014-Q2", news dates).
-MIN_YEAR, MAX_YEAR = 1000, 9999
 # The synthetic world draws its names without repetition from about 3M two-syllable words; at
 # scale 1000 (about 520,000 entities) a sixth of them are used, and beyond, drawing a new name
 # slows without bound.

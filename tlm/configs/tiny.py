@@ -17,8 +17,8 @@ from tlm.configs.schema import (
   EvalConfig,
   ModelConfig,
   TrainConfig,
-  conditioning_of,
 )
+from tlm.data.conditioning import conditioning_of
 
 # Steps per variant. Uniform, Temporal, each Yearly expert and the retrained model train the
 # same STEPS (the paper's protocol). 2000 fits a seed in 30 minutes on a 2-core CPU with C1 and

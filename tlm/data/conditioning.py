@@ -15,6 +15,8 @@ without a time input the future probes of §3.2 put the year in the text ("In 20
 The conditioning is applied when an example is read for a model and never stored in a file.
 """
 
+from collections.abc import Sequence
+
 import numpy as np
 
 from tlm.errors import ConfigError
@@ -70,3 +72,24 @@ def prefix_ids(vocab, year: int | str, conditioning: str) -> np.ndarray:
   """
   text = prefix_text(year, conditioning)
   return np.asarray(vocab.encode(text), np.int32) if text else np.zeros(0, np.int32)
+
+
+def conditioning_of(variant: str) -> str:
+  """The time input a variant trains with (`data.conditioning`): the method's one decision.
+
+  Temporal reads "year: 2014" before every input; Uniform reads the same data without it; a
+  Yearly expert reads its own year's data without it (the year picks the model, not the input:
+  `route_to_expert`); T5-CBQA and its finetuning have no time input.
+  """
+  return "temporal" if variant == "temporal" else "none"
+
+
+def route_to_expert(year: int, expert_years: Sequence[int]) -> int:
+  """Returns the expert year for a query of `year`: its own, else the closest one.
+
+  Ties (a year exactly between two experts, possible only when the experts have gaps) go to the
+  earlier expert, which has not seen the future.
+  """
+  if not expert_years:
+    raise ValueError("no yearly experts to route to")
+  return min(sorted(expert_years), key=lambda e: (abs(e - year), e))

@@ -48,11 +48,11 @@ import re
 
 import numpy as np
 
-from tlm.configs.schema import MAX_SEED, MAX_YEAR, MIN_YEAR
 from tlm.data.formatting import SPLITS
 from tlm.data.wikidata_facts import merge_spans, qid_order, read_entities, read_facts
 from tlm.errors import DataError, UserError
 from tlm.files import atomic_output_dir, check_replaceable
+from tlm.limits import MAX_SEED, MAX_YEAR, MIN_YEAR
 from tlm.line_files import iter_jsonl
 
 Y_TOKEN = "_X_"

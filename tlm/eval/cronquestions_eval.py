@@ -54,7 +54,7 @@ class QuestionAnsweringData:
     )
 
   def train_batch(self, step: int, start: int, stop: int):
-    from tlm.train.batches import local_batch
+    from tlm.input.mixture import local_batch
 
     return local_batch(self._batcher, step, start, stop)
 

@@ -16,20 +16,9 @@ from collections.abc import Mapping, Sequence
 
 import numpy as np
 
-from tlm.data.conditioning import format_input
+from tlm.data.conditioning import format_input, route_to_expert
 from tlm.errors import ConfigError
 from tlm.infer.predictor import Predictor
-
-
-def route_to_expert(year: int, expert_years: Sequence[int]) -> int:
-  """Returns the expert year for a query of `year`: its own, else the closest one.
-
-  Ties (a year exactly between two experts, possible only when the experts have gaps) go to the
-  earlier expert, which has not seen the future.
-  """
-  if not expert_years:
-    raise ValueError("no yearly experts to route to")
-  return min(sorted(expert_years), key=lambda e: (abs(e - year), e))
 
 
 class TimeConditioned:

@@ -24,7 +24,7 @@ import numpy as np
 
 from tlm.data.vocab import Vocabulary, find_spiece_model
 from tlm.errors import ConfigError
-from tlm.infer.programs import (
+from tlm.infer.query_programs import (
   Decoding,
   bucket,
   decode_program,

@@ -4,7 +4,7 @@ Three kinds of location, each turned into a `Predictor` on the config's mesh (`m
 `eval.param_dtype`):
 - a training workdir (`WORKDIR/checkpoints/STEP`, with `config.json` and `model_config.json`);
 - a Yearly config's experts, one workdir per year (`WORKDIR/year=YYYY`, as
-  `tlm.train.loop.expert_runs` trains them);
+  `tlm.configs.expert_runs` trains them);
 - an explicit checkpoint, anything `tlm.models.checkpoints.load_checkpoint` reads (HF
   directory, Mesh-TF prefix, tlm model directory), as `--mode=predict` / `score` take it.
 
@@ -43,7 +43,7 @@ def trained(path: str) -> bool:
 
 
 def expert_dir(workdir: str, year: int) -> str:
-  """Where the Yearly expert of `year` is trained (`tlm.train.loop.expert_runs`)."""
+  """Where the Yearly expert of `year` is trained (`tlm.configs.expert_runs`)."""
   return storage.join(workdir, _EXPERT_DIR.format(year))
 
 
@@ -164,8 +164,8 @@ def predictor(path: str, config: Config) -> Predictor:
 
 def conditioning(config: Config, *, future_probe: bool = False) -> str:
   """How the paper presents the year to a (non-Yearly) model of `config` (`TimeConditioned`):
-  as it was trained, `data.conditioning` (which `configs.conditioning_of` derives from the
-  variant), or in the text for a future probe of a model without a time input.
+  as it was trained, `data.conditioning` (which `tlm.data.conditioning.conditioning_of`
+  derives from the variant), or in the text for a future probe of a model without a time input.
 
   Args:
     future_probe: models without a time input get the year in the text ("In 2025, ...").

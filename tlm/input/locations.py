@@ -1,7 +1,7 @@
 """Where the data lives: the synthetic world's cache directory, or the user's SSM and TempLAMA
 directories, and the vocabulary (`resolve_sources`).
 
-One home for the locations that training (`tlm.train.batches`), the evaluations
+One home for the locations that training (`tlm.input.mixture`), the evaluations
 (`tlm.eval.experiments`) and the reproduction read. Pure Python: builds the synthetic world on
 first use (`tlm.input.datasets.ensure_synthetic_data`), never imports jax.
 """

@@ -124,7 +124,7 @@ def training_jobs(cfgs: dict, start_cfgs: dict, workdir: str, cache_dir: str) ->
   """The seed's trainings that depend only on the public T5 analogue, as independent jobs:
   Uniform, Temporal, each Yearly expert, the two models retrained on 2010-19 (Figure 5), and
   T5-CBQA followed by T5-CBQA-ft from it (one chain)."""
-  from tlm.train.loop import expert_runs
+  from tlm.configs import expert_runs
 
   jobs = []
   for v in VARIANTS:

@@ -1,7 +1,7 @@
 """What a compiled program costs on one device: XLA's FLOPs and memory analyses.
 
 One home for the figures the training loop (MFU, `tlm.train.mfu`), the train step's dry run
-(`tlm.train.dry_run`) and the inference dry run (`tlm.infer.dry_run`) report.
+(`tlm.train.train_dry_run`) and the inference dry run (`tlm.infer.eval_dry_run`) report.
 """
 
 from typing import Any

@@ -30,7 +30,8 @@ from collections.abc import Callable
 import numpy as np
 
 from tlm.synthetic.names import NameGenerator
-from tlm.synthetic.records import (
+from tlm.synthetic.settings import RelationSpec, WorldSettings
+from tlm.synthetic.world_records import (
   DAYS_PER_YEAR,
   HISTORY_START,
   WINDOW_END,
@@ -42,7 +43,6 @@ from tlm.synthetic.records import (
   stream,
   year_of,
 )
-from tlm.synthetic.settings import RelationSpec, WorldSettings
 
 
 def _count(settings: WorldSettings, key: str, scale: float) -> int:

@@ -45,7 +45,7 @@ import numpy as np
 from tlm.errors import DataError
 from tlm.line_files import iter_jsonl
 from tlm.synthetic.news import Document, NewsWriter, Sentence
-from tlm.synthetic.records import Fact, World, year_of
+from tlm.synthetic.world_records import Fact, World, year_of
 
 MODES = ("dated", "undated")
 KIND = "forward"

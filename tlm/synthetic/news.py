@@ -16,8 +16,8 @@ import datetime
 import numpy as np
 
 from tlm.synthetic import templates
-from tlm.synthetic.records import Fact, World, day, year_of
 from tlm.synthetic.settings import NewsSettings
+from tlm.synthetic.world_records import Fact, World, day, year_of
 
 # Distractor slots filled with an entity of this kind (or person category).
 _SLOT_KINDS = {

@@ -25,8 +25,8 @@ research/levers/README.md) is the generic corpus with years added, as C4 names t
 
 import numpy as np
 
-from tlm.synthetic.records import World, day
 from tlm.synthetic.settings import YEAR_PIECES
+from tlm.synthetic.world_records import World, day
 
 SNAPSHOT = day(2019, 12, 31)
 

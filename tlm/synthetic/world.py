@@ -32,8 +32,8 @@ from tlm.synthetic.facts import generate_world
 from tlm.synthetic.forward import ForwardSettings
 from tlm.synthetic.news import Document, generate_news
 from tlm.synthetic.pretrain import encyclopedia_texts, generic_texts
-from tlm.synthetic.records import Fact, World, stream, year_of
 from tlm.synthetic.settings import NEWS, QUERIES_PER_SET, VOCAB_PIECES, WORLD, YEAR_PIECES
+from tlm.synthetic.world_records import Fact, World, stream, year_of
 
 TEMPLAMA_RELATIONS = tuple(templates.TEMPLAMA)
 # The files whose presence marks a directory as a world that `build_world` may replace.

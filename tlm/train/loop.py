@@ -13,10 +13,10 @@ is `tlm.train.step`.
   loss, then the evaluators the caller hands it: `tlm.train.evaluators`), `_save`
   (checkpoint, and the best one with `train.keep_best`, `tlm.train.best`) and `_write`.
 - Only process 0 prints (step, loss, tokens/s, MFU, ETA) and writes WORKDIR files:
-  metrics.jsonl (appended: `tlm.train.records.MetricsLog`), TensorBoard scalars in
+  metrics.jsonl (appended: `tlm.train.run_records.MetricsLog`), TensorBoard scalars in
   tensorboard/ (`tlm.train.tensorboard_writer`) and a `train.profile_steps` trace in profile/
   (`tlm.train.profiling`); all processes take part in checkpointing and evaluation.
-- Beside it: `tlm.train.records` (the metrics.jsonl record, its window of sums, the progress
+- Beside it: `tlm.train.run_records` (the metrics.jsonl record, its window of sums, the progress
   line), `tlm.train.preemption` (SIGTERM) and `tlm.train.data_state` (what a checkpoint
   records of the data stream, checked on resume).
 """
@@ -37,14 +37,14 @@ from tlm.errors import ConfigError, UserError
 from tlm.files import absent_dirs, atomic_output_file, remove_empty_dirs, write_json
 from tlm.models.shapes import model_config, param_count
 from tlm.sharding import partitioning
-from tlm.train import mfu, preflight, programs
+from tlm.train import mfu, preflight, step_programs
 from tlm.train.best import BestKeeper, check_metric
 from tlm.train.checkpointing import CheckpointManager, checkpoints_dir, load_init_params
 from tlm.train.data_state import check_data_state, data_state
 from tlm.train.evaluators import Evaluator, fields_of
 from tlm.train.preemption import Preempted, Preemption
 from tlm.train.profiling import ProfileWindow, check_window
-from tlm.train.records import MetricsLog, Window, logged_fields, progress_line
+from tlm.train.run_records import MetricsLog, Window, logged_fields, progress_line
 from tlm.train.state import TrainState, state_from_params
 from tlm.train.tensorboard_writer import ScalarWriter
 
@@ -78,7 +78,7 @@ class Trainer:
       checkpoints/ and, as configured, tensorboard/, best/ and profile/ go (shared by all
       processes).
     data: a batch source with `vocab`, `train_batch(step, start, stop)` and
-      `eval_batches(start, stop)` (`tlm.train.batches.TrainingData`, built from the config when
+      `eval_batches(start, stop)` (`tlm.input.mixture.TrainingData`, built from the config when
       None).
     evaluators: called at each evaluation step after the held-out loss
       (`tlm.train.evaluators.Evaluator`; `tlm.eval.during_training.evaluators(config)` builds
@@ -98,7 +98,7 @@ class Trainer:
     evaluators: Sequence[Evaluator] = (),
     log: Callable = log_line,
   ):
-    from tlm.train.batches import training_data
+    from tlm.input.mixture import training_data
 
     configs.check_required(config)
     tc = config.train
@@ -135,8 +135,8 @@ class Trainer:
     self.manager = CheckpointManager(self.workdir, keep=tc.keep_checkpoints)
     try:
       with jax.set_mesh(self.mesh), nn.logical_axis_rules(self.rules):
-        # One process's Trainers of one shape share their traced programs (tlm.train.programs).
-        key = programs.program_key(
+        # One process's Trainers of one shape share their traced programs (tlm.train.step_programs).
+        key = step_programs.program_key(
           self.model_config,
           tc,
           self.mesh,
@@ -144,7 +144,7 @@ class Trainer:
           config.data.input_length,
           config.data.target_length,
         )
-        self.programs = programs.programs_for(key)
+        self.programs = step_programs.programs_for(key)
         self.layout = self.programs.layout
         self.parameters = param_count(self.layout.abstract.params)
         self.state, self.start, origin = self._restore_or_init()
@@ -382,20 +382,6 @@ def train(
   return Trainer(config, workdir, data=data, evaluators=evaluators, log=log).fit()
 
 
-def expert_runs(config: Config, workdir: str) -> list[tuple[Config, str]]:
-  """The (config, workdir) of each model a config trains: one, or one per Yearly expert.
-
-  Yearly experts train in WORKDIR/year=YYYY/, on `data.year` alone if set, else each year of
-  `data.train_years` in turn.
-  """
-  if config.variant != "yearly":
-    return [(config, workdir)]
-  years = configs.trained_years(config.data)
-  return [
-    (configs.replace(config, "data.year", y), storage.join(workdir, f"year={y}")) for y in years
-  ]
-
-
 def run(
   config: Config,
   workdir: str,
@@ -403,13 +389,14 @@ def run(
   make_evaluators: Callable[[Config], Sequence[Evaluator]] = lambda config: (),
   log: Callable[[str], None] = log_line,
 ) -> list[dict]:
-  """Trains every model of `config` (see `expert_runs`); returns their summaries.
+  """Trains every model of `config` (`tlm.configs.expert_runs`: one, or each Yearly expert
+  in turn); returns their summaries.
 
   `make_evaluators(config)` builds each model's evaluators from its own config: a Yearly
   expert is evaluated on its own year (`tlm.eval.during_training.evaluators`).
   """
   results = []
-  for sub_config, sub_workdir in expert_runs(config, workdir):
+  for sub_config, sub_workdir in configs.expert_runs(config, workdir):
     if jax.process_index() == 0 and sub_workdir != workdir:
       log(f"Yearly expert {sub_config.data.year}: {sub_workdir}")
     evaluators = make_evaluators(sub_config)

@@ -3,7 +3,7 @@
 So that a user can size `large_temporal` or `xxl_temporal` (parameters, memory per device,
 FLOPs per step; `train.microbatches`, `model.remat`, `mesh.model`, `mesh.fsdp`) before
 reserving a pod slice: `dry_run(config)` (`--mode=train`) sizes the train step `tlm.train.loop`
-runs. The inference programs' dry run is `tlm.infer.dry_run`.
+runs. The inference programs' dry run is `tlm.infer.eval_dry_run`.
 Parameters, optimizer state and batch are `jax.ShapeDtypeStruct`s carrying their shardings.
 Their bytes per device are exact (summed over each device's shards); activation memory
 (`temporaries`) comes from XLA's own `memory_analysis()` of the compiled SPMD program (one

@@ -1,6 +1,6 @@
 """The Predictor's programs, defined once: the `Predictor` runs them, the dry run lowers them.
 
-So that `--dry_run` sizes exactly what inference compiles (`tlm.infer.dry_run`): the same
+So that `--dry_run` sizes exactly what inference compiles (`tlm.infer.eval_dry_run`): the same
 decoding (greedy, beam search or sampling) and scoring functions, the same row count
 (`padded_rows`: the batch rounded up to the mesh's data axis) and the same length buckets
 (`bucket`: powers of two, so that jit compiles once per bucket rather than once per batch).

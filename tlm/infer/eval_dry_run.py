@@ -1,9 +1,9 @@
 """`--dry_run` of inference: the Predictor's programs compiled on the configured mesh, abstractly.
 
 `eval_dry_run(...)` (`--mode=eval | eval_future | predict | score`, and beside the train step's
-`tlm.train.dry_run` for `adapt` / `cronquestions`, which train too) lowers and compiles the
+`tlm.train.train_dry_run` for `adapt` / `cronquestions`, which train too) lowers and compiles the
 decoding (greedy, beam search or sampling) and scoring of one batch that
-`tlm.infer.predictor.Predictor` runs: the same programs (`tlm.infer.programs`), rows and
+`tlm.infer.predictor.Predictor` runs: the same programs (`tlm.infer.query_programs`), rows and
 length buckets,
 with parameters and batch as `jax.ShapeDtypeStruct`s carrying their shardings: parameter bytes
 per device are exact; activation memory (`temporaries`) comes from XLA's `memory_analysis()` of
@@ -23,7 +23,7 @@ from tlm import safe_read, storage
 from tlm.configs import Config
 from tlm.console import log_line
 from tlm.errors import CheckpointError, ConfigError
-from tlm.infer.programs import Decoding, bucket, decode_program, padded_rows, score_program
+from tlm.infer.query_programs import Decoding, bucket, decode_program, padded_rows, score_program
 from tlm.models.formats.hf_config import from_hf_config
 from tlm.models.shapes import abstract_params, model_config, param_count
 from tlm.models.t5 import T5Config, get_preset
@@ -48,7 +48,7 @@ def eval_dry_run(
   log: Callable[[str], None] = log_line,
 ) -> dict:
   """Lowers (and compiles) the Predictor's decoding and scoring of one batch on `mesh`,
-  abstractly: the programs of `tlm.infer.programs`, on the rows and length buckets the
+  abstractly: the programs of `tlm.infer.query_programs`, on the rows and length buckets the
   Predictor would run.
 
   Args:
@@ -68,7 +68,7 @@ def eval_dry_run(
   Returns:
     {"parameters", "devices", "mesh", "fsdp", "param_dtype", "batch_size",
      "parameter_bytes_per_device" (exact), "memory_per_device" ({"decode": ..., "score": ...}
-     as in `tlm.train.dry_run.dry_run`, None without compiling), "lower_seconds",
+     as in `tlm.train.train_dry_run.dry_run`, None without compiling), "lower_seconds",
      "compile_seconds"}.
   """
   rules = partitioning.axis_rules(fsdp)

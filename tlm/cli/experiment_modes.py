@@ -67,8 +67,8 @@ def _start(flags):
 
 def _dry_run(config, trains: bool) -> None:
   """`--dry_run`: the evaluation's (and, for modes that train, the train step's) memory."""
-  from tlm.infer import dry_run as infer_dry_run
-  from tlm.train import dry_run as train_dry_run
+  from tlm.infer import eval_dry_run as infer_dry_run
+  from tlm.train import train_dry_run as train_dry_run
 
   if trains:
     train_dry_run.dry_run(config)

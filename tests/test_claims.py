@@ -406,7 +406,8 @@ def test_reproduce_steps_sets_the_protocol_models_steps_not_the_starts():
   assert adaptation.retrained_config(cfgs["uniform"]).train.steps == 7
   assert starts.starting_configs(["reproduce.steps=7"], "/w")["t5"].train.steps == 400
   # The 2800-step protocol of docs/results: its steps, its adaptation, unpinned.
-  old = reproduce.reproduction_configs(list(tiny.PREREGISTERED_OVERRIDES))
+  protocol_2800 = ["reproduce.steps=2800", "adapt.steps=480", "reproduce.pin_workers=false"]
+  old = reproduce.reproduction_configs(protocol_2800)
   assert {(c.train.steps, c.adapt.steps, c.reproduce.pin_workers) for c in old.values()} == {
     (2800, 480, False)
   }

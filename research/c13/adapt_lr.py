@@ -24,9 +24,9 @@ import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 
+from research.protocols import OVERRIDES_2800
+from research.protocols import STEPS_2800 as STEPS  # the studies replay the 2800-step protocol
 from tlm import configs
-from tlm.configs.tiny import PREREGISTERED_OVERRIDES
-from tlm.configs.tiny import PREREGISTERED_STEPS as STEPS  # the studies replay it
 from tlm.configs.years import FUTURE_SLICE, TRAIN_SLICE
 from tlm.errors import DataError
 from tlm.files import write_json
@@ -72,7 +72,7 @@ def committed(seed: int, root: str = COMMITTED) -> dict:
 
 
 def seed_plan(
-  seed: int, root: str, overrides: Sequence[str], protocol: Sequence[str] = PREREGISTERED_OVERRIDES
+  seed: int, root: str, overrides: Sequence[str], protocol: Sequence[str] = OVERRIDES_2800
 ):
   """A seed's configs and directories (`research.c3.exposure.plan`, its experts at full steps)
   under `protocol` (the 2800-step protocol's overrides; () for the current default)."""
@@ -107,7 +107,7 @@ def adapt_curve(
   overrides: Sequence[str],
   lr: float,
   steps: int,
-  protocol: Sequence[str] = PREREGISTERED_OVERRIDES,
+  protocol: Sequence[str] = OVERRIDES_2800,
 ) -> dict:
   """One seed's alpha-0.5 adaptation of Temporal (at `steps`) with learning rate `lr`, trained in
   the protocol's evaluation chunks: {step: slices}. Runs in a worker process."""

@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
-from tlm.configs.tiny import PREREGISTERED_OVERRIDES
+from research.protocols import OVERRIDES_2800
 from tlm.configs.years import SLICES, TRAIN_SLICE
 from tlm.errors import DataError
 from tlm.files import write_json
@@ -53,7 +53,7 @@ def model_configs(seed: int, root: str, overrides: Sequence[str] = ()) -> dict:
   from tlm.miniature import reproduce, starts
 
   work = os.path.join(os.path.abspath(root), f"seed={seed}")
-  ov = list(PREREGISTERED_OVERRIDES) + list(overrides) + reproduce.seed_overrides(seed)
+  ov = list(OVERRIDES_2800) + list(overrides) + reproduce.seed_overrides(seed)
   t5_dir = starts.start_dirs(work)["t5"]
   out: dict = {"work": work, "t5": (starts.starting_configs(ov, work)["t5"], t5_dir)}
   for name, config in reproduce.reproduction_configs(ov).items():

@@ -27,9 +27,9 @@ from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
+from research.protocols import OVERRIDES_2800
+from research.protocols import STEPS_2800 as STEPS  # the studies replay the 2800-step protocol
 from tlm import configs
-from tlm.configs.tiny import PREREGISTERED_OVERRIDES
-from tlm.configs.tiny import PREREGISTERED_STEPS as STEPS  # the studies replay it
 from tlm.configs.years import TRAIN_YEARS
 from tlm.errors import DataError
 from tlm.files import write_json
@@ -114,7 +114,7 @@ def plan(
   overrides: Sequence[str] = (),
   ratio: float | None = None,
   base_steps: int = STEPS,
-  protocol: Sequence[str] = PREREGISTERED_OVERRIDES,
+  protocol: Sequence[str] = OVERRIDES_2800,
 ) -> SeedPlan:
   """A seed's configs: the reproduction's (`reproduce.seed_overrides`, `starts`) under
   `protocol` (the 2800-step protocol's overrides; () for the current default), the experts'

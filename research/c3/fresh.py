@@ -31,8 +31,8 @@ from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
+from research.protocols import STEPS_2800 as STEPS  # the studies replay the 2800-step protocol
 from tlm import configs
-from tlm.configs.tiny import PREREGISTERED_STEPS as STEPS  # the studies replay it
 from tlm.configs.years import TRAIN_YEARS
 from tlm.errors import DataError
 from tlm.files import write_json

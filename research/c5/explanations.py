@@ -41,7 +41,7 @@ import shutil
 import numpy as np
 
 from research.levers import levers
-from tlm.configs.tiny import PREREGISTERED_STEPS as STEPS  # docs/results/PREREGISTRATION.md
+from research.protocols import STEPS_2800 as STEPS  # the studies replay the 2800-step protocol
 from tlm.configs.years import FUTURE_YEARS, TRAIN_YEARS
 from tlm.errors import DataError, UserError
 from tlm.files import atomic_output_file, write_json

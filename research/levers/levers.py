@@ -172,8 +172,8 @@ def _copy_newest_checkpoint(source: str, workdir: str, max_step: int, log: Log) 
 
 
 def _dated_generic(config) -> list[str]:
+  from research.levers.dated_corpus import dated_generic_texts
   from tlm.synthetic.facts import generate_world
-  from tlm.synthetic.pretrain import dated_generic_texts
   from tlm.synthetic.settings import WORLD
 
   world = generate_world(WORLD, config.data.world_seed, config.data.world_scale)

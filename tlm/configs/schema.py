@@ -292,7 +292,7 @@ class ReproduceConfig:
       each Yearly expert and the retrained 2010-19 models train N steps (the paper's equal
       steps), the starts (`tiny_t5`, `tiny_cbqa`, `tiny_cbqa_ft`) keep theirs, where
       `--set=train.steps=N` changes every model. The 2800-step protocol of docs/results/:
-      `tlm.configs.tiny.PREREGISTERED_OVERRIDES`.
+      `--set=reproduce.steps=2800 --set=adapt.steps=480 --set=reproduce.pin_workers=false`.
     seeds: independent repetitions; each seed S sets data.world_seed, data.seed and
       train.seed to S (a new world, sampling and initialisation) and runs in WORKDIR/seed=S/.
       The summary judges every claim on each seed and over all of them (paper: one run).

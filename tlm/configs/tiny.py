@@ -22,13 +22,12 @@ from tlm.data.conditioning import conditioning_of
 
 # Steps per variant. Uniform, Temporal, each Yearly expert and the retrained model train the
 # same STEPS (the paper's protocol). 2000 fits a seed in 30 minutes on a 2-core CPU with C1 and
-# M1 holding on the exploration seeds 100-102 at 1600 and 2400 steps
-# (docs/results/budget30/PREREGISTRATION.md). The claims were first judged and explained at
-# 2800 (docs/results/PREREGISTRATION.md; at 800 C1 did not hold): `PREREGISTERED_STEPS`,
-# which the studies under research/ replay. `cbqa_ft` sees TempLAMA-train alone (~330
+# M1 holding on the exploration seeds 100-102 at 1600 and 2400 steps (pre-registered,
+# research/budget30/PREREGISTRATION.md). The claims were first judged and explained at 2800
+# (`--set=reproduce.steps=2800 --set=adapt.steps=480 --set=reproduce.pin_workers=false`;
+# docs/results/README.md; at 800 C1 did not hold). `cbqa_ft` sees TempLAMA-train alone (~330
 # queries), so a few hundred steps are many epochs.
 STEPS = 2000
-PREREGISTERED_STEPS = 2800
 _STEPS = {
   "t5": 400,
   "cbqa": 300,
@@ -38,16 +37,8 @@ _STEPS = {
   "cbqa_ft": 300,
 }
 # Adaptation to 2019: about a sixth of the training steps, the paper's 50K after 300K (480 for
-# the 2800-step protocol: PREREGISTERED_ADAPT_STEPS).
+# the 2800-step protocol).
 ADAPT_STEPS = 340
-PREREGISTERED_ADAPT_STEPS = 480
-# `--set` overrides that give --mode=reproduce the 2800-step protocol whose results and claim
-# studies are in docs/results/ (computed unpinned, so unpinned again for the same numbers).
-PREREGISTERED_OVERRIDES = (
-  f"reproduce.steps={PREREGISTERED_STEPS}",
-  f"adapt.steps={PREREGISTERED_ADAPT_STEPS}",
-  "reproduce.pin_workers=false",
-)
 
 
 def tiny(variant: str) -> Config:

@@ -1,10 +1,11 @@
-"""Glue from an experiment config's `data` section to the data layer's packed batches.
+"""The paper's training mixture, assembled: a config's `data` section -> packed batches.
 
-The paper's training stream (§2.1, §2.3): CustomNews salient-span-masking examples and
+The paper's training stream (§2.2, §2.3): CustomNews salient-span-masking examples and
 TempLAMA-train queries mixed 1000:1, years sampled uniformly (one year for a Yearly expert;
-the adaptation mixture of §3.3 with `new_years` / `new_year_prob`), time-conditioned, packed
-T5X-style into `[rows, length]` batches. All of that lives in `tlm.data` (numpy only); this
-module only chooses the directories (the synthetic world, built on first use, or the user's
+the adaptation mixture of §3.3 with `new_years` / `new_year_prob`), time-conditioned
+(`tlm.data.conditioning`), packed T5X-style into `[rows, length]` batches. The draws are
+`tlm.input.sampling.MixtureSampler`'s, the packing `tlm.input.packing.Batcher`'s; this
+module chooses the directories (the synthetic world, built on first use, or the user's
 SSM / TempLAMA directories: `tlm.input.locations`), the vocabulary, and which rows of each
 global batch this process materialises; the training batches of the next steps are built on a
 background thread (`tlm.input.prefetch`), the same batches as without it.

@@ -1,8 +1,8 @@
-"""The deterministic year-uniform mixture sampler (paper §2.1, §2.3 and §4).
+"""The deterministic year-uniform mixture sampler (paper §2.2, §2.3 and §3.3).
 
 The paper trains on CustomNews salient-span-masking examples and TempLAMA-train queries
-mixed 1000:1, with documents sampled uniformly over the yearly slices 2010-2018 (§2.1, §2.3);
-the Yearly experts see one year's slice only; the adaptation experiment of §4 samples the new
+mixed 1000:1, with documents sampled uniformly over the yearly slices 2010-2018 (§2.2, §2.3);
+the Yearly experts see one year's slice only; the adaptation experiment of §3.3 samples the new
 slice (2019) with probability alpha and the old slices (2010-2018) with probability 1 - alpha.
 Every draw here is: choose the source at the configured ratio, choose the year (uniformly, or
 the adaptation mixture), then an example uniformly within that source's year slice.

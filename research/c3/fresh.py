@@ -4,7 +4,7 @@
   python -m research.c3.fresh --registration=seed5 --root=runs/c3_seed5 --out=research/c3
 
 "fresh" (research/c3/PREREGISTRATION_fresh.md) is seeds 3 and 4, registered and not run (seed 4's
-committed models cannot be regenerated: RESULT_fresh.md); "seed5"
+committed models cannot be regenerated: REPORT_fresh.md); "seed5"
 (research/c3/PREREGISTRATION_seed5.md) is seeds 3 and 5, seed 5's default numbers from its own
 registered run in docs/results/fresh5/. The lever is the same under both.
 

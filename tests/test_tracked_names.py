@@ -24,9 +24,9 @@ def case_clashes(paths: list[str]) -> list[list[str]]:
 
 
 def test_a_clash_of_case_is_found_in_files_and_in_folders():
-  assert case_clashes(["a/RESULT.md", "a/result.md", "b/x.py"]) == [["a/RESULT.md", "a/result.md"]]
-  assert case_clashes(["Docs/a.md", "docs/b.md"]) == [["Docs", "docs"]]
-  assert case_clashes(["a/REPORT.md", "a/result.md"]) == []
+  assert case_clashes(["a/Notes", "a/notes", "b/x"]) == [["a/Notes", "a/notes"]]
+  assert case_clashes(["Docs/a", "docs/b"]) == [["Docs", "docs"]]
+  assert case_clashes(["a/Report", "a/result"]) == []
 
 
 def test_no_two_tracked_paths_differ_only_in_case():

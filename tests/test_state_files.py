@@ -689,6 +689,44 @@ def test_a_seed_result_beyond_its_bound_is_not_read(seed_dir, monkeypatch):
     over_seeds.load_saved_seed(str(seed_dir))
 
 
+def test_a_seed_kept_compressed_loads_as_the_plain_one(seed_dir, tmp_path):
+  """The committed results keep per_query.json and eval.json as XZ (docs/results/README.md):
+  the loader reads NAME.xz where NAME is missing, and gives the same seed."""
+  import lzma
+  import shutil
+
+  from tlm.miniature import over_seeds
+
+  copy = tmp_path / "seed"
+  shutil.copytree(seed_dir, copy)
+  for name in ("per_query.json", "eval.json"):
+    path = copy / "results" / name
+    (copy / "results" / (name + ".xz")).write_bytes(lzma.compress(path.read_bytes()))
+    path.unlink()
+  assert over_seeds.load_saved_seed(str(copy)) == over_seeds.load_saved_seed(str(seed_dir))
+
+
+def test_a_compressed_json_is_bounded_by_what_it_decompresses_to(tmp_path):
+  """A small XZ file that expands beyond the reader's bound is refused at the bound; a file
+  that is not XZ, or XZ with bytes after its stream, is one line naming it."""
+  import lzma
+
+  path = tmp_path / "x.json"
+  (tmp_path / "x.json.xz").write_bytes(lzma.compress(b"[" + b"0," * 500_000 + b"0]"))
+  assert len((tmp_path / "x.json.xz").read_bytes()) < 2_000
+  with pytest.raises(DataError, match="decompresses to more than 10000 bytes"):
+    safe_read.read_json(str(path), 10_000)
+  assert len(safe_read.read_json(str(path), 2_000_000)) == 500_001
+  (tmp_path / "x.json.xz").write_bytes(b"not xz at all")
+  with pytest.raises(DataError, match=r"x\.json\.xz: cannot read JSON \(not XZ data"):
+    safe_read.read_json(str(path), 10_000)
+  (tmp_path / "x.json.xz").write_bytes(lzma.compress(b"[1]") + b"junk")
+  with pytest.raises(DataError, match="not one whole XZ stream"):
+    safe_read.read_json(str(path), 10_000)
+  path.write_text("[2]")  # the plain file, where present, is the one read
+  assert safe_read.read_json(str(path), 10_000) == [2]
+
+
 # --- JSON lines and the shared reader ---------------------------------------------------------
 
 

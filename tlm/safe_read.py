@@ -12,7 +12,10 @@ such a file:
   non-blocking, and its descriptor checked again, so a name swapped in between is caught).
 - `read_bounded`: at most a given number of bytes of such a file; a larger file is refused.
 - `parse_json` / `read_json`: JSON (UTF-8) of bounded size and nesting depth, any problem one
-  line naming the file, raised as the `UserError` subclass the caller names.
+  line naming the file, raised as the `UserError` subclass the caller names. Where `NAME` is
+  missing and `NAME.xz` is there (the committed results keep their large per-query dumps so:
+  docs/results/README.md), the compressed file is read instead, its decompressed size bounded
+  the same way (`read_bounded_xz`).
 
 - `read_json_object`: the same, for a file that must hold a JSON object.
 - `confined_path`: a file name read from inside a checkpoint (a `weight_map` shard, the
@@ -26,6 +29,7 @@ Pure Python: the data layer and `tlm.checksums` use it without jax.
 
 import errno
 import json
+import lzma
 import os
 import re
 import stat
@@ -157,6 +161,33 @@ def read_bounded(path: str, max_bytes: int) -> bytes:
   return raw
 
 
+# The suffix of a file kept compressed (XZ), read in place of the missing plain file.
+XZ_SUFFIX = ".xz"
+
+
+def read_bounded_xz(path: str, max_bytes: int) -> bytes:
+  """The decompressed bytes of an XZ file, at most `max_bytes` of them (and of the file).
+
+  The output is bounded while it is decompressed (`max_length`), so a small file that expands
+  without end is refused at the bound, not after filling memory.
+
+  Raises:
+    FileTooLarge: the file, or what it decompresses to, holds more than `max_bytes`.
+    OSError: as `open_regular`, or `EINVAL` for a file that is not whole XZ.
+  """
+  raw = read_bounded(path, max_bytes)
+  decompressor = lzma.LZMADecompressor(format=lzma.FORMAT_XZ)
+  try:
+    out = decompressor.decompress(raw, max_length=max_bytes + 1)
+  except lzma.LZMAError as e:
+    raise OSError(errno.EINVAL, f"not XZ data ({e})", path) from None
+  if len(out) > max_bytes:
+    raise FileTooLarge(errno.EFBIG, f"decompresses to more than {max_bytes} bytes", path)
+  if not decompressor.eof or decompressor.unused_data:
+    raise OSError(errno.EINVAL, "not one whole XZ stream", path)
+  return out
+
+
 def json_depth(value) -> int:
   """The deepest nesting of lists and dicts in a parsed JSON value (a scalar is 0), iteratively."""
   deepest, stack = 0, [(value, 1)]
@@ -218,12 +249,18 @@ def read_json(
 ):
   """Reads a JSON file of at most `max_bytes` and `max_depth` levels.
 
+  A missing `path` whose `path.xz` exists is read from that (`read_bounded_xz`, the same
+  bound on the decompressed bytes).
+
   Raises:
     error: naming the file, if it is missing, special (a FIFO, a device), too large,
       unreadable or not such JSON.
   """
+  compressed = storage.location(str(path) + XZ_SUFFIX)
+  if not storage.exists(path) and storage.exists(compressed):
+    path = compressed
   try:
-    raw = read_bounded(path, max_bytes)
+    raw = read_bounded_xz(path, max_bytes) if path is compressed else read_bounded(path, max_bytes)
   except OSError as e:
     raise error(f"{path}: cannot read {what} ({e.strerror or e})") from None
   return parse_json(raw, path, max_depth, error, what)

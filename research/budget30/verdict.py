@@ -1,4 +1,4 @@
-"""The 30-minute default against its pre-registration (docs/results/budget30/PREREGISTRATION.md).
+"""The 30-minute default against its pre-registration (research/budget30/PREREGISTRATION.md).
 
   python -m research.budget30.verdict --combined=docs/results/budget30 \\
       --runs=runs/b30_s{seed} --out=docs/results/budget30
@@ -98,7 +98,7 @@ def verdict(summary: dict, times: dict[int, dict]) -> dict:
     ]
     rows.append(row)
   return {
-    "registration": "docs/results/budget30/PREREGISTRATION.md",
+    "registration": "research/budget30/PREREGISTRATION.md",
     "seeds": seeds,
     "P1": p1,
     "P2": p2,
@@ -122,7 +122,7 @@ def markdown(result: dict) -> str:
 
   seeds = result["seeds"]
   lines = [
-    "# The 30-minute default: the verdict (docs/results/budget30/PREREGISTRATION.md)",
+    "# The 30-minute default: the verdict (research/budget30/PREREGISTRATION.md)",
     "",
     f"Seeds run: {', '.join(map(str, seeds))}.",
     "",
@@ -184,7 +184,7 @@ def main() -> None:
   p = argparse.ArgumentParser(description=__doc__.split("\n")[0])
   p.add_argument("--combined", required=True, help="the combined results (summary.json)")
   p.add_argument("--runs", required=True, help="each seed's run, {seed} in it: RUN.log, RUN.time")
-  p.add_argument("--out", default="docs/results/budget30")
+  p.add_argument("--out", default="research/budget30")
   args = p.parse_args()
   summary = _load(os.path.join(args.combined, "summary.json"))
   times = {}

@@ -23,6 +23,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
+from research.committed import read_json
 from tlm.configs.years import PROBE_YEARS, REFERENCE_YEAR
 from tlm.errors import DataError
 from tlm.files import write_json
@@ -119,8 +120,7 @@ def probe(seed: int, root: str, log: Log) -> dict:
 def committed(seed: int, root: str = COMMITTED) -> tuple[dict, dict]:
   """The seed's committed per_query.json and C12's components {name: margin}."""
   base = os.path.join(root, f"seed={seed}")
-  with open(os.path.join(base, "per_query.json"), encoding="utf-8") as f:
-    meas = json.load(f)
+  meas = read_json(os.path.join(base, "per_query.json"))
   with open(os.path.join(base, "summary.json"), encoding="utf-8") as f:
     c12 = next(c for c in json.load(f)["claims"] if c["id"] == "C12")
   return meas, {c["name"]: c["margin_mean"] for c in c12["components"]}

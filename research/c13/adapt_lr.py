@@ -24,8 +24,8 @@ import os
 import time
 from collections.abc import Callable, Mapping, Sequence
 
-from research.protocols import OVERRIDES_2800
-from research.protocols import STEPS_2800 as STEPS  # the studies replay the 2800-step protocol
+from research.protocol2800 import OVERRIDES_2800
+from research.protocol2800 import STEPS_2800 as STEPS  # the studies replay the 2800-step protocol
 from tlm import configs
 from tlm.configs.years import FUTURE_SLICE, TRAIN_SLICE
 from tlm.errors import DataError

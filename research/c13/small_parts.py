@@ -24,7 +24,7 @@ from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
-from research.protocols import OVERRIDES_2800
+from research.protocol2800 import OVERRIDES_2800
 from tlm.configs.years import SLICES, TRAIN_SLICE
 from tlm.errors import DataError
 from tlm.files import write_json

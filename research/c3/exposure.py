@@ -7,7 +7,7 @@ this code and any run). Per seed S: pretrains the start (`tiny_t5`, the reproduc
 trains the nine Yearly experts 2010-18 of the default protocol for round(2800 x r_S) steps
 instead of 2800, r_S the W3 median exposure ratio (research/world/measure.json), evaluates them
 on the seed's TempLAMA test with the reproduction's evaluation and sets their 2010-18 F1 against
-the committed Temporal of the same seed (docs/results/preregistered/levers.json, step 2800):
+the committed Temporal of the same seed (research/protocol2800/levers.json, step 2800):
 C3's new margin, its change from the committed one, and the pre-registered verdict. On the
 seeds of `--verify_seeds` (default 0) it also trains Temporal 800 steps from the new start and
 compares it with the committed step-800 numbers (check V3). `--temporal_full` (descriptive,
@@ -27,8 +27,8 @@ from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
-from research.protocols import OVERRIDES_2800
-from research.protocols import STEPS_2800 as STEPS  # the studies replay the 2800-step protocol
+from research.protocol2800 import OVERRIDES_2800
+from research.protocol2800 import STEPS_2800 as STEPS  # the studies replay the 2800-step protocol
 from tlm import configs
 from tlm.configs.years import TRAIN_YEARS
 from tlm.errors import DataError
@@ -38,7 +38,9 @@ Log = Callable[[str], None]
 REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 MEASURE = os.path.join(REPO, "research", "world", "measure.json")
 COMMITTED = os.path.join(REPO, "docs", "results", "preregistered")
-WORLD_HASHES = os.path.join(REPO, "docs", "results", "c5", "default_world_sha256.json")
+# The 2800-step protocol's registered verdict: Temporal's curve over steps (levers.json).
+LEVERS = os.path.join(REPO, "research", "protocol2800", "levers.json")
+WORLD_HASHES = os.path.join(REPO, "research", "c5", "default_world_sha256.json")
 VERIFY_STEP = 800  # V3: Temporal at this step against the committed row of levers.json
 LONG_LIVED = 5  # years: W3's long-lived facts
 TOLERANCE = 1e-9
@@ -59,12 +61,12 @@ def expert_steps(ratio: float, steps: int = STEPS) -> int:
   return int(round(steps * ratio))
 
 
-def committed(seed: int, root: str = COMMITTED) -> dict:
+def committed(seed: int, root: str = COMMITTED, levers: str = LEVERS) -> dict:
   """The committed numbers of a seed: Temporal's TempLAMA 2010-18 F1 at 2800 and at 800 steps
   and its loss at 800 (levers.json, the default), C3's margin, interval and pool (the
   reproduction's summary.json). Raises DataError unless levers.json's C1 margin is the
   reproduction's (the same Temporal)."""
-  with open(os.path.join(root, "levers.json"), encoding="utf-8") as f:
+  with open(levers, encoding="utf-8") as f:
     lev = json.load(f)
   with open(os.path.join(root, f"reproduce_seed{seed}", "summary.json"), encoding="utf-8") as f:
     summ = json.load(f)

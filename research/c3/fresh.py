@@ -31,7 +31,8 @@ from collections.abc import Callable, Mapping, Sequence
 
 import numpy as np
 
-from research.protocols import STEPS_2800 as STEPS  # the studies replay the 2800-step protocol
+from research.committed import read_json
+from research.protocol2800 import STEPS_2800 as STEPS  # the studies replay the 2800-step protocol
 from tlm import configs
 from tlm.configs.years import TRAIN_YEARS
 from tlm.errors import DataError
@@ -83,8 +84,7 @@ def committed_fresh(seed: int, root: str = FRESH, summary: str | None = None) ->
   ROOT/seed=S holds the seed's per_query.json; C3 is read from `summary` (a summary.json holding
   the seed; default ROOT/seed=S/summary.json)."""
   base = os.path.join(root, f"seed={seed}")
-  with open(os.path.join(base, "per_query.json"), encoding="utf-8") as f:
-    pq = json.load(f)
+  pq = read_json(os.path.join(base, "per_query.json"))
   summary = summary or os.path.join(base, "summary.json")
   with open(summary, encoding="utf-8") as f:
     per_seed = next(c for c in json.load(f)["claims"] if c["id"] == "C3")["per_seed"]

@@ -1,5 +1,5 @@
 """C5's explanations (b) and (c), as pre-registered in
-docs/results/c5/PREREGISTRATION_bc.md: Uniform and Temporal of the default (2800 steps,
+research/c5/PREREGISTRATION_bc.md: Uniform and Temporal of the default (2800 steps,
 tiny-v1_1, world v3) retrained with one thing changed.
 
   python -m research.c5.explanations --root=runs/c5bc --seeds=0,1,2 --workers=2 \\
@@ -41,7 +41,7 @@ import shutil
 import numpy as np
 
 from research.levers import levers
-from research.protocols import STEPS_2800 as STEPS  # the studies replay the 2800-step protocol
+from research.protocol2800 import STEPS_2800 as STEPS  # the studies replay the 2800-step protocol
 from tlm.configs.years import FUTURE_YEARS, TRAIN_YEARS
 from tlm.errors import DataError, UserError
 from tlm.files import atomic_output_file, write_json
@@ -248,7 +248,7 @@ def summarize(summary: dict, results: dict, seeds, counts, steps=STEPS, resample
       None if not complete else bool(d["every_seed_above_zero"] and d["pooled_above_zero"])
     )
   return {
-    "pre_registration": "docs/results/c5/PREREGISTRATION_bc.md",
+    "pre_registration": "research/c5/PREREGISTRATION_bc.md",
     "criterion": "an explanation is supported iff its difference of C5 margins is > 0 on every "
     "seed and its two-level 95% interval lies above zero",
     "seeds": list(seeds),

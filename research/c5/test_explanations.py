@@ -1,5 +1,5 @@
 """The driver of C5's explanations (b) and (c) (`research.c5.explanations`, pre-registered in
-docs/results/c5/PREREGISTRATION_bc.md): its settings, the paired difference of C5's margins
+research/c5/PREREGISTRATION_bc.md): its settings, the paired difference of C5's margins
 between two settings on hand-made numbers, the criterion, and the baseline it copies."""
 
 import json

@@ -6,7 +6,7 @@ This script reads the models of the pre-registered verdict (`research.default.se
 --preregistered). For each seed ROOT/seed=S holds the `tiny_t5` start (t5/, step 400) and
 Uniform and Temporal (step 2800). The script compares the token-embedding rows of the years
 2010-2020 between the start and each trained model. It judges the predictions P1-P3 of
-docs/results/c5/PREREGISTRATION.md, writes docs/results/c5/year_embeddings.json and prints a
+research/c5/PREREGISTRATION.md, writes research/c5/year_embeddings.json and prints a
 summary. No model is trained.
 """
 
@@ -21,7 +21,7 @@ from tlm.files import write_json
 from tlm.models.formats import orbax_params
 
 YEARS = tuple(range(2010, 2021))
-OUT = os.path.join("docs", "results", "c5", "year_embeddings.json")
+OUT = os.path.join("research", "c5", "year_embeddings.json")
 
 
 def year_ids(vocab: Vocabulary) -> dict[int, int]:

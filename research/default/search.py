@@ -8,8 +8,9 @@ TempLAMA with the reproduction's code and judges C1, C5 and M1 with the reproduc
 and statistics (the paired bootstrap over (subject, relation) pairs). Everything not named in
 a setting is the tiny configs' (T5.1.1 tiny models, batch 64, Adafactor 3e-2 constant, 20
 subjects per relation). Seeds 0-3 are never used here: the verdict of the chosen default is
-run on seeds 0, 1, 2 after its pre-registration (docs/results/PREREGISTRATION.md), which also
-lists every setting tried here and what it gave (docs/results/explore/).
+run on seeds 0, 1, 2 after its pre-registration
+(research/protocol2800/PREREGISTRATION.md), which also lists every setting tried here and
+what it gave (research/default/explore/).
 
 A setting's start: its own (`tiny_t5`'s recipe at the setting's model size, with the setting's
 overrides), or, with `start_of`, the start of another setting of the same model size, so that
@@ -59,8 +60,9 @@ SETTINGS = {
   ),
   "v11mlp256-2400": ("T5.1.1 tiny, MLP 256", 2400, (800, 1600), ("model.mlp_dim=256",), ""),
 }
-# The verdict of docs/results/PREREGISTRATION.md: the tiny configs as committed (no overrides,
-# their own start), on the verdict seeds only; the learning curve at 800/1600/2400 is free.
+# The verdict of research/protocol2800/PREREGISTRATION.md: the tiny configs as committed (no
+# overrides, their own start), on the verdict seeds only; the learning curve at 800/1600/2400
+# is free.
 DEFAULT = ("the default: the tiny configs as committed", 2800, (800, 1600, 2400), (), "")
 VERDICT_SEEDS = (0, 1, 2)
 # Settings evaluated from another setting's checkpoints (levers.Setting.continue_from).
@@ -107,7 +109,7 @@ def verdict(summary: dict, seeds) -> dict:
       "holds": all(per_seed_above) and pooled_above,
     }
   return {
-    "criterion": "C1 and M1 hold (docs/results/PREREGISTRATION.md)",
+    "criterion": "C1 and M1 hold (research/protocol2800/PREREGISTRATION.md)",
     "verdict": out["C1"]["holds"] and out["M1"]["holds"],
     "seeds": list(seeds),
     "claims": out,
@@ -129,7 +131,7 @@ def main(argv=None) -> None:
   p.add_argument(
     "--preregistered",
     action="store_true",
-    help="the verdict: the default on seeds 0-2 (docs/results/PREREGISTRATION.md)",
+    help="the verdict: the default on seeds 0-2 (research/protocol2800/PREREGISTRATION.md)",
   )
   args = p.parse_args(argv)
   seeds = [int(s) for s in args.seeds.split(",")]

@@ -21,6 +21,7 @@ import os
 
 import numpy as np
 
+from research.committed import read_json
 from tlm.configs.years import FUTURE_YEARS, TRAIN_SLICE, TRAIN_YEARS
 from tlm.miniature import (
   claim_parts,
@@ -32,8 +33,7 @@ from tlm.miniature.claim_summary import pool_sizes
 
 def _add_answers(meas: dict, eval_json: str) -> None:
   """Fills the `answers` column from eval.json's records where per_query.json lacks it."""
-  with open(eval_json) as f:
-    evals = json.load(f)
+  evals = read_json(eval_json)
   for model, block in meas["models"].items():
     cols = block["templama"]
     if "answers" in cols:
@@ -77,8 +77,7 @@ def main() -> None:
   ap.add_argument("--resamples", type=int, default=1000)
   args = ap.parse_args()
   results = os.path.join(args.seed_dir, "results")
-  with open(os.path.join(results, "per_query.json")) as f:
-    meas = json.load(f)
+  meas = read_json(os.path.join(results, "per_query.json"))
   _add_answers(meas, os.path.join(results, "eval.json"))
   dates = _news_dates(meas, os.path.expanduser(args.ssm_dir)) if args.ssm_dir else None
   print(

@@ -15,7 +15,7 @@ pairs, `tlm.miniature.stats`):
   clamped - uniform:  Temporal's F1 with "year: 2018" minus Uniform's (eval.json), C5's margin
                       with the year input replaced.
 Pre-registered (settings, prediction, criterion) in
-docs/results/preregistered/PREREGISTRATION_seeds3_4.md, before any run.
+research/fresh/PREREGISTRATION.md, before any run.
 """
 
 import argparse
@@ -25,6 +25,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from research.committed import read_json
 from tlm.configs.years import FUTURE_YEARS, TRAIN_YEARS
 from tlm.miniature import stats
 from tlm.miniature.claim_parts import PAIR
@@ -89,8 +90,7 @@ def clamp_seed(seed_dir: str, resamples: int = stats.RESAMPLES) -> dict:
   if config is None:
     raise SystemExit(f"{workdir}: no trained Temporal model (config.json)")
   results = os.path.join(seed_dir, "results")
-  with open(os.path.join(results, "eval.json")) as f:
-    evals = json.load(f)
+  evals = read_json(os.path.join(results, "eval.json"))
   with open(os.path.join(results, "seed_summary.json")) as f:  # {variant: {"name": model}}
     names = {v: c["name"] for v, c in json.load(f)["configs"].items()}
   data = experiments.eval_data(config)

@@ -1,0 +1,96 @@
+"""The verdict table is what the committed results and registrations say, and nothing else."""
+
+import json
+import os
+import shutil
+import subprocess
+
+import pytest
+
+from research.verdicts import registry, table
+from research.verdicts.registry import DEFAULT, MEASURED, NOT_EXPLAINED, P2800
+
+REPO = table.REPO
+
+
+def test_the_committed_table_is_the_one_the_results_give():
+  """docs/results/verdicts.md and .json regenerate byte for byte."""
+  assert table.main(["--check"]) == 0
+
+
+def test_every_claim_of_the_summaries_has_one_row_and_no_other():
+  ids = [c.id for c in registry.CLAIMS]
+  assert len(ids) == len(set(ids)) == 15
+  for protocol in (DEFAULT, P2800):
+    assert set(table.per_seed(protocol)) == set(ids)
+    assert all(len(r) == 6 for r in table.per_seed(protocol).values())
+
+
+def test_a_measured_reason_needs_a_registration_whose_criterion_the_result_meets():
+  """Every row classed "fails, measured reason" (or cannot be tested, or undecided) rests on
+  explanations whose recorded result meets the criterion; with the results failing it, the
+  same rows are "not explained"."""
+  built = table.build()
+  explained = 0
+  for row in built["rows"]:
+    for protocol in (DEFAULT, P2800):
+      for part in row[protocol]["parts"]:
+        for seed, v in part["by_seed"].items():
+          if v["class"] == NOT_EXPLAINED:
+            continue
+          explained += 1
+          used = [
+            e
+            for e in table._covering(row["claim"], part["part"], protocol, seed)
+            if e.registration == v["registration"] and e.result == v["result"]
+          ]
+          assert used and not table.check(used[0]), (row["claim"], part["part"], seed)
+  assert explained > 50
+  refused = table.classify(DEFAULT, met=lambda e, root: ["refused"])
+  assert {c: v["class"] for c, v in refused.items() if v["parts"]} == {
+    c: NOT_EXPLAINED for c, v in refused.items() if v["parts"]
+  }
+
+
+def test_a_result_that_misses_its_criterion_explains_nothing(tmp_path):
+  """A copy of the repository's results where W6's seed 3 difference is positive: C4 at the
+  default is then "not explained" on seed 3."""
+  root = tmp_path / "repo"
+  for rel in (
+    {p for paths in table.SUMMARIES.values() for p in paths}
+    | {e.result for e in registry.EXPLANATIONS}
+    | {e.registration for e in registry.EXPLANATIONS}
+  ):
+    (root / rel).parent.mkdir(parents=True, exist_ok=True)
+    src = os.path.join(REPO, rel)
+    src = src if os.path.exists(src) else src + ".xz"
+    shutil.copy(src, root / (rel if src.endswith(rel) else rel + ".xz"))
+  w6 = root / "research/world/seeds3456/measure_w6.json"
+  doc = json.loads(w6.read_text())
+  doc["seeds"]["3"]["difference"] = 0.05
+  w6.write_text(json.dumps(doc))
+  assert table.classify(DEFAULT, str(root))["C4"]["class"] == NOT_EXPLAINED
+  c4 = table.classify(DEFAULT)["C4"]
+  assert c4["class"] == MEASURED and c4["held"] == [0, 1, 2]
+
+
+def _first_commit_time(path: str) -> int:
+  out = subprocess.run(
+    ["git", "-C", REPO, "log", "--follow", "--diff-filter=A", "--format=%ct", "--", path],
+    capture_output=True,
+    text=True,
+    check=True,
+  ).stdout.split()
+  assert out, f"{path} was never committed"
+  return int(out[-1])
+
+
+def test_each_registration_was_committed_before_its_result():
+  shallow = subprocess.run(
+    ["git", "-C", REPO, "rev-parse", "--is-shallow-repository"], capture_output=True, text=True
+  ).stdout.strip()
+  if shallow != "false":
+    pytest.skip("a shallow clone has no history to order the registrations by")
+  for e in {(e.registration, e.result) for e in registry.EXPLANATIONS}:
+    registration, result = e
+    assert _first_commit_time(registration) < _first_commit_time(result), e

@@ -193,12 +193,18 @@ def test_the_modes_table_has_every_mode_and_only_flags_that_exist():
 
 
 def test_the_readmes_test_command_is_the_one_ci_runs():
+  """.ci/run runs the README's test command (the library's suite) and then the studies' tests
+  (docs/testing.md), each exactly as written there."""
   with open(os.path.join(ROOT, ".ci", "run"), encoding="utf-8") as f:
     ci = [line.strip() for line in f if re.match(r"python3? -m pytest", line.strip())]
   with open(os.path.join(ROOT, "README.md"), encoding="utf-8") as f:
     readme = f.read()
-  assert len(ci) == 1, ci
-  command = ci[0].replace("python3 ", "python ", 1)
-  # The quick start's command and the "Tests and checks" one.
-  assert re.search(r"&& " + re.escape(command) + r"\s+# the tests\n", readme), command
-  assert re.search(r"(?m)^" + re.escape(command) + r"\s+# the whole suite", readme), command
+  with open(os.path.join(ROOT, "docs", "testing.md"), encoding="utf-8") as f:
+    testing = f.read()
+  assert len(ci) == 2, ci
+  library, studies = (c.replace("python3 ", "python ", 1) for c in ci)
+  assert studies == library + " research", ci
+  # The quick start's command, and both in docs/testing.md.
+  assert re.search(r"&& " + re.escape(library) + r"\s+# the tests\n", readme), library
+  assert re.search(r"(?m)^" + re.escape(library) + r"\s+# the library's suite", testing), library
+  assert re.search(r"(?m)^" + re.escape(studies) + r"\s+# the studies' tests", testing), studies

@@ -225,6 +225,42 @@ def table_rows(table: Mapping, link_prefix: str = "") -> list[str]:
   return lines
 
 
+README_HEADER = (
+  "| claim | the paper says | holds on (default; 2800 steps) | class at the default | "
+  "class at 2800 steps |"
+)
+
+
+def headline(root: str = REPO) -> str:
+  """The central finding at the default, each interval named by its kind."""
+  summary = read_json(os.path.join(root, SUMMARIES[DEFAULT][0]))
+  found = {c["id"]: c for c in _claims_of(summary)}
+
+  def one(cid: str) -> str:
+    c = found[cid]
+    lo, hi = c["margin_ci95"]
+    tlo, thi = c["margin_t95"]
+    return (
+      f"{cid} {c['margin_mean']:+.1f} F1 (two-level bootstrap 95% [{lo:+.1f}, {hi:+.1f}], "
+      f"t over seeds [{tlo:+.1f}, {thi:+.1f}])"
+    )
+
+  seeds = ", ".join(map(str, summary["seeds"]))
+  return f"On seeds {seeds} at the default: {one('C1')}; {one('M1')}."
+
+
+def readme_rows(table: Mapping) -> list[str]:
+  """The README's short form of the table (its links go to the full one)."""
+  lines = [README_HEADER, "|---|---|---|---|---|"]
+  for r in table["rows"]:
+    d, o = r[DEFAULT], r[P2800]
+    lines.append(
+      f"| {r['claim']} | {r['statement']} | {_held_text(d)}; {_held_text(o)} | {d['class']} "
+      f"| {o['class']} |"
+    )
+  return lines
+
+
 def markdown(table: Mapping) -> str:
   """docs/results/verdicts.md."""
   ne = table["not_explained"]

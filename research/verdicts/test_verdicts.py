@@ -94,3 +94,14 @@ def test_each_registration_was_committed_before_its_result():
   for e in {(e.registration, e.result) for e in registry.EXPLANATIONS}:
     registration, result = e
     assert _first_commit_time(registration) < _first_commit_time(result), e
+
+
+def test_the_readme_shows_the_table_and_the_headline_as_the_results_give_them():
+  """README.md's short table and its headline numbers are generated from the committed JSON."""
+  with open(os.path.join(REPO, "README.md"), encoding="utf-8") as f:
+    readme = f.read()
+  built = table.build()
+  assert "\n".join(table.readme_rows(built)) in readme
+  assert table.headline() in readme.replace("\n", " ")
+  ne = built["not_explained"]
+  assert f"({len(ne[DEFAULT])} claims at the default, {len(ne[P2800])} at 2800 steps)" in readme

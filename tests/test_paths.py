@@ -264,11 +264,18 @@ def test_joining_keeps_the_scheme_without_reading_the_text(monkeypatch, text, sc
     loc.parent,
     storage.abspath(loc),
     loc.suffixed(".takeover"),
+    # os.path.join appends to its first argument: the Location's scheme stays.
+    os.path.join(loc, "metrics.jsonl"),
+    os.path.join(loc, "a", "b"),
+    loc + ".tmp",
   ]
   assert calls == []
   for d in derived:
     assert isinstance(d, storage.Location) and d.scheme == scheme and d.is_remote == bool(scheme)
   assert derived[1] == f"{text}/checkpoints/7" and derived[6] == f"{text}.takeover"
+  assert derived[7] == f"{text}/metrics.jsonl" and derived[9] == f"{text}.tmp"
+  # Text before a Location, or a slice of it, is a plain str again (decided where it is used).
+  assert type("x" + loc) is str and type(loc[:2]) is str
   if scheme:  # never above the bucket
     assert storage.location(f"{scheme}://b").parent == f"{scheme}://b"
   else:

@@ -256,7 +256,7 @@ def read_json(
     error: naming the file, if it is missing, special (a FIFO, a device), too large,
       unreadable or not such JSON.
   """
-  compressed = storage.location(str(path) + XZ_SUFFIX)
+  compressed = storage.location(path) + XZ_SUFFIX
   if not storage.exists(path) and storage.exists(compressed):
     path = compressed
   try:

@@ -118,8 +118,10 @@ class Location(str):
   What it adds is `scheme` (None for a local path) and `is_remote`, so that the helpers of
   this module dispatch on a carried field instead of re-reading the text; `/`, `joinpath`,
   `parent`, `join`, `dirname` and `abspath` derive new Locations with the same scheme,
-  unexamined. A str operation (`+`, slicing, `os.path.join`) gives a plain str, which the
-  helpers accept and convert (`location`): correct, only not free.
+  unexamined, and so does appending text (`loc + "x"`), which makes `os.path.join(loc, name)`
+  a Location too (posixpath.join appends to its first argument): a path built from a parsed one
+  is never examined again. Other str operations (slicing, `"x" + loc`, `.rstrip()`) give a
+  plain str, which the helpers accept and convert (`location`): correct, only not free.
 
   Made by `parse` (a flag or config value) or `location` (anything else); the constructor
   trusts the scheme it is given. Immutable, like the str it is.
@@ -135,6 +137,13 @@ class Location(str):
 
   def __setattr__(self, name: str, value: Any) -> None:
     raise AttributeError(f"Location is immutable (cannot set {name})")
+
+  def __add__(self, other: str) -> "Location":
+    # Text appended to a path stays on its storage: `os.path.join(loc, "x")` (which appends to
+    # its first argument) and `loc + ".tmp"` keep the scheme decided when `loc` was parsed.
+    if not isinstance(other, str):
+      return NotImplemented
+    return Location(str.__add__(self, other), self.scheme)
 
   def __reduce__(self):
     # Unpickled (a worker process, a deep copy) with its scheme, not parsed again.

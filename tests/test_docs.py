@@ -61,7 +61,11 @@ def markdown_files() -> list[str]:
     f
     for f in tracked()
     if f.endswith(".md")
-    and (f == "README.md" or f.startswith(("docs/", "research/")) or f.endswith("meshtf/README.md"))
+    and (
+      f in ("README.md", "tlm/models/formats/README.md")
+      or f.startswith(("docs/", "research/"))
+      or f.endswith("meshtf/README.md")
+    )
     and not os.path.basename(f).startswith("PREREGISTRATION")
   )
 

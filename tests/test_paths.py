@@ -360,8 +360,7 @@ def test_a_workdir_is_decided_once_along_a_run(tmp_path, monkeypatch, request, w
   workdir = storage.parse(text, "--workdir")  # the edge: run.py's flags
   _a_run_s_file_operations(workdir)
   # Every file below the workdir was joined to the parsed value: one decision in all (before
-  # the Location, each helper decided its string again: 146 times in a real 2-step tiny train,
-  # docs/ARCHITECTURE.md).
+  # the Location, each helper decided its string again: 146 times in a real 2-step tiny train).
   assert [c for c in calls if c.startswith(text)] == [text]
   assert storage.isfile(storage.abspath(workdir) / "checkpoints" / "1" / checksums.MANIFEST)
 

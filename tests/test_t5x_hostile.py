@@ -478,7 +478,7 @@ def test_orbax_sparse_file_does_not_vouch_for_declared_bytes(tmp_path):
 
 # ---------------------------------------------------------------------------------------------
 # What the libraries do with the same files: why tlm decodes T5X's ext records, chunked arrays
-# and zarr chunks itself (docs/ARCHITECTURE.md, "Hand-written readers and why"). Each test
+# and zarr chunks itself (tlm/models/formats/README.md, "Hand-written readers and why"). Each test
 # asserts the library's behaviour today: one that gains the guarantee fails here, and the
 # hand-written reader can then give way to it.
 

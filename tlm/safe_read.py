@@ -120,7 +120,7 @@ def regular_size(path: storage.PathArg) -> int:
 _BLOCK = 1 << 24  # bytes read at once where a file's size is unknown or has grown
 
 
-def _open_size(f) -> int | None:
+def open_size(f) -> int | None:
   """The size of an open file: its descriptor's, or an object store file's; None if unknown."""
   try:
     return os.fstat(f.fileno()).st_size
@@ -142,7 +142,7 @@ def read_bounded(path: str, max_bytes: int) -> bytes:
   with open_regular(path) as f:
     # Refused by its size before a byte is read: a sparse file of gigabytes below the bound
     # would otherwise be allocated up to the bound first.
-    if (size := _open_size(f)) is not None and size > max_bytes:
+    if (size := open_size(f)) is not None and size > max_bytes:
       raise FileTooLarge(errno.EFBIG, f"larger than {max_bytes} bytes", path)
     # `read(n)` allocates n bytes before reading: a generous bound must not cost its size. The
     # file's size first (one read), then blocks, should it have grown since.

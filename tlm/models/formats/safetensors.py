@@ -5,8 +5,10 @@ unsigned header length N, N bytes of UTF-8 JSON
 `{"name": {"dtype": "F32", "shape": [..], "data_offsets": [begin, end]}, ...,
 "__metadata__": {str: str}}` (padded with spaces to a multiple of 8), then one byte buffer
 holding every tensor, C-ordered and little-endian, at those offsets (relative to the buffer).
-HF writes `model.safetensors` this way; the `safetensors` package is used only by the tests, as
-an independent reference. bfloat16 and float8 come from ml_dtypes (a jax dependency).
+HF writes `model.safetensors` this way. bfloat16 and float8 come from ml_dtypes (a jax
+dependency). The `safetensors` package is the tests' independent reference, not the reader: it
+opens a local file by its name only, and makes no float8 array with numpy (README.md here says
+why that decides it, and tests/test_formats.py pins the package's behaviour).
 """
 
 import json
@@ -20,7 +22,7 @@ from tlm import storage
 from tlm.errors import CheckpointError
 from tlm.files import atomic_output_file
 from tlm.models.formats.guards import parse_json
-from tlm.safe_read import shown
+from tlm.safe_read import open_regular, open_size, shown
 
 _DTYPES = {
   "BOOL": np.dtype("?"),
@@ -55,32 +57,28 @@ def _is_int(x) -> bool:
   return isinstance(x, int) and not isinstance(x, bool)
 
 
-def read_header(path: str) -> tuple[dict, dict, int]:
-  """Reads and validates the header of a safetensors file.
-
-  Args:
-    path: the file.
-
-  Returns:
-    (entries, metadata, data_start): entries maps each tensor name to (dtype, shape, begin,
-    end) with offsets relative to data_start; metadata is the `__metadata__` dict (or {}).
-
-  Every tensor's bytes are checked to lie within the file, without overlapping another's, so
-  reading them allocates no more than the file holds.
-
-  Raises:
-    CheckpointError: naming the file (and tensor) if the file is truncated or corrupt.
-  """
+def _open(path: str):
+  """The file, opened once for its header and its tensors alike: a regular file only (a FIFO
+  swapped in is refused, not waited on), a local path or an object store's (ranged reads)."""
   try:
-    file_size = storage.getsize(path)
-    with storage.open_file(path, "rb") as f:
-      prefix = f.read(8)
-      if len(prefix) < 8:
-        raise _error(path, f"truncated safetensors file ({file_size} bytes)")
-      (header_size,) = struct.unpack("<Q", prefix)
-      if header_size > min(_MAX_HEADER, file_size - 8):
-        raise _error(path, f"truncated or corrupt safetensors header (length {header_size})")
-      raw = f.read(header_size)
+    return open_regular(path)
+  except OSError as e:
+    raise _error(path, f"cannot read ({e.strerror or e})") from None
+
+
+def _parse_header(f, path: str) -> tuple[dict, dict, int]:
+  """`read_header` of the open file `f`."""
+  try:
+    file_size = open_size(f)
+    if file_size is None:
+      file_size = storage.getsize(path)
+    prefix = f.read(8)
+    if len(prefix) < 8:
+      raise _error(path, f"truncated safetensors file ({file_size} bytes)")
+    (header_size,) = struct.unpack("<Q", prefix)
+    if header_size > min(_MAX_HEADER, file_size - 8):
+      raise _error(path, f"truncated or corrupt safetensors header (length {header_size})")
+    raw = f.read(header_size)
   except OSError as e:
     raise _error(path, f"cannot read ({e.strerror or e})") from None
   header = parse_json(raw, f"{path}: corrupt safetensors header")
@@ -124,6 +122,26 @@ def read_header(path: str) -> tuple[dict, dict, int]:
   return entries, metadata, 8 + header_size
 
 
+def read_header(path: str) -> tuple[dict, dict, int]:
+  """Reads and validates the header of a safetensors file.
+
+  Args:
+    path: the file.
+
+  Returns:
+    (entries, metadata, data_start): entries maps each tensor name to (dtype, shape, begin,
+    end) with offsets relative to data_start; metadata is the `__metadata__` dict (or {}).
+
+  Every tensor's bytes are checked to lie within the file, without overlapping another's, so
+  reading them allocates no more than the file holds.
+
+  Raises:
+    CheckpointError: naming the file (and tensor) if the file is truncated or corrupt.
+  """
+  with _open(path) as f:
+    return _parse_header(f, path)
+
+
 def read(path: str) -> dict[str, np.ndarray]:
   """Reads every tensor of a safetensors file.
 
@@ -137,13 +155,17 @@ def read(path: str) -> dict[str, np.ndarray]:
   Raises:
     CheckpointError: naming the file and tensor if the file is missing, truncated or corrupt.
   """
-  entries, _, data_start = read_header(path)
   tensors = {}
-  with storage.open_file(path, "rb") as f:
+  with _open(path) as f:
+    entries, _, data_start = _parse_header(f, path)
     for name, (dtype, shape, begin, end) in entries.items():
       array = np.empty(shape, dtype)
-      f.seek(data_start + begin)
-      if f.readinto(array.reshape(-1).view(np.uint8)) != end - begin:
+      try:
+        f.seek(data_start + begin)
+        count = f.readinto(array.reshape(-1).view(np.uint8))
+      except OSError as e:
+        raise _error(path, f"cannot read ({e.strerror or e})", name) from None
+      if count != end - begin:
         raise _error(path, "truncated file", name)
       tensors[name] = array
   return tensors

@@ -34,7 +34,7 @@ from tests.helpers import (
 )
 from tlm import configs
 from tlm.data import ssm
-from tlm.errors import DataError, UserError
+from tlm.errors import ConfigError, DataError, UserError
 from tlm.input import block_sampling
 from tlm.store import store, store_build, store_reorder, store_shuffle
 from tlm.store.build_ssm import build_ssm
@@ -222,12 +222,13 @@ def test_a_window_of_a_shuffled_table_spans_its_year(corpus_store, shuffled_stor
   assert corpus_spread < 0.11 and shuffled_spread > 0.75, (corpus_spread, shuffled_spread)
 
 
-def test_block_sampler_warns_once_about_a_store_in_corpus_order(shuffled_store, capsys):
+def test_block_sampler_refuses_a_store_in_corpus_order(shuffled_store, capsys):
+  """One line naming --mode=shuffle_store; data.allow_corpus_order=true warns once instead."""
   from tlm.train import batches as train_data
 
-  def start(ssm_dir, sampler):
+  def start(ssm_dir, sampler, *sets):
     train_data._WARNED.clear()
-    sets = [*FIXTURE_DATA_SETS, f"data.ssm_dir={ssm_dir}", f"data.sampler={sampler}"]
+    sets = [*FIXTURE_DATA_SETS, f"data.ssm_dir={ssm_dir}", f"data.sampler={sampler}", *sets]
     config = configs.override(configs.get("tiny_temporal"), [*sets, "train.batch_size=8"])
     data = train_data.TrainingData(config)
     train_data.make_batcher(config.data, data.sources, data.vocab, rows=8)  # a second batcher
@@ -235,12 +236,18 @@ def test_block_sampler_warns_once_about_a_store_in_corpus_order(shuffled_store, 
     return [line for line in capsys.readouterr().err.splitlines() if "corpus order" in line]
 
   corpus_dir = dict(s.split("=", 1) for s in FIXTURE_DATA_SETS)["data.ssm_dir"]
-  lines = start(corpus_dir, "block")
-  assert len(lines) == 1 and lines[0].startswith("warning: ") and "--shuffle_seed" in lines[0]
+  with pytest.raises(ConfigError) as refused:
+    start(corpus_dir, "block")
+  message = str(refused.value)
+  assert message.startswith(f"{corpus_dir}: example store in corpus order") and "\n" not in message
+  assert f"--mode=shuffle_store --data={corpus_dir} --output_dir=NEW_DIR" in message
+  assert "data.allow_corpus_order=true" in message
+  lines = start(corpus_dir, "block", "data.allow_corpus_order=true")
+  assert len(lines) == 1 and lines[0].startswith("warning: ") and "shuffle_store" in lines[0]
   assert start(corpus_dir, "example") == []
   assert start(shuffled_store, "block") == []
   tables = [store.Store(shuffled_store).table("train", 2014)]
-  assert block_sampling.corpus_order_warning(tables) == ""
+  assert block_sampling.corpus_order_stores(tables) == []
 
 
 def test_beam_writes_the_local_shuffled_store(tmp_path, monkeypatch, shuffled_store):

@@ -14,7 +14,7 @@ cost is a mild bias towards shorter examples among those trained on.
 import collections
 import dataclasses
 import threading
-from concurrent.futures import ThreadPoolExecutor
+from concurrent.futures import Future, ThreadPoolExecutor
 
 import numpy as np
 
@@ -55,6 +55,37 @@ class _LRU:
       self._items[key] = value
       if len(self._items) > self.size:
         self._items.popitem(last=False)
+
+
+class _RunCache:
+  """Runs of consecutive examples read once and shared by the steps of a block, several of
+  which are built at once: (slot, lo, hi) -> a Future of the run's ids, the oldest of at most
+  `size` dropped. The first thread to ask reads; the others wait for its result."""
+
+  def __init__(self, size: int):
+    self.size = size
+    self._items: collections.OrderedDict = collections.OrderedDict()
+    self._lock = threading.Lock()
+
+  def get(self, key, load):
+    with self._lock:
+      future = self._items.get(key)
+      mine = future is None
+      if mine:
+        future = self._items[key] = Future()
+        while len(self._items) > self.size:
+          self._items.popitem(last=False)
+      else:
+        self._items.move_to_end(key)
+    if mine:
+      try:
+        future.set_result(load())
+      except BaseException as e:
+        with self._lock:  # not kept: a later step reads again
+          if self._items.get(key) is future:
+            del self._items[key]
+        future.set_exception(e)
+    return future.result()
 
 
 class _Drawn:
@@ -177,8 +208,9 @@ class Batcher:
     cache_size: texts, and examples, whose ids are cached.
     block_draws: 0 draws each example uniformly within its slice (`MixtureSampler`: one read
       per example); n > 0 gives each packed row n candidate draws read as runs of consecutive
-      examples (`tlm.input.block_sampling`: two requests per slice per step, whatever the rows),
-      a row holding at most n examples.
+      examples (`tlm.input.block_sampling`: two requests per slice per block of steps,
+      whatever the rows; a block's runs are kept for its steps), a row holding at most n
+      examples.
 
   Raises:
     DataError: a tokenized table of another vocabulary (naming its store's manifest).
@@ -212,9 +244,17 @@ class Batcher:
     self._prefix_ids: dict[int, np.ndarray] = {}
     self._mean_per_row = 2.0  # guides only how many draws to hash at once; never the result
     self._blocks = BlockSampler(sampler, rows, block_draws) if block_draws and packed else None
+    # A block's runs, for its steps: two blocks' worth of every slice in flight, and room.
+    self._runs = _RunCache(8 * len(sampler.slices))
     for table in sampler.slices:
       if table.has_tokens:
         _check_vocab(table, vocab)
+
+  def record(self) -> dict:
+    """The sampler and its derived parameters, as a checkpoint records them."""
+    if self._blocks is None:
+      return {"kind": "example"}
+    return {"kind": "block", **self._blocks.record()}
 
   def _encode(self, text: str) -> np.ndarray:
     ids = self._text_cache.get(text)
@@ -276,30 +316,46 @@ class Batcher:
       return self._tokens_of(slot, index)
     return table.texts(index)
 
-  def _tokens_of(self, slot: int, index: np.ndarray, run: bool = False):
-    """Stored ids of examples `index` of a tokenized slice, checked against the vocabulary;
-    with `run`, read as runs of consecutive examples (the block sampler's)."""
+  def _tokens_of(self, slot: int, index: np.ndarray):
+    """Stored ids of examples `index` of a tokenized slice, checked against the vocabulary."""
     table = self.sampler.slices[slot]
-    if not run:
-      inputs, targets = table.tokens(index)
-    else:
-      got: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-      for lo, hi in runs(index, _RUN_GAP):
-        for i, pair in enumerate(zip(*table.token_run(lo, hi))):
-          got[lo + i] = pair
-      inputs = [got[i][0] for i in index.tolist()]
-      targets = [got[i][1] for i in index.tolist()]
+    inputs, targets = table.tokens(index)
     _check_ids(inputs + targets, self.vocab, table)
     return inputs, targets
 
-  def _fetch_runs(self, flat_ids: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
-    """`_fetch` for the block sampler: tokenized slices read as runs, all slices at once."""
+  def _run(self, slot: int, lo: int, hi: int):
+    """Examples lo..hi-1 of a tokenized slice, read as one run (two requests) once for the
+    steps of a block, checked against the vocabulary."""
+
+    def load():
+      table = self.sampler.slices[slot]
+      inputs, targets = table.token_run(lo, hi)
+      _check_ids(inputs + targets, self.vocab, table)
+      return inputs, targets
+
+    return self._runs.get((slot, lo, hi), load)
+
+  def _block_tokens(self, slot: int, index: np.ndarray, block: list[tuple[int, int]]):
+    """Ids of examples `index` of a tokenized slice from the runs of its block."""
+    got = [self._run(slot, lo, hi) for lo, hi in block]
+    los = np.array([lo for lo, _ in block], np.int64)
+    his = np.array([hi for _, hi in block], np.int64)
+    at = np.searchsorted(los, index, side="right") - 1
+    if index.size and (np.any(at < 0) or np.any(index >= his[at])):
+      raise AssertionError("a candidate outside its block's runs")  # block_indices disagrees
+    inputs = [got[a][0][i - los[a]] for a, i in zip(at.tolist(), index.tolist())]
+    targets = [got[a][1][i - los[a]] for a, i in zip(at.tolist(), index.tolist())]
+    return inputs, targets
+
+  def _fetch_runs(self, flat_ids: np.ndarray, block: dict) -> list[tuple[np.ndarray, np.ndarray]]:
+    """`_fetch` for the block sampler: tokenized slices from the runs of the block (`block`:
+    slot -> runs), all slices at once."""
     out: list = [None] * flat_ids.size
     slots, index = self.sampler.locate(flat_ids)
     stored, other = [], []
     for slot in np.unique(slots).tolist():
       (stored if self.sampler.slices[slot].has_tokens else other).append(slot)
-    reads = {s: _READS.submit(self._tokens_of, s, index[slots == s], True) for s in stored}
+    reads = {s: _READS.submit(self._block_tokens, s, index[slots == s], block[s]) for s in stored}
     for slot in other:
       sel = np.flatnonzero(slots == slot)
       for j, pair in zip(sel.tolist(), self._fetch(flat_ids[sel])):
@@ -316,7 +372,12 @@ class Batcher:
     does not fit."""
     slot, index = self._blocks.draws(step)
     ids = self.sampler.flat_of(slot[rows], index[rows])
-    drawn = _Drawn(self._fetch_runs, self.input_length, self.target_length)
+    block = {
+      j: runs(idx, _RUN_GAP)
+      for j, idx in self._blocks.block_indices(step, rows).items()
+      if self.sampler.slices[j].has_tokens
+    }
+    drawn = _Drawn(lambda f: self._fetch_runs(f, block), self.input_length, self.target_length)
     in_len, tg_len = drawn.lengths(ids)
     fits = (np.cumsum(in_len, axis=1) <= self.input_length) & (
       np.cumsum(tg_len, axis=1) <= self.target_length

@@ -73,6 +73,7 @@ class ExampleList(Sequence):
   remote = False  # reads are memory accesses, never requests
   order = None  # not a store's table: no corpus order to warn about
   path = None  # no store directory to name in an error
+  store_sha256 = None  # no store manifest to name in a checkpoint
 
   def __init__(self, examples: Sequence):
     self.examples = examples

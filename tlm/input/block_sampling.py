@@ -12,7 +12,7 @@ whole global batch over its steps that fall in slice j are numbered: row by row 
 contiguous per host), and within a row in an order hashed from (seed, b, row, step, k); rank q
 reads example `start(j, b) + q` of the table. So the candidates of a host's rows over the
 block's steps are one run of consecutive examples per slice (two requests:
-`tlm.store.store.Table.token_run`), read once for the block, whatever the number of rows
+`tlm.store.store.Table.token_block`), read once for the block, whatever the number of rows
 (`tlm.input.packing.Batcher` keeps the runs for the block's other steps), and a step's
 candidates of a year are spread over its block's window, one in `BLOCK_STEPS`. Everything is
 a pure function of (seed, step) computed by every host from hashes, on any number of hosts.

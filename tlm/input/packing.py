@@ -323,15 +323,16 @@ class Batcher:
     _check_ids(inputs + targets, self.vocab, table)
     return inputs, targets
 
-  def _run(self, slot: int, lo: int, hi: int):
+  def _run(self, slot: int, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
     """Examples lo..hi-1 of a tokenized slice, read as one run (two requests) once for the
-    steps of a block, checked against the vocabulary."""
+    steps of a block and checked against the vocabulary: their ids end to end and offsets
+    (`Table.token_block`), divided into examples only as steps draw them."""
 
     def load():
       table = self.sampler.slices[slot]
-      inputs, targets = table.token_run(lo, hi)
-      _check_ids(inputs + targets, self.vocab, table)
-      return inputs, targets
+      data, off = table.token_block(lo, hi)
+      _check_ids([data], self.vocab, table)
+      return data, off
 
     return self._runs.get((slot, lo, hi), load)
 
@@ -343,8 +344,12 @@ class Batcher:
     at = np.searchsorted(los, index, side="right") - 1
     if index.size and (np.any(at < 0) or np.any(index >= his[at])):
       raise AssertionError("a candidate outside its block's runs")  # block_indices disagrees
-    inputs = [got[a][0][i - los[a]] for a, i in zip(at.tolist(), index.tolist())]
-    targets = [got[a][1][i - los[a]] for a, i in zip(at.tolist(), index.tolist())]
+    inputs, targets = [], []
+    for a, i in zip(at.tolist(), (index - los[at]).tolist()):
+      data, off = got[a]
+      start, mid, end = off[i]
+      inputs.append(data[start:mid])
+      targets.append(data[mid:end])
     return inputs, targets
 
   def _fetch_runs(self, flat_ids: np.ndarray, block: dict) -> list[tuple[np.ndarray, np.ndarray]]:

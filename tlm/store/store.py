@@ -46,9 +46,9 @@ What is checked when (every file is treated as hostile):
 
 On an object store (gs://) examples are read with concurrent ranged requests (fsspec
 `cat_ranges`, retried with backoff: `tlm.store.ranged`); a small index is held in memory once
-checked (at most 1 MB), a large one is read where needed. `Table.token_run` reads a run of
-consecutive examples with two requests (its offsets, then its data), whatever its length: the
-block sampler's reads (`tlm.input.block_sampling`).
+checked (at most 1 MB), a large one is read where needed. `Table.token_run` and
+`Table.token_block` read a run of consecutive examples with two requests (its offsets, then
+its data), whatever its length: the block sampler's reads (`tlm.input.block_sampling`).
 """
 
 import hashlib
@@ -316,13 +316,19 @@ class Table(Sequence):
 
   def token_run(self, lo: int, hi: int) -> tuple[list[np.ndarray], list[np.ndarray]]:
     """`tokens` of examples lo..hi-1, read as one run (two requests, whatever its length)."""
+    data, off = self.token_block(lo, hi)
+    inputs = [data[a:b] for a, b, _ in off.tolist()]
+    targets = [data[b:c] for _, b, c in off.tolist()]
+    return inputs, targets
+
+  def token_block(self, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
+    """Examples lo..hi-1 read as one run (two requests), undivided: their ids laid end to end
+    (int32) and [hi - lo, 3] offsets into them (inputs start, targets start, end)."""
     field = self._fields.get(TOKENS)
     if field is None:
       raise DataError(f"{self.split} examples of {self.year} hold no tokens", self.path)
     data, off = field.read_run(lo, hi)
-    inputs = [data[a:b].astype(np.int32) for a, b, _ in off.tolist()]
-    targets = [data[b:c].astype(np.int32) for _, b, c in off.tolist()]
-    return inputs, targets
+    return data.astype(np.int32), off
 
   def mean_lengths(self, sample: int = 4096) -> tuple[float, float, int]:
     """Mean input and target ids of the first `sample` examples (one read of their offsets,

@@ -193,8 +193,13 @@ class BlockSampler:
     a host reads once for the block's steps (one run per slice, bar a wrap at the table's
     end)."""
     slot, index = self._block(int(step) // self.steps)
-    slot, index = slot[:, rows], index[:, rows]
-    return {j: np.unique(index[slot == j]) for j in np.unique(slot).tolist()}
+    slot, index = slot[:, rows].ravel(), index[:, rows].ravel()
+    order = np.lexsort((index, slot))
+    slot, index = slot[order], index[order]
+    cut = np.flatnonzero(np.diff(slot)) + 1
+    return {
+      int(s[0]): np.unique(i) for s, i in zip(np.split(slot, cut), np.split(index, cut)) if s.size
+    }
 
 
 def corpus_order_stores(slices) -> list[str]:

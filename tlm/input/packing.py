@@ -244,8 +244,10 @@ class Batcher:
     self._prefix_ids: dict[int, np.ndarray] = {}
     self._mean_per_row = 2.0  # guides only how many draws to hash at once; never the result
     self._blocks = BlockSampler(sampler, rows, block_draws) if block_draws and packed else None
-    # A block's runs, for its steps: two blocks' worth of every slice in flight, and room.
+    # A block's runs, for its steps: two blocks' worth of every slice in flight, and room;
+    # and which runs a block's steps read, per block and set of rows.
     self._runs = _RunCache(8 * len(sampler.slices))
+    self._block_runs = _LRU(16)
     for table in sampler.slices:
       if table.has_tokens:
         _check_vocab(table, vocab)
@@ -344,12 +346,11 @@ class Batcher:
     at = np.searchsorted(los, index, side="right") - 1
     if index.size and (np.any(at < 0) or np.any(index >= his[at])):
       raise AssertionError("a candidate outside its block's runs")  # block_indices disagrees
-    inputs, targets = [], []
-    for a, i in zip(at.tolist(), (index - los[at]).tolist()):
-      data, off = got[a]
-      start, mid, end = off[i]
-      inputs.append(data[start:mid])
-      targets.append(data[mid:end])
+    inputs, targets = [None] * index.size, [None] * index.size
+    for a, (data, off) in enumerate(got):
+      where = np.flatnonzero(at == a)
+      for j, (start, mid, end) in zip(where.tolist(), off[index[where] - los[a]].tolist()):
+        inputs[j], targets[j] = data[start:mid], data[mid:end]
     return inputs, targets
 
   def _fetch_runs(self, flat_ids: np.ndarray, block: dict) -> list[tuple[np.ndarray, np.ndarray]]:
@@ -377,11 +378,15 @@ class Batcher:
     does not fit."""
     slot, index = self._blocks.draws(step)
     ids = self.sampler.flat_of(slot[rows], index[rows])
-    block = {
-      j: runs(idx, _RUN_GAP)
-      for j, idx in self._blocks.block_indices(step, rows).items()
-      if self.sampler.slices[j].has_tokens
-    }
+    key = (step // self._blocks.steps, rows.tobytes())
+    block = self._block_runs.get(key)
+    if block is None:  # once per block and host: the runs its steps share
+      block = {
+        j: runs(idx, _RUN_GAP)
+        for j, idx in self._blocks.block_indices(step, rows).items()
+        if self.sampler.slices[j].has_tokens
+      }
+      self._block_runs.put(key, block)
     drawn = _Drawn(lambda f: self._fetch_runs(f, block), self.input_length, self.target_length)
     in_len, tg_len = drawn.lengths(ids)
     fits = (np.cumsum(in_len, axis=1) <= self.input_length) & (

@@ -168,6 +168,11 @@ def test_resuming_on_another_store_or_sampler_is_refused_in_one_line():
   example = configs.get("tiny_temporal")
   check_data_state(data_state(example, 10), example, "ckpt/10", {"store": "", "sampler": {}})
   check_data_state(state, config, "ckpt/10")  # a batch source without a record: unchecked
+  from tlm.errors import CheckpointError
+
+  for bad in ([], {"store": 5}, {"sampler": []}):
+    with pytest.raises(CheckpointError, match="not a data state written by tlm"):
+      check_data_state(dict(state, stream=bad), config, "ckpt/10", stream)
 
 
 def test_pretrain_corpus_replaces_the_worlds_and_only_for_pretraining(tmp_path):

@@ -56,6 +56,10 @@ def _malformed(saved) -> str | None:
     value = saved.get(key, kind())
     if not isinstance(value, kind) or isinstance(value, bool):
       return f"{key!r} is not a{'n' if kind is int else ''} {kind.__name__}"
+  stream = saved.get("stream", {})
+  for key, kind in (("store", str), ("sampler", dict)):
+    if not isinstance(stream.get(key, kind()), kind):
+      return f"'stream' {key!r} is not a {kind.__name__}"
   return None
 
 

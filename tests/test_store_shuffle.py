@@ -306,8 +306,8 @@ def test_shuffle_store_is_the_build_with_shuffle_seed(corpus_store, shuffled_sto
 def test_shuffle_store_killed_then_run_again_resumes(
   corpus_store, shuffled_store, tmp_path, monkeypatch
 ):
-  """A run lost in its 20th table field, then run again: it keeps the 19 it finished (and the
-  keyed parts of the 20th) and writes the shuffled build's bytes; an older store in the output
+  """A run lost in its 20th table field, then run again: it keeps the 19 it finished (bar one
+  whose record was damaged) and writes the shuffled build's bytes; an older store in the output
   directory stops being one at the start."""
   out = str(tmp_path / "out")
   shutil.copytree(corpus_store, out)  # a store there already: replaced
@@ -317,8 +317,11 @@ def test_shuffle_store_killed_then_run_again_resumes(
   assert not os.path.exists(os.path.join(out, store.MANIFEST))
   work = os.listdir(os.path.join(out, store_reorder.WORK_DIR))
   assert len(work) == 1 and len(os.listdir(os.path.join(out, ".shuffle", work[0], "done"))) == 19
+  done = os.path.join(out, ".shuffle", work[0], "done")
+  with open(os.path.join(done, sorted(os.listdir(done))[0]), "w") as f:
+    f.write("{not json")  # a damaged record: its table field is done again
   got = store_reorder.shuffle_store(corpus_store, out, 0)
-  assert (got["fields_resumed"], got["fields_done"]) == (19, 36) and len(calls) == 20 + 36
+  assert (got["fields_resumed"], got["fields_done"]) == (18, 37) and len(calls) == 20 + 37
   assert file_hashes(out) == file_hashes(shuffled_store)
 
 

@@ -61,8 +61,9 @@ class _Job:
 def _run_job(job: _Job) -> tuple[dict, bool]:
   """The merge result of one table field, and whether an earlier run had finished it."""
   done = storage.join(job.work, "done", job.name + ".json")
-  if storage.exists(done):
-    return json.loads(storage.read_text(done)), True
+  kept = _read_done(done, job.out)
+  if kept is not None:
+    return kept, True
   src = store.Store(job.source)
   src.table(job.split, job.year).close()  # its files' sizes against the manifest
   names = [store.file_name(job.split, job.year, job.field, ext) for ext in ("bin", "idx")]
@@ -81,6 +82,24 @@ def _run_job(job: _Job) -> tuple[dict, bool]:
     f.write(json.dumps(result, sort_keys=True).encode("utf-8"))
   storage.rmtree(keyed)
   return result, False
+
+
+def _read_done(path: storage.Location, out: str) -> dict | None:
+  """The record of a table field an earlier run finished, if it is one (read as hostile: a
+  record that is not, or whose files are not there at its sizes, means the field is redone)."""
+  if not storage.isfile(path):
+    return None
+  try:
+    result = json.loads(storage.read_text(path))
+    files = result["files"]
+    ok = isinstance(result["examples"], int) and isinstance(result["buckets"], int)
+    ok = ok and isinstance(files, dict) and len(files) == 2
+    for name, entry in files.items():
+      ok = ok and isinstance(entry["bytes"], int) and isinstance(entry["sha256"], str)
+      ok = ok and storage.getsize(storage.join(out, name)) == entry["bytes"]
+  except (ValueError, KeyError, TypeError, OSError):
+    return None
+  return result if ok else None
 
 
 def _finished(out: storage.Location, src: store.Store, seed: int) -> bool:

@@ -244,9 +244,10 @@ class Batcher:
     self._prefix_ids: dict[int, np.ndarray] = {}
     self._mean_per_row = 2.0  # guides only how many draws to hash at once; never the result
     self._blocks = BlockSampler(sampler, rows, block_draws) if block_draws and packed else None
-    # A block's runs, for its steps: two blocks' worth of every slice in flight, and room;
-    # and which runs a block's steps read, per block and set of rows.
-    self._runs = _RunCache(8 * len(sampler.slices))
+    # A block's runs, for its steps (a run per slice, two where it wraps at a table's end): the
+    # prefetcher builds steps of two blocks at once; four blocks' worth are kept. And which
+    # runs a block's steps read, per block and set of rows.
+    self._runs = _RunCache(4 * len(sampler.slices))
     self._block_runs = _LRU(16)
     for table in sampler.slices:
       if table.has_tokens:

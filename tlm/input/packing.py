@@ -11,16 +11,15 @@ a process builds only its slice of the global batch, and resuming needs only the
 cost is a mild bias towards shorter examples among those trained on.
 """
 
-import collections
 import dataclasses
-import threading
-from concurrent.futures import Future, ThreadPoolExecutor
+from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
 
 from tlm.data.conditioning import format_input, prefix_ids
 from tlm.errors import ConfigError, DataError
 from tlm.input.block_sampling import BlockSampler, runs
+from tlm.input.caches import LRU, RunCache
 from tlm.input.packed_rows import pack_flat
 from tlm.input.sampling import MixtureSampler
 from tlm.token_ids import EOS_ID
@@ -30,62 +29,6 @@ from tlm.token_ids import EOS_ID
 # every batcher of the process; and the gap between needed examples that one run bridges.
 _READS = ThreadPoolExecutor(72, thread_name_prefix="tlm-reads")
 _RUN_GAP = 64
-
-
-class _LRU:
-  """A least-recently-used map of at most `size` entries (text -> token ids)."""
-
-  def __init__(self, size: int):
-    self.size = size
-    self._items: collections.OrderedDict = collections.OrderedDict()
-    self._lock = threading.Lock()  # batches of several steps may be built at once
-
-  def __len__(self) -> int:
-    return len(self._items)
-
-  def get(self, key):
-    with self._lock:
-      value = self._items.get(key)
-      if value is not None:
-        self._items.move_to_end(key)
-      return value
-
-  def put(self, key, value) -> None:
-    with self._lock:
-      self._items[key] = value
-      if len(self._items) > self.size:
-        self._items.popitem(last=False)
-
-
-class _RunCache:
-  """Runs of consecutive examples read once and shared by the steps of a block, several of
-  which are built at once: (slot, lo, hi) -> a Future of the run's ids, the oldest of at most
-  `size` dropped. The first thread to ask reads; the others wait for its result."""
-
-  def __init__(self, size: int):
-    self.size = size
-    self._items: collections.OrderedDict = collections.OrderedDict()
-    self._lock = threading.Lock()
-
-  def get(self, key, load):
-    with self._lock:
-      future = self._items.get(key)
-      mine = future is None
-      if mine:
-        future = self._items[key] = Future()
-        while len(self._items) > self.size:
-          self._items.popitem(last=False)
-      else:
-        self._items.move_to_end(key)
-    if mine:
-      try:
-        future.set_result(load())
-      except BaseException as e:
-        with self._lock:  # not kept: a later step reads again
-          if self._items.get(key) is future:
-            del self._items[key]
-        future.set_exception(e)
-    return future.result()
 
 
 class _Drawn:
@@ -239,16 +182,16 @@ class Batcher:
     self.input_length = input_length
     self.target_length = target_length
     self.packed = packed
-    self._text_cache = _LRU(cache_size)
-    self._example_cache = _LRU(cache_size)  # flat id -> (input ids, target ids)
+    self._text_cache = LRU(cache_size)
+    self._example_cache = LRU(cache_size)  # flat id -> (input ids, target ids)
     self._prefix_ids: dict[int, np.ndarray] = {}
     self._mean_per_row = 2.0  # guides only how many draws to hash at once; never the result
     self._blocks = BlockSampler(sampler, rows, block_draws) if block_draws and packed else None
     # A block's runs, for its steps (a run per slice, two where it wraps at a table's end): the
     # prefetcher builds steps of two blocks at once; four blocks' worth are kept. And which
     # runs a block's steps read, per block and set of rows.
-    self._runs = _RunCache(4 * len(sampler.slices))
-    self._block_runs = _LRU(16)
+    self._runs = RunCache(4 * len(sampler.slices))
+    self._block_runs = LRU(16)
     for table in sampler.slices:
       if table.has_tokens:
         _check_vocab(table, vocab)

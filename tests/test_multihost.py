@@ -19,6 +19,7 @@ from tests.helpers import (
   SPIECE_MODEL,
   environment,
   free_port,
+  one_error,
   run_child,
   tiny_train_argv,
 )
@@ -87,7 +88,8 @@ def test_two_processes_train_like_one_and_resume_on_one(tmp_path):
   """20 steps (blocks 0 and 1 of the block sampler; the smaller tables start a second pass at
   step 16): 2 processes to step 6, resumed on 2 processes to step 18 (mid-block, restored
   across processes), then on 1 process with 2 devices to 20 (another host count): the losses
-  and parameters of one uninterrupted process."""
+  and parameters of one uninterrupted process. Resumed once more on the store rebuilt in place
+  in another order: refused in one line naming the store."""
   cache = str(tmp_path / "jax_cache")
   ssm = str(tmp_path / "ssm")  # 80-240 train examples a year, in a seeded order
   build_ssm(NEWS_SAMPLE, ssm, gazetteer=ENTITIES_SAMPLE, vocab=SPIECE_MODEL, shuffle_seed=0)
@@ -109,3 +111,8 @@ def test_two_processes_train_like_one_and_resume_on_one(tmp_path):
   assert want.keys() == got.keys()
   for k in want:
     np.testing.assert_allclose(got[k], want[k], rtol=1e-6, atol=1e-7, err_msg=str(k))
+  # The store rebuilt in place, the same examples in another order: refused in one line.
+  build_ssm(NEWS_SAMPLE, ssm, gazetteer=ENTITIES_SAMPLE, vocab=SPIECE_MODEL, shuffle_seed=1)
+  proc = run_child(command(single, 21, ssm), environment(2, cache))
+  line = one_error(proc, f"{single}/checkpoints/20 was trained with other example store (")
+  assert "data." not in line, line  # the config is the same: only the store differs

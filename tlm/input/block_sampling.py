@@ -55,9 +55,9 @@ from tlm.input.sampling import MixtureSampler
 
 SIGMAS = 6.0  # the allotment's margin over the mean candidates per slice and block
 # Steps whose candidates share one read per slice and host: the batch-mates a step keeps from
-# one pass to the next are ~1 / BLOCK_STEPS of a per-step window's (<= 10% asks for >= 10;
-# 16 keeps a host's run for a block of the paper's shape at ~6 MB, read in one request per
-# year and block instead of one per year and step).
+# one pass to the next are ~1 / BLOCK_STEPS of a per-step window's (<= 10% asks for >= 10),
+# and a host holds a block's runs (at the paper's batch on 4 hosts, 16 steps: ~3.4 MB read of
+# the synthetic world's short examples, a few times that of news).
 BLOCK_STEPS = 16
 # Candidates a row gets beyond the examples of mean length it holds (rounded up): every
 # candidate is read, and a row stops at its last one. Measured on the synthetic world at

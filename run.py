@@ -25,6 +25,7 @@ MODES = {
   "build_templama": "tlm.cli.data:build_templama",
   "build_ssm": "tlm.cli.data:build_ssm",
   "convert_ssm": "tlm.cli.data:convert_ssm",
+  "shuffle_store": "tlm.cli.data:shuffle_store",
   "check_store": "tlm.cli.data:check_store",
   # Training (tlm/cli/train.py).
   "train": "tlm.cli.train:main",
@@ -73,18 +74,23 @@ flags.DEFINE_string("entities", None, "build_templama, build_ssm (names): entiti
 flags.DEFINE_string(
   "news", None, "build_ssm: news JSON lines: files and globs, comma-separated, plain or .gz."
 )
-flags.DEFINE_integer("num_workers", 1, "build_ssm: local processes (same output for any).")
+flags.DEFINE_integer(
+  "num_workers", 1, "build_ssm, shuffle_store: local processes (same output for any)."
+)
 flags.DEFINE_string(
   "beam_options", None, "build_ssm: run as an Apache Beam pipeline with these options."
 )
 flags.DEFINE_integer(
-  "shuffle_seed", -1, "build_ssm: write each table in an order seeded with it; < 0: corpus order."
+  "shuffle_seed",
+  -1,
+  "build_ssm: write each table in an order seeded with it; < 0: corpus order. shuffle_store: "
+  "the seed (>= 0).",
 )
 flags.DEFINE_string(
   "data",
   None,
   "cronquestions: directory with the released files; convert_ssm: a JSON-lines SSM directory; "
-  "check_store: an example store.",
+  "check_store, shuffle_store: an example store.",
 )
 flags.DEFINE_list(
   "workdirs", [], "tables: workdirs whose results/eval.json to tabulate; combine_seeds: seed dirs."

@@ -1,5 +1,8 @@
 """Two processes on 127.0.0.1 (jax.distributed, gloo collectives) train exactly as one process
-with the same devices, and save/restore checkpoints across processes. Each run is the CLI."""
+with the same devices, and save/restore checkpoints across processes and across process counts,
+with the block sampler (`data.sampler=block`) on a tiny shuffled store: its batches are a pure
+function of (seed, step), whatever the hosts, its runs shared by the 16 steps of a block, its
+windows visited again in another order each pass. Each run is the CLI."""
 
 import json
 import os
@@ -9,8 +12,19 @@ import numpy as np
 import orbax.checkpoint as ocp
 import pytest
 
-from tests.helpers import FIXTURE_DATA_SETS, environment, free_port, run_child, tiny_train_argv
+from tests.helpers import (
+  ENTITIES_SAMPLE,
+  FIXTURE_DATA_SETS,
+  NEWS_SAMPLE,
+  SPIECE_MODEL,
+  environment,
+  free_port,
+  one_error,
+  run_child,
+  tiny_train_argv,
+)
 from tlm.models.formats import orbax_params
+from tlm.store.build_ssm import build_ssm
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -18,9 +32,11 @@ ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 pytestmark = [pytest.mark.slow, pytest.mark.xdist_group("coordinator")]
 
 
-def command(workdir, steps, *flags):
+def command(workdir, steps, ssm_dir, *flags):
   sets = [
-    *FIXTURE_DATA_SETS,
+    *(s for s in FIXTURE_DATA_SETS if not s.startswith("data.ssm_dir=")),
+    f"data.ssm_dir={ssm_dir}",
+    "data.sampler=block",
     "train.batch_size=8",
     "train.checkpoint_every=2",
     "train.log_every=1",
@@ -32,13 +48,14 @@ def command(workdir, steps, *flags):
   return tiny_train_argv(workdir, sets, *flags)
 
 
-def two_processes(workdir, steps, env):
+def two_processes(workdir, steps, ssm_dir, env):
   port = free_port()
   procs = [
     subprocess.Popen(
       command(
         workdir,
         steps,
+        ssm_dir,
         f"--coordinator_address=127.0.0.1:{port}",
         "--num_processes=2",
         f"--process_id={i}",
@@ -67,20 +84,35 @@ def params(workdir, step):
   return {k: np.asarray(v) for k, v in ocp.tree.to_flat_dict(tree).items()}
 
 
-def test_two_processes_train_like_one(tmp_path):
+def test_two_processes_train_like_one_and_resume_on_one(tmp_path):
+  """20 steps (blocks 0 and 1 of the block sampler; the smaller tables start a second pass at
+  step 16): 2 processes to step 6, resumed on 2 processes to step 18 (mid-block, restored
+  across processes), then on 1 process with 2 devices to 20 (another host count): the losses
+  and parameters of one uninterrupted process. Resumed once more on the store rebuilt in place
+  in another order: refused in one line naming the store."""
   cache = str(tmp_path / "jax_cache")
+  ssm = str(tmp_path / "ssm")  # 80-240 train examples a year, in a seeded order
+  build_ssm(NEWS_SAMPLE, ssm, gazetteer=ENTITIES_SAMPLE, vocab=SPIECE_MODEL, shuffle_seed=0)
   multi, single = str(tmp_path / "multi"), str(tmp_path / "single")
-  # Phase 1: 2 steps on 2 processes x 1 device; phase 2 restores step 2 across processes.
-  out0, out1 = two_processes(multi, 2, environment(1, cache))
-  assert "2 process(es)" in out0 and "step 2/2" in out0
+  out0, out1 = two_processes(multi, 6, ssm, environment(1, cache))
+  assert "2 process(es)" in out0 and "step 6/6" in out0
   assert "step " not in out1 and "parameters" not in out1  # only process 0 logs
-  out0, _ = two_processes(multi, 5, environment(1, cache))
-  assert "resumed from step 2" in out0
-  proc = run_child(command(single, 5), environment(2, cache))
+  out0, _ = two_processes(multi, 18, ssm, environment(1, cache))
+  assert "resumed from step 6" in out0
+  proc = run_child(command(multi, 20, ssm), environment(2, cache))
+  assert proc.returncode == 0, proc.stderr[-3000:]
+  assert "1 process(es), resumed from step 18" in proc.stdout
+  proc = run_child(command(single, 20, ssm), environment(2, cache))
   assert proc.returncode == 0, proc.stderr[-3000:]
   assert "mesh {'data': 2, 'model': 1}, 1 process(es)" in proc.stdout
   np.testing.assert_allclose(losses(multi), losses(single), rtol=1e-6)
-  want, got = params(single, 5), params(multi, 5)
+  assert len(losses(single)) == 20
+  want, got = params(single, 20), params(multi, 20)
   assert want.keys() == got.keys()
   for k in want:
     np.testing.assert_allclose(got[k], want[k], rtol=1e-6, atol=1e-7, err_msg=str(k))
+  # The store rebuilt in place, the same examples in another order: refused in one line.
+  build_ssm(NEWS_SAMPLE, ssm, gazetteer=ENTITIES_SAMPLE, vocab=SPIECE_MODEL, shuffle_seed=1)
+  proc = run_child(command(single, 21, ssm), environment(2, cache))
+  line = one_error(proc, f"{single}/checkpoints/20 was trained with other example store (")
+  assert "data." not in line, line  # the config is the same: only the store differs

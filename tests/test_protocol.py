@@ -141,6 +141,40 @@ def test_a_checkpoint_from_before_a_data_key_existed_is_resumed():
     check_data_state(older, other, "ckpt/10")
 
 
+def test_resuming_on_another_store_or_sampler_is_refused_in_one_line():
+  """The stream record (the store's manifest SHA-256, the sampler's derived parameters) is
+  compared on resume; a checkpoint from before it is resumed with the example sampler only."""
+  from tlm.errors import ConfigError
+  from tlm.train.data_state import check_data_state, data_state
+
+  config = configs.replace(configs.get("tiny_temporal"), "data.sampler", "block")
+  block = {"kind": "block", "version": 2, "block_draws": 7, "block_steps": 16, "allot": [9]}
+  stream = {"store": "a" * 64, "sampler": block}
+  state = data_state(config, 10, stream)
+  check_data_state(state, config, "ckpt/10", stream)
+  allowed = configs.replace(config, "data.allow_corpus_order", True)  # not a stream change
+  check_data_state(state, allowed, "ckpt/10", stream)
+  other_store = dict(stream, store="b" * 64)
+  with pytest.raises(ConfigError) as e:
+    check_data_state(state, config, "ckpt/10", other_store)
+  assert "example store (manifest SHA-256 aaaaaaaaaaaa..., now bbbbbbbbbbbb...)" in str(e.value)
+  assert str(e.value).startswith("ckpt/10 was trained with other ") and "\n" not in str(e.value)
+  other_draws = dict(stream, sampler=dict(block, block_draws=8, allot=[10]))
+  with pytest.raises(ConfigError, match=r"sampler parameters \(allot, block_draws\)"):
+    check_data_state(state, config, "ckpt/10", other_draws)
+  older = {k: v for k, v in state.items() if k != "stream"}  # saved before the record
+  with pytest.raises(ConfigError, match="block sampler \\(an earlier version's draws\\)"):
+    check_data_state(older, config, "ckpt/10", stream)
+  example = configs.get("tiny_temporal")
+  check_data_state(data_state(example, 10), example, "ckpt/10", {"store": "", "sampler": {}})
+  check_data_state(state, config, "ckpt/10")  # a batch source without a record: unchecked
+  from tlm.errors import CheckpointError
+
+  for bad in ([], {"store": 5}, {"sampler": []}):
+    with pytest.raises(CheckpointError, match="not a data state written by tlm"):
+      check_data_state(dict(state, stream=bad), config, "ckpt/10", stream)
+
+
 def test_pretrain_corpus_replaces_the_worlds_and_only_for_pretraining(tmp_path):
   from tlm.errors import ConfigError
   from tlm.input.mixture import PretrainingData, TrainingData

@@ -1,9 +1,10 @@
 """The input path on an object store (tlm/store/ranged.py, block_sampling.py, store.py's lazy
 index), through tests/remote_store.py, a gs:// with gcsfs's request costs: batches equal to the
 local store's on 1, 4 and 16 simulated hosts, resume equal to an uninterrupted run, requests per
-host and step bounded as its rows grow, transient failures retried with the same batches, a
+host and block bounded as its rows grow, transient failures retried with the same batches, a
 persistent one a line naming the object, start-up reads independent of the store's size, the
-block sampler's mixture the per-example sampler's, and no example drawn twice in a pass."""
+block sampler's mixture the per-example sampler's, no example drawn twice in a pass, batch-mates
+drawn again every pass, and the windows' order a counter-based function of (seed, slice, pass)."""
 
 import os
 import shutil
@@ -18,7 +19,7 @@ from tests.helpers import DATA, FIXTURE_DATA_SETS, ROOT
 from tlm.data.vocab import Vocabulary
 from tlm.errors import DataError
 from tlm.input import datasets
-from tlm.input.block_sampling import BlockSampler, draws_per_row
+from tlm.input.block_sampling import BLOCK_STEPS, BlockSampler, draws_per_row
 from tlm.input.packing import Batcher
 from tlm.input.prefetch import Prefetcher
 from tlm.input.sampling import MixtureSampler
@@ -101,7 +102,7 @@ def _equal(a, b, what=""):
 def test_batches_from_the_double_equal_local_on_1_4_16_hosts(local_store, remote, block_draws):
   local = _batcher(local_store, block_draws=block_draws)
   far = _batcher(remote, block_draws=block_draws)
-  for step in (0, 1, 7):
+  for step in (0, 1, 7, 17, 40):  # blocks 0, 1 and 2
     want = local.batch(step)
     for hosts in (1, 4, 16):
       _equal(_hosts(far, step, hosts), want, f"step {step}, {hosts} hosts")
@@ -122,21 +123,26 @@ def test_resume_equals_an_uninterrupted_run(local_store):
     pool.close()
 
 
-def test_requests_per_host_and_step_bounded_as_rows_grow(remote):
-  per_step = {}
+def test_requests_per_host_and_block_bounded_as_rows_grow(remote):
+  per_block = {}
+  steps = BLOCK_STEPS
   for rows in (8, 32, 128):
     b = _batcher(remote, rows=rows)
     b.batch(0)  # opened and warm
     remote_store.COUNTS.reset()
-    for step in range(1, 6):
+    counts = []
+    for step in range(steps, 3 * steps):  # blocks 1 and 2
       b.batch(step)
-    per_step[rows] = remote_store.COUNTS.snapshot()["requests"] / 5
+      counts.append(remote_store.COUNTS.snapshot()["requests"] - sum(counts))
+    per_block[rows] = sum(counts) / 2
+    # The block's first step reads its runs; its other steps read nothing.
+    assert counts[1:steps] == [0] * (steps - 1) and counts[steps + 1 :] == [0] * (steps - 1)
   # Two per year (a run's offsets, then its data); a run that wraps at a window's end, a third.
-  assert all(n <= 2 * len(YEARS) + 4 for n in per_step.values()), per_step
+  assert all(n <= 2 * len(YEARS) + 4 for n in per_block.values()), per_block
   example = _batcher(remote, rows=128, block_draws=0)
   remote_store.COUNTS.reset()
   example.batch(1)
-  assert remote_store.COUNTS.snapshot()["requests"] > 10 * per_step[128]  # one per example
+  assert remote_store.COUNTS.snapshot()["requests"] > 10 * per_block[128]  # one per example
 
 
 def test_transient_failures_are_retried_with_the_same_batches(local_store, remote):
@@ -240,17 +246,79 @@ def test_no_example_is_drawn_twice_within_a_pass(local_store):
   b = _batcher(local_store, rows=16, block_draws=4)
   blocks = BlockSampler(b.sampler, 16, 4)
   slot = 3
-  windows = int(blocks.sizes[slot] // blocks.allot[slot])
-  assert windows >= 5
+  steps = blocks.pass_steps(slot)
+  assert steps >= 5 * BLOCK_STEPS
   seen = []
-  for step in range(windows):  # one pass of slice 3
+  for step in range(steps):  # one pass of slice 3
     s, index = blocks.draws(step)
     seen.append(index[s == slot])
   seen = np.concatenate(seen)
-  assert np.unique(seen).size == seen.size and seen.size > windows
+  assert np.unique(seen).size == seen.size and seen.size > 0.8 * steps * 16 * 4 / 9
   # The next pass visits the table in another order.
-  s, index = blocks.draws(windows)
+  s, index = blocks.draws(steps)
   assert not np.array_equal(index[s == slot], seen[: (s == slot).sum()])
+
+
+def _shared_again(blocks: BlockSampler, slot: int) -> float:
+  """Of the pairs of slice `slot`'s examples drawn at one step of pass 0, the share drawn at
+  one step again in pass 1."""
+  steps = blocks.pass_steps(slot)
+  at = []  # per pass: example -> step
+  for p in range(2):
+    where = {}
+    for step in range(p * steps, (p + 1) * steps):
+      s, index = blocks.draws(step)
+      for i in index[s == slot].tolist():
+        where[i] = step
+    at.append(where)
+  by_step: dict = {}
+  for i, step in at[0].items():
+    by_step.setdefault(step, []).append(at[1].get(i, -1 - i))  # not drawn again: alone
+  pairs = again = 0
+  for later in by_step.values():
+    _, counts = np.unique(later, return_counts=True)
+    pairs += len(later) * (len(later) - 1) // 2
+    again += int((counts * (counts - 1) // 2).sum())
+  return again / pairs
+
+
+def test_batch_mates_are_drawn_again_every_pass(local_store):
+  """Pairs of a year's examples at one step of a pass share a step in the next pass about
+  1 / BLOCK_STEPS as often as with a window per step (a block of one step)."""
+  sampler = _batcher(local_store).sampler
+  per_step = _shared_again(BlockSampler(sampler, 32, 6, steps=1), 3)
+  blocked = _shared_again(BlockSampler(sampler, 32, 6), 3)
+  assert per_step > 0.2 and blocked < 2 / BLOCK_STEPS * per_step, (per_step, blocked)
+
+
+_M64 = 2**64 - 1
+
+
+def _ref_chain(*values):
+  """tlm.counter_hash.chain in pure Python (SplitMix64's finaliser, written out)."""
+  h = values[0]
+  for c in values[1:]:
+    x = (h + 0x9E3779B97F4A7C15 * (c + 1)) & _M64
+    x ^= x >> 30
+    x = (x * 0xBF58476D1CE4E5B9) & _M64
+    x ^= x >> 27
+    x = (x * 0x94D049BB133111EB) & _M64
+    h = x ^ (x >> 31)
+  return h
+
+
+def test_window_order_is_a_counter_based_function_of_seed_slice_and_pass(local_store):
+  """Pinned to a pure-Python reference: no NumPy stream, whatever its release."""
+  sampler = _batcher(local_store, seed=7).sampler
+  blocks = BlockSampler(sampler, 16, 4)
+  slot = 5
+  allot, count = int(blocks.allot[slot]), int(blocks.sizes[slot] // blocks.allot[slot])
+  for p in (0, 1, 3):
+    hashes = [_ref_chain(sampler.key, 12, slot, p, w) for w in range(count)]
+    order = sorted(range(count), key=lambda w: hashes[w])
+    shift = _ref_chain(sampler.key, 13, slot, p) % allot
+    starts = [blocks._window(slot, p * count + w) for w in range(count)]
+    assert starts == [order[w] * allot + shift for w in range(count)], p
 
 
 def test_draws_per_row_from_the_store(local_store):

@@ -6,6 +6,7 @@
       [--news='shards/news-*.jsonl.gz,more.jsonl' --num_workers=N --vocab=spiece.model]
       [--beam_options='--runner=DataflowRunner --project=P ...']   # Apache Beam instead
       [--shuffle_seed=0]   # each table in a seeded order (the block sampler's windows)
+  python run.py --mode=shuffle_store --data=D --output_dir=D2 --shuffle_seed=0 [--num_workers=N]
   python run.py --mode=convert_ssm --data=JSONL_SSM_DIR --output_dir=D [--vocab=spiece.model]
   python run.py --mode=check_store --data=D
 
@@ -16,8 +17,11 @@ invalid UTF-8, a lone surrogate, a bad date) raises `DataError` naming the file 
 (`tlm.store.store_build`; the same bytes for any number), and states its cap on the context kept
 around each span (`tlm.data.ssm.MAX_CONTEXT_WORDS`) and how many examples it cut. Each holds a
 lock beside its output directory (`tlm.workdir_lock`), so two builds into one directory cannot
-interleave. `convert_ssm` turns a JSON-lines SSM directory (the format before the store) into a
-store; `check_store` verifies every file of a store against its manifest's SHA-256 (e.g. once
+interleave. `shuffle_store` re-orders a store built in corpus order (without `--shuffle_seed`,
+which the block sampler refuses) as a build with `--shuffle_seed` would have written it,
+without span masking or tokenizing again (`tlm.store.store_reorder`: resumable, idempotent).
+`convert_ssm` turns a JSON-lines SSM directory (the format before the store) into a store;
+`check_store` verifies every file of a store against its manifest's SHA-256 (e.g. once
 after copying it to a host).
 """
 
@@ -30,7 +34,7 @@ from tlm.data.formatting import SPLITS
 from tlm.errors import ConfigError
 from tlm.files import remove_interrupted_staging
 from tlm.store import build_ssm as ssm_build
-from tlm.store import store, store_convert
+from tlm.store import store, store_convert, store_reorder
 from tlm.workdir_lock import WorkdirLock
 
 
@@ -123,6 +127,32 @@ def build_ssm(flags) -> dict:
   rows = {y: {s: stats["examples"][s][y] for s in SPLITS} for y in map(str, stats["years"])}
   _table("year", rows, what="examples")
   return stats
+
+
+def shuffle_store(flags) -> dict:
+  """Re-orders a store in corpus order into --output_dir, as `--shuffle_seed` builds it."""
+  _require(flags, "data", "output_dir")
+  if flags.shuffle_seed < 0:
+    raise ConfigError("--mode=shuffle_store needs --shuffle_seed=N (N >= 0), e.g. 0")
+  t0 = time.perf_counter()
+  with WorkdirLock.beside(flags.output_dir, "shuffle_store"):
+    summary = store_reorder.shuffle_store(
+      flags.data, flags.output_dir, flags.shuffle_seed, flags.num_workers, progress=log_line
+    )
+  seconds = time.perf_counter() - t0
+  if summary["unchanged"]:
+    print(
+      f"nothing to do: the store is already in the order of seed {flags.shuffle_seed} "
+      f"({summary['tables']} tables, {summary['examples']} examples)"
+    )
+    return summary
+  kept = summary["fields_resumed"]
+  print(
+    f"wrote the example store {flags.output_dir}: {flags.data} shuffled with seed "
+    f"{flags.shuffle_seed}, {summary['tables']} tables, {summary['examples']} examples in "
+    f"{seconds:.1f}s" + (f" ({kept} table fields kept from an interrupted run)" if kept else "")
+  )
+  return summary
 
 
 def convert_ssm(flags) -> dict:

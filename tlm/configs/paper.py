@@ -139,7 +139,7 @@ def config(run: Run) -> Config:
       synthetic=False,
       conditioning=conditioning_of(run.variant),
       news_to_templama=0.0 if cbqa else 1000.0,
-      sampler="block",  # two requests per year and host per step from gs://
+      sampler="block",  # two requests per year and host per block of 16 steps from gs://
     ),
     train=TrainConfig(steps=5_000 if cbqa else 300_000, checkpoint_every=500 if cbqa else 5000),
     mesh=MeshConfig(data=-1, model=size.model_axis),

@@ -120,10 +120,14 @@ class DataConfig:
     seed: the sampling seed; a step's batch is a pure function of (seed, step).
     sampler: "example" draws each example uniformly within its year (one read per example:
       the miniature's, whose pre-registered results were computed with it) or "block" (the
-      paper's configs: a step's draws of a year read as one run of consecutive examples, two
-      requests per year and host whatever the rows; `tlm.input.block_sampling`).
+      paper's configs: the draws of a year over a block of steps read as one run of
+      consecutive examples, two requests per year and host whatever the rows;
+      `tlm.input.block_sampling`).
     block_draws: the block sampler's candidate draws per row (a row holds at most this many
       examples); 0 derives it from the store's mean example length and the row lengths.
+    allow_corpus_order: let the block sampler read a store in corpus order (built without
+      `--shuffle_seed`), whose runs are a few hundred consecutive articles (a warning);
+      false refuses it, naming `--mode=shuffle_store`. It does not change the stream.
   """
 
   synthetic: bool = True
@@ -147,6 +151,7 @@ class DataConfig:
   seed: int = 0
   sampler: str = "example"
   block_draws: int = 0
+  allow_corpus_order: bool = False
 
 
 def trained_years(data: DataConfig) -> tuple[int, ...]:

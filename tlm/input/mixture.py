@@ -22,7 +22,7 @@ from tlm.data.conditioning import prefix_ids
 from tlm.data.vocab import Vocabulary
 from tlm.errors import ConfigError, UserError
 from tlm.input import datasets
-from tlm.input.block_sampling import corpus_order_warning, draws_per_row
+from tlm.input.block_sampling import corpus_order_stores, draws_per_row
 from tlm.input.locations import Sources, resolve_sources, synthetic_data
 from tlm.input.packing import Batcher, BatchStats
 from tlm.input.prefetch import Prefetcher
@@ -95,14 +95,11 @@ def make_batcher(
   )
   block_draws = 0
   if data.sampler == "block":
+    _check_order(sampler.slices, data.allow_corpus_order)
     prefix = prefix_ids(vocab, years[0] if years else 0, data.conditioning)
     block_draws = data.block_draws or draws_per_row(
       sampler.slices, data.input_length, data.target_length, len(prefix)
     )
-    warning = corpus_order_warning(sampler.slices)
-    if warning and warning not in _WARNED:  # once per process, however many batchers
-      _WARNED.add(warning)
-      warn(warning)
   return Batcher(
     sampler,
     vocab,
@@ -112,6 +109,30 @@ def make_batcher(
     packed=True,
     block_draws=block_draws,
   )
+
+
+def _check_order(slices, allowed: bool) -> None:
+  """The block sampler on a store in corpus order: refused in one line naming the fix, or
+  (data.allow_corpus_order) one warning per process."""
+  stores = corpus_order_stores(slices)
+  if not stores:
+    return
+  where = ", ".join(stores)
+  if not allowed:
+    raise ConfigError(
+      f"{where}: example store in corpus order, whose runs the block sampler (data.sampler="
+      "block) would read as a few hundred consecutive articles of a year; re-order it once "
+      f"with python run.py --mode=shuffle_store --data={stores[0]} --output_dir=NEW_DIR "
+      "--shuffle_seed=0 and train on NEW_DIR, or set data.allow_corpus_order=true"
+    )
+  warning = (
+    f"{where}: example store in corpus order (data.allow_corpus_order=true), so the block "
+    "sampler reads each step's examples of a year from a few hundred consecutive articles; "
+    "--mode=shuffle_store re-orders it"
+  )
+  if warning not in _WARNED:  # once per process, however many batchers
+    _WARNED.add(warning)
+    warn(warning)
 
 
 def local_batch(
@@ -156,6 +177,12 @@ class _Prefetched:
         workers=REMOTE_PREFETCH_WORKERS if remote else 1,
       )
     return self._prefetch.get(step)
+
+  def stream_record(self) -> dict:
+    """What a checkpoint records of the stream beyond the config (`tlm.train.data_state`): the
+    example store read (its manifest's SHA-256; "" for none) and the sampler's parameters."""
+    stores = sorted({t.store_sha256 for t in self._train.sampler.slices if t.store_sha256})
+    return {"store": ",".join(stores), "sampler": self._train.record()}
 
   def close(self) -> None:
     """Stops the prefetching thread."""

@@ -11,9 +11,7 @@ a process builds only its slice of the global batch, and resuming needs only the
 cost is a mild bias towards shorter examples among those trained on.
 """
 
-import collections
 import dataclasses
-import threading
 from concurrent.futures import ThreadPoolExecutor
 
 import numpy as np
@@ -21,6 +19,7 @@ import numpy as np
 from tlm.data.conditioning import format_input, prefix_ids
 from tlm.errors import ConfigError, DataError
 from tlm.input.block_sampling import BlockSampler, runs
+from tlm.input.caches import LRU, RunCache
 from tlm.input.packed_rows import pack_flat
 from tlm.input.sampling import MixtureSampler
 from tlm.token_ids import EOS_ID
@@ -30,31 +29,6 @@ from tlm.token_ids import EOS_ID
 # every batcher of the process; and the gap between needed examples that one run bridges.
 _READS = ThreadPoolExecutor(72, thread_name_prefix="tlm-reads")
 _RUN_GAP = 64
-
-
-class _LRU:
-  """A least-recently-used map of at most `size` entries (text -> token ids)."""
-
-  def __init__(self, size: int):
-    self.size = size
-    self._items: collections.OrderedDict = collections.OrderedDict()
-    self._lock = threading.Lock()  # batches of several steps may be built at once
-
-  def __len__(self) -> int:
-    return len(self._items)
-
-  def get(self, key):
-    with self._lock:
-      value = self._items.get(key)
-      if value is not None:
-        self._items.move_to_end(key)
-      return value
-
-  def put(self, key, value) -> None:
-    with self._lock:
-      self._items[key] = value
-      if len(self._items) > self.size:
-        self._items.popitem(last=False)
 
 
 class _Drawn:
@@ -177,8 +151,9 @@ class Batcher:
     cache_size: texts, and examples, whose ids are cached.
     block_draws: 0 draws each example uniformly within its slice (`MixtureSampler`: one read
       per example); n > 0 gives each packed row n candidate draws read as runs of consecutive
-      examples (`tlm.input.block_sampling`: two requests per slice per step, whatever the rows),
-      a row holding at most n examples.
+      examples (`tlm.input.block_sampling`: two requests per slice per block of steps,
+      whatever the rows; a block's runs are kept for its steps), a row holding at most n
+      examples.
 
   Raises:
     DataError: a tokenized table of another vocabulary (naming its store's manifest).
@@ -207,14 +182,25 @@ class Batcher:
     self.input_length = input_length
     self.target_length = target_length
     self.packed = packed
-    self._text_cache = _LRU(cache_size)
-    self._example_cache = _LRU(cache_size)  # flat id -> (input ids, target ids)
+    self._text_cache = LRU(cache_size)
+    self._example_cache = LRU(cache_size)  # flat id -> (input ids, target ids)
     self._prefix_ids: dict[int, np.ndarray] = {}
     self._mean_per_row = 2.0  # guides only how many draws to hash at once; never the result
     self._blocks = BlockSampler(sampler, rows, block_draws) if block_draws and packed else None
+    # A block's runs, for its steps (a run per slice, two where it wraps at a table's end): the
+    # prefetcher builds steps of two blocks at once; four blocks' worth are kept. And which
+    # runs a block's steps read, per block and set of rows.
+    self._runs = RunCache(4 * len(sampler.slices))
+    self._block_runs = LRU(16)
     for table in sampler.slices:
       if table.has_tokens:
         _check_vocab(table, vocab)
+
+  def record(self) -> dict:
+    """The sampler and its derived parameters, as a checkpoint records them."""
+    if self._blocks is None:
+      return {"kind": "example"}
+    return {"kind": "block", **self._blocks.record()}
 
   def _encode(self, text: str) -> np.ndarray:
     ids = self._text_cache.get(text)
@@ -276,30 +262,50 @@ class Batcher:
       return self._tokens_of(slot, index)
     return table.texts(index)
 
-  def _tokens_of(self, slot: int, index: np.ndarray, run: bool = False):
-    """Stored ids of examples `index` of a tokenized slice, checked against the vocabulary;
-    with `run`, read as runs of consecutive examples (the block sampler's)."""
+  def _tokens_of(self, slot: int, index: np.ndarray):
+    """Stored ids of examples `index` of a tokenized slice, checked against the vocabulary."""
     table = self.sampler.slices[slot]
-    if not run:
-      inputs, targets = table.tokens(index)
-    else:
-      got: dict[int, tuple[np.ndarray, np.ndarray]] = {}
-      for lo, hi in runs(index, _RUN_GAP):
-        for i, pair in enumerate(zip(*table.token_run(lo, hi))):
-          got[lo + i] = pair
-      inputs = [got[i][0] for i in index.tolist()]
-      targets = [got[i][1] for i in index.tolist()]
+    inputs, targets = table.tokens(index)
     _check_ids(inputs + targets, self.vocab, table)
     return inputs, targets
 
-  def _fetch_runs(self, flat_ids: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
-    """`_fetch` for the block sampler: tokenized slices read as runs, all slices at once."""
+  def _run(self, slot: int, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
+    """Examples lo..hi-1 of a tokenized slice, read as one run (two requests) once for the
+    steps of a block and checked against the vocabulary: their ids end to end and offsets
+    (`Table.token_block`), divided into examples only as steps draw them."""
+
+    def load():
+      table = self.sampler.slices[slot]
+      data, off = table.token_block(lo, hi)
+      _check_ids([data], self.vocab, table)
+      return data, off
+
+    return self._runs.get((slot, lo, hi), load)
+
+  def _block_tokens(self, slot: int, index: np.ndarray, block: list[tuple[int, int]]):
+    """Ids of examples `index` of a tokenized slice from the runs of its block."""
+    got = [self._run(slot, lo, hi) for lo, hi in block]
+    los = np.array([lo for lo, _ in block], np.int64)
+    his = np.array([hi for _, hi in block], np.int64)
+    at = np.searchsorted(los, index, side="right") - 1
+    if index.size and (np.any(at < 0) or np.any(index >= his[at])):
+      raise AssertionError("a candidate outside its block's runs")  # block_indices disagrees
+    inputs, targets = [None] * index.size, [None] * index.size
+    for a, (data, off) in enumerate(got):
+      where = np.flatnonzero(at == a)
+      for j, (start, mid, end) in zip(where.tolist(), off[index[where] - los[a]].tolist()):
+        inputs[j], targets[j] = data[start:mid], data[mid:end]
+    return inputs, targets
+
+  def _fetch_runs(self, flat_ids: np.ndarray, block: dict) -> list[tuple[np.ndarray, np.ndarray]]:
+    """`_fetch` for the block sampler: tokenized slices from the runs of the block (`block`:
+    slot -> runs), all slices at once."""
     out: list = [None] * flat_ids.size
     slots, index = self.sampler.locate(flat_ids)
     stored, other = [], []
     for slot in np.unique(slots).tolist():
       (stored if self.sampler.slices[slot].has_tokens else other).append(slot)
-    reads = {s: _READS.submit(self._tokens_of, s, index[slots == s], True) for s in stored}
+    reads = {s: _READS.submit(self._block_tokens, s, index[slots == s], block[s]) for s in stored}
     for slot in other:
       sel = np.flatnonzero(slots == slot)
       for j, pair in zip(sel.tolist(), self._fetch(flat_ids[sel])):
@@ -316,7 +322,16 @@ class Batcher:
     does not fit."""
     slot, index = self._blocks.draws(step)
     ids = self.sampler.flat_of(slot[rows], index[rows])
-    drawn = _Drawn(self._fetch_runs, self.input_length, self.target_length)
+    key = (step // self._blocks.steps, rows.tobytes())
+    block = self._block_runs.get(key)
+    if block is None:  # once per block and host: the runs its steps share
+      block = {
+        j: runs(idx, _RUN_GAP)
+        for j, idx in self._blocks.block_indices(step, rows).items()
+        if self.sampler.slices[j].has_tokens
+      }
+      self._block_runs.put(key, block)
+    drawn = _Drawn(lambda f: self._fetch_runs(f, block), self.input_length, self.target_length)
     in_len, tg_len = drawn.lengths(ids)
     fits = (np.cumsum(in_len, axis=1) <= self.input_length) & (
       np.cumsum(tg_len, axis=1) <= self.target_length

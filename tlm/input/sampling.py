@@ -8,10 +8,11 @@ Every draw here is: choose the source at the configured ratio, choose the year (
 the adaptation mixture), then an example uniformly within that source's year slice.
 
 Determinism: draw k of row r at step s is a pure function of (seed, s, r, k). Its random
-numbers come from a counter-based generator (SplitMix64's finaliser chained over the seed
-key, step, row, k and a lane number, as in Steele et al., "Fast splittable pseudorandom number
-generators", OOPSLA 2014), never from a stateful stream, so the order of calls, the steps
-drawn before, and which process asks make no difference, and resuming at step s needs only s.
+numbers come from a counter-based generator (`tlm.counter_hash`: SplitMix64's finaliser chained
+over the seed key, step, row, k and a lane number, as in Steele et al., "Fast splittable
+pseudorandom number generators", OOPSLA 2014), never from a stateful stream, so the order of
+calls, the steps drawn before, and which process asks make no difference, and resuming at step
+s needs only s.
 The hash is vectorised over numpy uint64 arrays, so thousands of draws cost well under 1 ms.
 """
 
@@ -20,6 +21,7 @@ from typing import NamedTuple
 
 import numpy as np
 
+from tlm.counter_hash import below, chain, unit
 from tlm.data.conditioning import check_conditioning, format_input
 from tlm.errors import ConfigError
 from tlm.store.store import Table
@@ -28,21 +30,8 @@ from tlm.store.store import Table
 NEWS_SSM = "news_ssm"
 TEMPLAMA = "templama"
 
-_GOLDEN = np.uint64(0x9E3779B97F4A7C15)  # SplitMix64's increment (2**64 / golden ratio)
-_MUL1 = np.uint64(0xBF58476D1CE4E5B9)
-_MUL2 = np.uint64(0x94D049BB133111EB)
-_TO_UNIT = 2.0**-53
 # Independent random numbers per draw: which source, new-vs-old year, which year, which example.
 _LANE_SOURCE, _LANE_NEW, _LANE_YEAR, _LANE_EXAMPLE = 1, 2, 3, 4
-
-
-def _mix(x: np.ndarray) -> np.ndarray:
-  """SplitMix64's finaliser: a bijection of uint64 with full avalanche."""
-  x = x ^ (x >> np.uint64(30))
-  x = x * _MUL1
-  x = x ^ (x >> np.uint64(27))
-  x = x * _MUL2
-  return x ^ (x >> np.uint64(31))
 
 
 def _counter(values, name: str) -> np.ndarray:
@@ -53,17 +42,6 @@ def _counter(values, name: str) -> np.ndarray:
   if a.size and a.min() < 0:
     raise ValueError(f"{name} must be non-negative")
   return a.astype(np.uint64)
-
-
-def _unit(h: np.ndarray, lane: int) -> np.ndarray:
-  """A float64 uniform in [0, 1) from a draw hash and a lane number (53 random bits)."""
-  return (_mix(h + _GOLDEN * np.uint64(lane)) >> np.uint64(11)).astype(np.float64) * _TO_UNIT
-
-
-def _below(u: np.ndarray, n: np.ndarray | int) -> np.ndarray:
-  """floor(u * n) as int64, i.e. uniform over [0, n) for uniform u (bias < n * 2**-53)."""
-  n = np.asarray(n, dtype=np.int64)
-  return np.minimum((u * n).astype(np.int64), np.maximum(n - 1, 0))
 
 
 class Draw(NamedTuple):
@@ -95,6 +73,7 @@ class ExampleList(Sequence):
   remote = False  # reads are memory accesses, never requests
   order = None  # not a store's table: no corpus order to warn about
   path = None  # no store directory to name in an error
+  store_sha256 = None  # no store manifest to name in a checkpoint
 
   def __init__(self, examples: Sequence):
     self.examples = examples
@@ -211,29 +190,22 @@ class MixtureSampler:
 
   def _hash(self, step, rows, ks) -> np.ndarray:
     """Per-draw 64-bit hash of (seed, step, row, k), broadcast over rows and ks."""
-    step = _counter(step, "step")
-    rows = _counter(rows, "rows")
-    ks = _counter(ks, "ks")
-    h = _mix(self._key + _GOLDEN * (step + np.uint64(1)))
-    h = _mix(h + _GOLDEN * (rows + np.uint64(1)))
-    return _mix(h + _GOLDEN * (ks + np.uint64(1)))
+    return chain(self._key, _counter(step, "step"), _counter(rows, "rows"), _counter(ks, "ks"))
 
   def _draw_slices(self, step: int, rows, ks) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per draw (step, row, k): its source, its year (indices) and its example's uniform."""
-    # uint64 arithmetic is meant to wrap; numpy warns about it on 0-d operands only.
-    with np.errstate(over="ignore"):
-      h = self._hash(step, rows, ks)
-      u_source, u_new, u_year, u_example = (
-        _unit(h, lane) for lane in (_LANE_SOURCE, _LANE_NEW, _LANE_YEAR, _LANE_EXAMPLE)
-      )
+    h = self._hash(step, rows, ks)
+    u_source, u_new, u_year, u_example = (
+      unit(h, lane) for lane in (_LANE_SOURCE, _LANE_NEW, _LANE_YEAR, _LANE_EXAMPLE)
+    )
     source = np.searchsorted(self._source_cdf, u_source, side="right")
     source = np.minimum(source, len(self.source_names) - 1)
     n_old, n_new = len(self.years), len(self.new_years)
     if self.new_year_prob > 0.0:
       is_new = u_new < self.new_year_prob
-      year = np.where(is_new, n_old + _below(u_year, n_new), _below(u_year, n_old))
+      year = np.where(is_new, n_old + below(u_year, n_new), below(u_year, n_old))
     else:
-      year = _below(u_year, n_old)
+      year = below(u_year, n_old)
     return source, year, u_example
 
   def flat_ids(self, step: int, rows, ks) -> np.ndarray:
@@ -248,7 +220,7 @@ class MixtureSampler:
       int64 array of the broadcast shape; `example(i)` gives the draw's text.
     """
     source, year, u_example = self._draw_slices(step, rows, ks)
-    index = _below(u_example, self._counts[source, year])
+    index = below(u_example, self._counts[source, year])
     return self._offsets[source, year] + index
 
   def slots(self, step: int, rows, ks) -> np.ndarray:

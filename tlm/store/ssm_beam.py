@@ -3,15 +3,16 @@
 The same units of work as the local builder (`tlm.store.store_build`): chunks of the input are
 scanned, the held-out plan is computed from the counts, chunks are turned into parts, tables
 are merged and the manifest written last, so the store is byte-identical to the one
-`--num_workers` processes write (with `--shuffle_seed`, the same shuffled store: its order is a
-sort by a hash of each example's identity, `tlm.store.store_shuffle`). Beam only schedules and
-retries them (DirectRunner in the tests, also in its multi-process mode with every bundle run
-twice; Dataflow, Flink or Spark in production: docs/paper_scale.md has the commands). Every
-stage may be run twice or again after a failure: its files appear whole or not at all
-(`tlm.store.store_files.StagedFile`) and the merges only read the parts. Parts and the store are
-written straight under the output directory, local or on an object store (gs://), through
-`tlm.storage`; the manifest is written last, so a pipeline that fails leaves no store (a stale
-manifest is deleted first), and the parts are deleted after it, when the pipeline has ended.
+`--num_workers` processes write (with `--shuffle_seed`, the same shuffled store: its order is
+a sort by a hash of each example's position in the corpus order, `tlm.store.store_shuffle`).
+Beam only schedules and retries them (DirectRunner in the tests, also in its multi-process
+mode with every bundle run twice; Dataflow, Flink or Spark in production: docs/paper_scale.md
+has the commands). Every stage may be run twice or again after a failure: its files appear
+whole or not at all (`tlm.store.store_files.StagedFile`) and the merges only read the parts.
+Parts and the store are written straight under the output directory, local or on an object
+store (gs://), through `tlm.storage`; the manifest is written last, so a pipeline that fails
+leaves no store (a stale manifest is deleted first), and the parts are deleted after it, when
+the pipeline has ended.
 A stage that fails with tlm's error (a bad input line, an output that cannot be written) leaves
 it beside the parts, and the launching process raises it again (`_reporting`, `_error`): Beam
 hands the launcher no more than a worker's traceback as text.
@@ -159,8 +160,8 @@ def build(
 
   @reporting
   def jobs_of(results, plan):
-    shuffled = options.shuffle_seed is not None
-    return store_build.merge_jobs(out, part_dir, plan, results, options.token_dtype, shuffled)
+    seed = options.shuffle_seed
+    return store_build.merge_jobs(out, part_dir, plan, results, options.token_dtype, seed)
 
   @reporting
   def merge(job):

@@ -8,11 +8,13 @@ opening a store costs the same whatever its size. The SSM builder (`tlm.store.st
 
 A store directory:
 
-  manifest.json             format, token dtype, vocabulary fingerprint, tables, file sizes
-                            and SHA-256, the tables' order (no entry: corpus order;
-                            {"kind": "shuffled", "seed": N}: `--shuffle_seed`,
-                            `tlm.store.store_shuffle`); written last (the store exists once
-                            it does)
+  manifest.json             format, layout version (1), token dtype, vocabulary fingerprint,
+                            tables, file sizes and SHA-256, the tables' order (no entry:
+                            corpus order; {"kind": "shuffled", "seed": N, "version": 2}:
+                            `--shuffle_seed` or `--mode=shuffle_store`, `tlm.store.store_shuffle`;
+                            without "version", 1: the article keys of the builds before);
+                            written last (the store exists once it does); its SHA-256 names
+                            the store in a training checkpoint (`Store.manifest_sha256`)
   spiece.model              tokenized stores: the vocabulary the tokens are ids of
   <split>/<year>.<field>.bin  example data laid end to end: example i's inputs, then its targets
   <split>/<year>.<field>.idx  little-endian int64 offsets into .bin (in elements), 2n+1 of
@@ -44,9 +46,9 @@ What is checked when (every file is treated as hostile):
 
 On an object store (gs://) examples are read with concurrent ranged requests (fsspec
 `cat_ranges`, retried with backoff: `tlm.store.ranged`); a small index is held in memory once
-checked (at most 1 MB), a large one is read where needed. `Table.token_run` reads a run of
-consecutive examples with two requests (its offsets, then its data), whatever its length: the
-block sampler's reads (`tlm.input.block_sampling`).
+checked (at most 1 MB), a large one is read where needed. `Table.token_run` and
+`Table.token_block` read a run of consecutive examples with two requests (its offsets, then
+its data), whatever its length: the block sampler's reads (`tlm.input.block_sampling`).
 """
 
 import hashlib
@@ -77,6 +79,11 @@ TOKEN_DTYPES = ("uint16", "int32")
 # built before the entry existed), or sorted by a seeded hash (`tlm.store.store_shuffle`).
 CORPUS, SHUFFLED = "corpus", "shuffled"
 ORDERS = (CORPUS, SHUFFLED)
+# The shuffled order's key function: 1 (no "version": the stores shuffled before 2 existed)
+# hashed each example's article and place in it; 2 hashes its position in the corpus-order
+# table, which a store in corpus order also knows (`tlm.store.store_shuffle.keys`).
+ORDER_VERSION = 2
+ORDER_VERSIONS = (1, ORDER_VERSION)
 _HASH_BLOCK = 1 << 24
 _ITER_BLOCK = 4096  # examples read at once when a table is iterated
 
@@ -127,6 +134,17 @@ def _field_of(obj, key: str, kind, path: str, where: str = ""):
   return value
 
 
+def _manifest_bytes(directory: str) -> tuple[str, bytes]:
+  path = storage.join(directory, MANIFEST)
+  try:
+    # A FIFO is refused unopened; the size is bounded before anything is parsed.
+    return path, safe_read.read_bounded(path, MAX_MANIFEST_BYTES)
+  except FileNotFoundError:
+    raise DataError("no such file (not an example store)", path) from None
+  except OSError as e:
+    raise DataError(f"cannot read ({e.strerror or e})", path) from None
+
+
 def read_manifest(directory: str) -> dict:
   """The manifest of a store, its structure validated (not yet against the files).
 
@@ -134,14 +152,11 @@ def read_manifest(directory: str) -> dict:
     DataError: naming manifest.json: unreadable, not this format or version, or a field
       missing, of the wrong type or out of range.
   """
-  path = storage.join(directory, MANIFEST)
-  try:
-    # A FIFO is refused unopened; the size is bounded before anything is parsed.
-    raw = safe_read.read_bounded(path, MAX_MANIFEST_BYTES)
-  except FileNotFoundError:
-    raise DataError("no such file (not an example store)", path) from None
-  except OSError as e:
-    raise DataError(f"cannot read ({e.strerror or e})", path) from None
+  return parse_manifest(*_manifest_bytes(directory))
+
+
+def parse_manifest(path: str, raw: bytes) -> dict:
+  """`read_manifest` of the bytes `raw` read from `path`."""
   manifest = safe_read.parse_json(raw, path, what="a JSON manifest")
   if not isinstance(manifest, dict) or manifest.get("format") != FORMAT:
     raise DataError(f"not an example store manifest (format is not {FORMAT!r})", path)
@@ -166,6 +181,8 @@ def read_manifest(directory: str) -> dict:
     raise DataError(f"manifest: 'order' is not one of the kinds {ORDERS}", path)
   if order["kind"] == SHUFFLED:
     _field_of(order, "seed", int, path, "order ")
+    if order.get("version", 1) not in ORDER_VERSIONS or isinstance(order.get("version"), bool):
+      raise DataError(f"manifest: order 'version' is not one of {ORDER_VERSIONS}", path)
   return manifest
 
 
@@ -215,7 +232,8 @@ class Table(Sequence):
         store.manifest_path,
       )
     self.split, self.year, self.path = split, int(year), store.path
-    self.order = store.order  # the block sampler warns about corpus order
+    self.order = store.order  # the block sampler refuses corpus order
+    self.store_sha256 = store.manifest_sha256  # names the store in a checkpoint
     self.remote = store.path.is_remote  # reads are requests: issue them concurrently
     self._count = int(entry["examples"])
     files = store.manifest["files"]
@@ -298,13 +316,19 @@ class Table(Sequence):
 
   def token_run(self, lo: int, hi: int) -> tuple[list[np.ndarray], list[np.ndarray]]:
     """`tokens` of examples lo..hi-1, read as one run (two requests, whatever its length)."""
+    data, off = self.token_block(lo, hi)
+    inputs = [data[a:b] for a, b, _ in off.tolist()]
+    targets = [data[b:c] for _, b, c in off.tolist()]
+    return inputs, targets
+
+  def token_block(self, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
+    """Examples lo..hi-1 read as one run (two requests), undivided: their ids laid end to end
+    (int32) and [hi - lo, 3] offsets into them (inputs start, targets start, end)."""
     field = self._fields.get(TOKENS)
     if field is None:
       raise DataError(f"{self.split} examples of {self.year} hold no tokens", self.path)
     data, off = field.read_run(lo, hi)
-    inputs = [data[a:b].astype(np.int32) for a, b, _ in off.tolist()]
-    targets = [data[b:c].astype(np.int32) for _, b, c in off.tolist()]
-    return inputs, targets
+    return data.astype(np.int32), off
 
   def mean_lengths(self, sample: int = 4096) -> tuple[float, float, int]:
     """Mean input and target ids of the first `sample` examples (one read of their offsets,
@@ -342,12 +366,15 @@ class Store:
     vocab_sha256: the fingerprint of the vocabulary of its tokens, "" for a text store.
     vocab_path: the copy of that vocabulary in the store, "" for a text store.
     order: "corpus" or "shuffled": the order of every table's examples.
+    manifest_sha256: the SHA-256 of manifest.json's bytes, which holds every file's: the
+      store's identity (a copy elsewhere, local or gs://, has the same).
   """
 
   def __init__(self, path: storage.PathArg):
     self.path = storage.abspath(path)  # a Location: the files below are joined to it
-    self.manifest_path = self.path / MANIFEST
-    self.manifest = read_manifest(self.path)
+    self.manifest_path, raw = _manifest_bytes(self.path)
+    self.manifest = parse_manifest(self.manifest_path, raw)
+    self.manifest_sha256 = hashlib.sha256(raw).hexdigest()
     vocab = self.manifest.get("vocab")
     self.vocab_sha256 = vocab["sha256"] if vocab else ""
     self.vocab_path = self.path / VOCAB_FILE if vocab else ""

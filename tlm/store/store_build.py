@@ -14,9 +14,10 @@ of an Apache Beam pipeline in `tlm.store.ssm_beam`.
    are val, the next k test. It needs only the counts: an article's rank within its year is
    its chunk's offset plus its rank in the chunk.
 5. `process_chunk` (parallel): sentences, salient spans, examples, tokens (with a
-   vocabulary), appended to the chunk's parts (`tlm.store.store_write`).
-   With a shuffle seed (`--shuffle_seed`) the parts are sorted by a hash of each example's
-   stable identity and a table's merge is a bucketed sort (`tlm.store.store_shuffle`).
+   vocabulary), appended to the chunk's parts (`tlm.store.store_write`), in corpus order.
+   With a shuffle seed (`--shuffle_seed`) a table's merge is a bucketed sort by a hash of each
+   example's position in the corpus-order table (`tlm.store.store_shuffle`): the order
+   `--mode=shuffle_store` gives a store built without one.
 6. `merge_table` (parallel over tables), then the manifest and stats.json; the parts are
    deleted only after that, so that every step can be run again (an engine retries a unit of
    work that failed, and may run one twice).
@@ -64,6 +65,7 @@ CHUNKS_PER_WORKER = 8
 HELDOUT_SPLITS = ("val", "test")  # keep their text in a tokenized store (evaluation reads it)
 OUTPUT_NAMES = set(SPLITS) | {"stats.json", store.MANIFEST, store.VOCAB_FILE}
 PARTS_DIR = ".parts"
+KEYED_DIR = "keyed"  # under PARTS_DIR: a shuffled build's keyed parts (`tlm.store.store_shuffle`)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -327,8 +329,7 @@ def process_chunk(chunk: Chunk, chunk_plan: dict, options: Options, part_dir: st
   Idempotent: the parts are named by the chunk and appear whole or not at all, so a chunk run
   twice, or again after a failure, leaves the same parts.
   """
-  keyed = options.shuffle_seed is not None
-  writer = store_write.PartWriter(part_dir, chunk.index, options.token_dtype, keyed)
+  writer = store_write.PartWriter(part_dir, chunk.index, options.token_dtype)
   try:
     stats = _write_chunk(chunk, chunk_plan, options, writer)
     return ChunkResult(chunk.index, writer.close(), stats)
@@ -358,7 +359,6 @@ def _write_chunk(chunk: Chunk, chunk_plan: dict, options: Options, writer) -> St
     val, test = heldout[year]
     split = "val" if rank in val else "test" if rank in test else "train"
     stats.articles[split, year] += 1
-    made = 0  # the article's examples so far: with `rank`, an example's identity
     for sentence in split_sentences(text):
       spans = find_spans(sentence, names)
       stats.add_sentence(split, year, spans)
@@ -366,18 +366,14 @@ def _write_chunk(chunk: Chunk, chunk_plan: dict, options: Options, writer) -> St
       for span, ex in zip(spans, examples, strict=True):
         whole = len(sentence) - (span.end - span.start) + len(SENTINEL)
         stats.cut += len(ex["inputs"]) < whole
-        key = None
-        if options.shuffle_seed is not None:
-          key = store_shuffle.key(options.shuffle_seed, year, rank, made)
-        made += 1
         if vocab is None or split in HELDOUT_SPLITS:
-          writer.add_text(split, year, ex["inputs"], ex["targets"], key)
+          writer.add_text(split, year, ex["inputs"], ex["targets"])
         if vocab is not None:
           try:
             ids = vocab.encode(ex["inputs"]), vocab.encode(ex["targets"])
           except DataError as e:
             raise DataError(str(e), chunk.path, line_no) from None
-          writer.add_tokens(split, year, *ids, key)
+          writer.add_tokens(split, year, *ids)
   return stats
 
 
@@ -388,30 +384,49 @@ def table_fields(split: str, tokenized: bool) -> list[str]:
   return sorted({store.TOKENS} | ({store.TEXT} if split in HELDOUT_SPLITS else set()))
 
 
+@dataclasses.dataclass(frozen=True)
+class Shuffle:
+  """A shuffled merge's settings (picklable): the seed, the bucket size, where the keyed parts
+  go."""
+
+  seed: int
+  scratch: str
+  bucket_bytes: int = store_shuffle.BUCKET_BYTES
+
+
 def merge_job(job: tuple) -> dict:
-  """`store_write.merge_table` of one (split, year, field), or with `bucket_bytes` (a
-  shuffled build) `store_shuffle.merge_shuffled`: a picklable unit for a pool."""
+  """`store_write.merge_table` of one (split, year, field), or with a `Shuffle` (a shuffled
+  build) `store_shuffle.shuffle_table` of its parts: a picklable unit for a pool."""
   out_dir, split, year, field, itemsize, prefixes, *rest = job
   if rest and rest[0] is not None:
-    return store_shuffle.merge_shuffled(out_dir, split, year, field, itemsize, prefixes, rest[0])
+    shuffle = rest[0]
+    runs = [store_shuffle.PartRun(p) for p in prefixes]
+    scratch = storage.join(shuffle.scratch, f"{split}-{int(year)}.{field}")
+    return store_shuffle.shuffle_table(
+      out_dir, split, year, field, itemsize, runs, shuffle.seed, scratch, shuffle.bucket_bytes
+    )
   return store_write.merge_table(out_dir, split, year, field, itemsize, prefixes)
 
 
-def merge_jobs(out_dir, part_dir, plan, results, token_dtype, shuffled=False) -> list[tuple]:
-  """One merge per (split, year, field), with the parts written for it in chunk order."""
+def merge_jobs(out_dir, part_dir, plan, results, token_dtype, shuffle_seed=None) -> list[tuple]:
+  """One merge per (split, year, field), with the parts written for it in chunk order; with a
+  shuffle seed, each merge is a shuffled one (its keyed parts under `part_dir`)."""
   written = collections.defaultdict(list)
   for result in sorted(results, key=lambda r: r.index):
     for split, year, field in result.parts:
       written[split, year, field].append(
         store_write.part_prefix(part_dir, result.index, split, year, field)
       )
+  shuffle = None
+  if shuffle_seed is not None:
+    shuffle = Shuffle(shuffle_seed, storage.join(part_dir, KEYED_DIR), store_shuffle.BUCKET_BYTES)
   jobs = []
   for split in SPLITS:
     for year in plan.years:
       for field in table_fields(split, token_dtype is not None):
         itemsize = 1 if field == store.TEXT else np.dtype(token_dtype).itemsize
         job = (out_dir, split, year, field, itemsize, written.get((split, year, field), []))
-        jobs.append(job + ((store_shuffle.BUCKET_BYTES,) if shuffled else ()))
+        jobs.append(job + ((shuffle,) if shuffle is not None else ()))
   return jobs
 
 
@@ -523,8 +538,7 @@ def build(
       part_dir = os.path.join(tmp, PARTS_DIR)
       work = [(c, plan.chunk_plan(c.index), options, part_dir) for c in chunks]
       results = _map(pool, _process_star, work)
-      shuffled = options.shuffle_seed is not None
-      jobs = merge_jobs(tmp, part_dir, plan, results, options.token_dtype, shuffled)
+      jobs = merge_jobs(tmp, part_dir, plan, results, options.token_dtype, options.shuffle_seed)
       merged = zip([(j[1], j[2], j[3]) for j in jobs], _map(pool, merge_job, jobs))
       summary = finish(tmp, plan, results, merged, options)
       storage.rmtree(part_dir)

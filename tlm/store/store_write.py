@@ -22,7 +22,6 @@ from tlm.data.conditioning import prefix_text
 from tlm.files import atomic_output_file
 from tlm.store import store_files
 from tlm.store.store import FORMAT, MANIFEST, OFFSET_DTYPE, TEXT, TOKENS, VERSION, file_name
-from tlm.store.store_shuffle import KeyedPart
 
 _FLUSH_BYTES = 1 << 22
 
@@ -115,14 +114,13 @@ class PartWriter:
     directory: where the parts go (local or remote).
     unit: the unit's position in the input order (parts are merged in this order).
     token_dtype: "uint16" / "int32" for token fields; None without tokens.
-    keyed: every example comes with a sort key and the parts are written in key order
-      (`tlm.store.store_shuffle.KeyedPart`: a shuffled build).
+
+  Parts are in corpus order; a shuffled build sorts them afterwards
+  (`tlm.store.store_shuffle`), by the examples' positions in the corpus-order table.
   """
 
-  def __init__(
-    self, directory: str, unit: int, token_dtype: str | None = None, keyed: bool = False
-  ):
-    self.directory, self.unit, self.keyed = directory, unit, keyed
+  def __init__(self, directory: str, unit: int, token_dtype: str | None = None):
+    self.directory, self.unit = directory, unit
     self.dtype = np.dtype(token_dtype).newbyteorder("<") if token_dtype else None
     self._parts: dict = {}
 
@@ -132,25 +130,17 @@ class PartWriter:
   def _part(self, split: str, year: int, field: str) -> _Part:
     key = (split, year, field)
     if key not in self._parts:
-      if self.keyed:
-        self._parts[key] = KeyedPart(self.prefix(split, year, field))
-      else:
-        self._parts[key] = _Part(self.prefix(split, year, field))
+      self._parts[key] = _Part(self.prefix(split, year, field))
     return self._parts[key]
 
-  def add_text(self, split: str, year: int, inputs: str, targets: str, key=None) -> None:
+  def add_text(self, split: str, year: int, inputs: str, targets: str) -> None:
     a, b = inputs.encode("utf-8"), targets.encode("utf-8")
-    self._part(split, year, TEXT).add(a, b, len(a), len(b), *self._key(key))
+    self._part(split, year, TEXT).add(a, b, len(a), len(b))
 
-  def add_tokens(self, split: str, year: int, inputs, targets, key=None) -> None:
+  def add_tokens(self, split: str, year: int, inputs, targets) -> None:
     a = np.asarray(inputs, self.dtype)
     b = np.asarray(targets, self.dtype)
-    self._part(split, year, TOKENS).add(a.tobytes(), b.tobytes(), a.size, b.size, *self._key(key))
-
-  def _key(self, key) -> tuple:
-    if (key is not None) != self.keyed:
-      raise ValueError("a keyed writer takes a key with every example, an unkeyed one none")
-    return () if key is None else (key,)
+    self._part(split, year, TOKENS).add(a.tobytes(), b.tobytes(), a.size, b.size)
 
   def close(self) -> list[tuple[str, int, str]]:
     """Writes out what is buffered; returns the (split, year, field) of every part written."""

@@ -78,8 +78,9 @@ class Trainer:
       checkpoints/ and, as configured, tensorboard/, best/ and profile/ go (shared by all
       processes).
     data: a batch source with `vocab`, `train_batch(step, start, stop)` and
-      `eval_batches(start, stop)` (`tlm.input.mixture.TrainingData`, built from the config when
-      None).
+      `eval_batches(start, stop)`, and optionally `stream_record()` (the store and sampler a
+      checkpoint records, checked on resume) (`tlm.input.mixture.TrainingData`, built from
+      the config when None).
     evaluators: called at each evaluation step after the held-out loss
       (`tlm.train.evaluators.Evaluator`; `tlm.eval.during_training.evaluators(config)` builds
       the paper's task metrics for `train.eval_examples`).
@@ -127,6 +128,9 @@ class Trainer:
     self.rows = partitioning.process_rows(self.mesh, tc.batch_size)
     preflight.check_memory(config, self.mesh, self.rows[1] - self.rows[0])
     self.data = data if data is not None else training_data(config)
+    # The store and sampler parameters a checkpoint records (None: a batch source without).
+    record = getattr(self.data, "stream_record", None)
+    self.stream = record() if record is not None else None
     # --- Model, optimizer, state ---
     self.model_config = model_config(config.model, self.data.vocab.vocab_size)
     # The directories the manager creates (a fresh workdir and its checkpoints/): removed
@@ -188,7 +192,7 @@ class Trainer:
     abstract = self.layout.abstract
     if latest is not None:
       params, opt_state, saved = self.manager.restore(latest, abstract.params, abstract.opt_state)
-      check_data_state(saved, self.config, f"{self.manager.directory}/{latest}")
+      check_data_state(saved, self.config, f"{self.manager.directory}/{latest}", self.stream)
       step = jax.device_put(jnp.int32(latest), self.layout.shardings.step)
       return TrainState(step, params, opt_state), latest, f"resumed from step {latest}"
     path = self.config.model.init_checkpoint
@@ -337,7 +341,8 @@ class Trainer:
 
   def _save(self, run: _Run, done: int) -> None:
     """Starts the (asynchronous) checkpoint of step `done`."""
-    self.manager.save(done, self.state.params, self.state.opt_state, data_state(self.config, done))
+    state = data_state(self.config, done, self.stream)
+    self.manager.save(done, self.state.params, self.state.opt_state, state)
     run.last_saved = done
 
   def _keep_best(self, record: dict) -> None:
@@ -345,7 +350,7 @@ class Trainer:
       record,
       self.state.params,
       self.state.opt_state,
-      data_state(self.config, record["step"]),
+      data_state(self.config, record["step"], self.stream),
     ):
       record["best_step"] = record["step"]
 

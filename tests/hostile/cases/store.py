@@ -1,5 +1,6 @@
 """Surface `store`: the example store (a manifest, token files and offset indexes) checked by
-check_store and trained on when damaged, and convert_ssm given hostile JSONL stores.
+check_store, trained on and re-ordered by shuffle_store when damaged, and convert_ssm given
+hostile JSONL stores.
 """
 
 import dataclasses
@@ -237,6 +238,31 @@ def _train_store(damage):
   return setup
 
 
+# shuffle_store of the fixture's tokenized store, damaged: (name, damage(store)); its manifest
+# is always written back; each is an error naming S, with nothing written but into out.
+SHUFFLED = [
+  ("truncated_tokens", lambda s: os.truncate(s.path(s.bin), 2)),
+  ("idx_beyond_rehashed", _last_offset(2**40)),
+  ("idx_decreasing_rehashed", _offsets_decreasing),
+  ("manifest_lies_examples", _examples_lie),
+  ("bin_linked_outside", _linked_outside),
+  ("bin_fifo", lambda s: put(s.ctx, "S/" + s.bin, FIFO)),
+]
+
+
+def _shuffle_store(damage):
+  def setup(ctx):
+    _train_store(damage)(ctx)
+    return [
+      "--mode=shuffle_store",
+      f"--data={ctx.path('S')}",
+      f"--output_dir={ctx.path('out')}",
+      "--shuffle_seed=0",
+    ]
+
+  return setup
+
+
 JSONL = "J/train/2010.jsonl"
 
 
@@ -378,6 +404,32 @@ CASES = [
       **error("S", writes=("w",), timeout=180),
     )
     for name, damage in TRAINED
+  ),
+  case(
+    "shuffle_store_intact",
+    SURFACE,
+    _shuffle_store(lambda s: None),
+    **ok(files_exist("out/manifest.json"), "out", timeout=120),
+  ),
+  *(
+    case(
+      f"shuffle_store_{name}",
+      SURFACE,
+      _shuffle_store(damage),
+      **error("S", writes=("out",), timeout=120),
+    )
+    for name, damage in SHUFFLED
+  ),
+  case(
+    "shuffle_store_output_is_the_store",
+    SURFACE,
+    lambda ctx: [
+      "--mode=shuffle_store",
+      f"--data={ctx.base['store']}",
+      f"--output_dir={ctx.base['store']}",
+      "--shuffle_seed=0",
+    ],
+    **error("must differ from --data"),
   ),
   case(
     "convert_ssm_intact",

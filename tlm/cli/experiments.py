@@ -23,7 +23,7 @@ writes results there.
 
 from tlm import configs, storage
 from tlm.console import log_line
-from tlm.errors import ConfigError
+from tlm.errors import ConfigError, UserError
 from tlm.files import check_layout
 from tlm.infer.trained_models import read_saved_config, saved_config_path
 from tlm.miniature.reproduce import DEFAULT_WORKDIR, seed_dir
@@ -131,12 +131,28 @@ def cronquestions(flags) -> None:
 
 
 def reproduce(flags) -> None:
+  """--mode=reproduce; with --check=DIR, then each seed's models against the committed ones
+  in DIR (`tlm.miniature.regeneration`): a non-zero exit when any differs."""
+  from tlm.miniature import regeneration
   from tlm.miniature.reproduce import reproduce as run
+  from tlm.miniature.reproduce import seeds_of
 
   if flags.config:
     log_line("note: --mode=reproduce uses the tiny configs; --config is ignored (use --set)")
-  with WorkdirLock(flags.workdir or DEFAULT_WORKDIR, "reproduce"):
-    run(flags.set, flags.workdir, log_line)
+  workdir = storage.abspath(flags.workdir or DEFAULT_WORKDIR)
+  # DIR is read before the run, so a wrong DIR fails in a second, not after the training.
+  refs = regeneration.committed_seeds(flags.check, seeds_of(flags.set)) if flags.check else None
+  with WorkdirLock(workdir, "reproduce"):
+    run(flags.set, workdir, log_line)
+    if refs is None:
+      return
+    reports = regeneration.check(refs, workdir, log_line)
+  if not all(r["equal"] for r in reports):
+    differing = sorted({m for r in reports for m in r["models_differing"]})
+    raise UserError(
+      f"{len(differing)} models differ from {flags.check}: {', '.join(differing)} "
+      f"(report: {storage.join(workdir, 'check.md')})"
+    )
 
 
 def combine_seeds(flags) -> None:

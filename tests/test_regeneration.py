@@ -193,6 +193,14 @@ def test_check_writes_the_report_with_both_environments(tmp_path):
 
 def test_an_unrecorded_environment_is_said_so():
   assert regeneration.environment_differences(ENV, None) == [regeneration.NOT_RECORDED]
-  assert "| packages/jax | not recorded | 0.10.2 | differs |" in regeneration.environment_table(
-    ENV, None
-  )
+  assert "| packages/jax | not recorded | 0.10.2 |  |" in regeneration.environment_table(ENV, None)
+
+
+def test_a_report_against_an_unrecorded_folder_says_so():
+  meas = per_query()
+  ref = {"per_query": meas, "environment": None}
+  report = regeneration.report(0, "DIR", "RUN", ref, meas, ENV)
+  assert report["equal"] and report["environment_differences"] == [regeneration.NOT_RECORDED]
+  text = regeneration.markdown([report])
+  assert "every model equal" in text
+  assert "DIR records no environment" in text

@@ -28,13 +28,21 @@ import sys
 import time
 
 SEED = 4
-COMMITTED = os.path.join("docs", "results", "fresh", f"seed={SEED}")
+REPO = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+COMMITTED = os.path.join(REPO, "docs", "results", "fresh", f"seed={SEED}")
 ALL_CORES = None  # the process's own affinity, unchanged
+CACHE = {  # a compilation cache of its own (ROOT/cache_one_core), every program cached
+  "JAX_COMPILATION_CACHE_DIR": os.path.join("runs", "seed4", "cache_one_core"),
+  "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
+  "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "-1",
+}
+RESTART = ("GLIBC_TUNABLES",)  # read by the C library when the process starts
 # name: (CPU set or ALL_CORES, {environment variable: value}). The machine: 2 cores, AVX-512.
 SETTINGS = {
   "as_run": (ALL_CORES, {}),
   "one_core": ({0}, {}),
   "nproc_1": (ALL_CORES, {"PJRT_NPROC": "1"}),
+  "one_core_nproc_2": ({0}, {"PJRT_NPROC": "2"}),  # 2 threads on 1 core: threads, not cores?
   "nproc_3": (ALL_CORES, {"PJRT_NPROC": "3"}),
   "nproc_4": (ALL_CORES, {"PJRT_NPROC": "4"}),
   "nproc_8": (ALL_CORES, {"PJRT_NPROC": "8"}),
@@ -44,8 +52,22 @@ SETTINGS = {
   "isa_avx": (ALL_CORES, {"XLA_FLAGS": "--xla_cpu_max_isa=AVX"}),
   "isa_sse4_2": (ALL_CORES, {"XLA_FLAGS": "--xla_cpu_max_isa=SSE4_2"}),
   "isa_avx512": (ALL_CORES, {"XLA_FLAGS": "--xla_cpu_max_isa=AVX512"}),
+  # an AVX2-only machine (AMD's Zen 3, Intel's before Skylake-SP) with 1, 4 or 8 cores
+  "isa_avx2_nproc_1": (ALL_CORES, {"XLA_FLAGS": "--xla_cpu_max_isa=AVX2", "PJRT_NPROC": "1"}),
+  "isa_avx2_nproc_4": (ALL_CORES, {"XLA_FLAGS": "--xla_cpu_max_isa=AVX2", "PJRT_NPROC": "4"}),
+  "isa_avx2_nproc_8": (ALL_CORES, {"XLA_FLAGS": "--xla_cpu_max_isa=AVX2", "PJRT_NPROC": "8"}),
+  # LLVM's tuning for Intel's AVX-512 server CPUs prefers 256-bit vectors (AMD's Zen 4: 512).
+  "vector_256": (ALL_CORES, {"XLA_FLAGS": "--xla_cpu_prefer_vector_width=256"}),
+  "vector_128": (ALL_CORES, {"XLA_FLAGS": "--xla_cpu_prefer_vector_width=128"}),
   "devices_8": (ALL_CORES, {"XLA_FLAGS": "--xla_force_host_platform_device_count=8"}),
   "opt_level_0": (ALL_CORES, {"XLA_FLAGS": "--xla_backend_optimization_level=0"}),
+  # run.py at 7ea968b restarted itself with this glibc tunable (tlm.host_memory); read at start.
+  "glibc_hugetlb": (ALL_CORES, {"GLIBC_TUNABLES": "glibc.malloc.hugetlb=1"}),
+  # A persistent compilation cache filled by a 1-core process, then read by a 2-core one: the
+  # cache's key names neither (jax's cache_key.py), so a program compiled under one setting
+  # can run under the other.
+  "prime_cache_one_core": ({0}, CACHE),
+  "from_cache_one_core": (ALL_CORES, CACHE),
 }
 
 
@@ -124,12 +146,123 @@ def _describe(setting: str) -> dict:
   return {"cores": None if cores is ALL_CORES else sorted(cores), "env": env}
 
 
+def table(root: str, out: str) -> dict:
+  """OUT/result.json and OUT/result.md from the settings that ran in ROOT (their
+  result.json): per setting, the T5-CBQA (and T5-CBQA-ft) predictions and news numbers that
+  differ from the committed ones, and which earlier setting, if any, gave the very same
+  T5-CBQA numbers (every prediction, news F1 and log-likelihood equal)."""
+  from tlm.files import atomic_output_file, write_json
+
+  rows, seen = [], {}
+  for setting in SETTINGS:
+    path = os.path.join(root, setting, "result.json")
+    if not os.path.exists(path):
+      continue
+    with open(path, encoding="utf-8") as f:
+      r = json.load(f)
+    with open(os.path.join(root, setting, "per_query.json"), encoding="utf-8") as f:
+      numbers = json.dumps(json.load(f)["models"]["cbqa"], sort_keys=True)  # T5-CBQA's
+    counts = {
+      m: {p["part"]: p["differ"] for p in row["parts"]} | {"equal": row["equal"]}
+      for m, row in r["models"].items()
+    }
+    rows.append(
+      {
+        "setting": setting,
+        "cores": r["cores_and_env"]["cores"],
+        "env": r["cores_and_env"]["env"],
+        "xla_cpu_threads": r["environment"]["xla_cpu_threads"],
+        "xla_cpu_isa": r["environment"]["xla_cpu_isa"],
+        "models": counts,
+        "same_numbers_as": seen.get(numbers),
+        "wall_minutes": r["wall_minutes"],
+      }
+    )
+    seen.setdefault(numbers, setting)
+  result = {"seed": SEED, "committed": COMMITTED, "settings": rows}
+  result |= spread(root, [r["setting"] for r in rows if r["same_numbers_as"] is None])
+  write_json(os.path.join(out, "result.json"), result)
+  lines = [
+    "| setting | cores | environment | XLA threads | XLA ISA | T5-CBQA predictions differing "
+    "(of 1,106) | news log-liks differing (of 2,750) | same numbers as | wall min |",
+    "|---|---|---|---|---|---|---|---|---|",
+  ]
+  for row in rows:
+    cbqa = row["models"]["cbqa"]
+    env = " ".join(f"{k}={v}" for k, v in row["env"].items() if not k.startswith("JAX_PERS"))
+    lines.append(
+      f"| {row['setting']} | {row['cores'] or 'both'} | {env or '-'} | {row['xla_cpu_threads']} "
+      f"| {row['xla_cpu_isa']} | {cbqa['TempLAMA predictions']} | {cbqa['news loglik']} "
+      f"| {row['same_numbers_as'] or '-'} | {row['wall_minutes']} |"
+    )
+  pairs, to_committed, f1 = result["pairs"], result["to_committed"], result["mean_f1"]
+  lines += [
+    "",
+    f"Between the {len(f1) - 1} settings of distinct numbers: {_range(pairs, 'predictions')} "
+    f"predictions differ, median |news log-lik difference| {_range(pairs, 'median_loglik', 2)}; "
+    f"from the committed model: {_range(to_committed, 'predictions')} and "
+    f"{_range(to_committed, 'median_loglik', 2)}. T5-CBQA's mean TempLAMA F1: "
+    f"{100 * min(v for k, v in f1.items() if k != 'committed'):.1f} to "
+    f"{100 * max(v for k, v in f1.items() if k != 'committed'):.1f} over the settings, "
+    f"{100 * f1['committed']:.1f} committed.",
+  ]
+  with atomic_output_file(os.path.join(out, "result.md")) as f:
+    f.write("\n".join(lines) + "\n")
+  return result
+
+
+def _range(rows: list[dict], key: str, digits: int = 0) -> str:
+  values = [r[key] for r in rows]
+  return f"{min(values):,.{digits}f}-{max(values):,.{digits}f}"
+
+
+def spread(root: str, settings: list[str]) -> dict:
+  """How far apart the T5-CBQA models of `settings` (each of distinct numbers) are, pair by
+  pair and from the committed one: TempLAMA predictions that differ and the median absolute
+  difference of the news log-likelihoods; and each one's mean TempLAMA F1."""
+  from tlm.miniature import over_seeds
+
+  models = {"committed": over_seeds.read_seed_file(COMMITTED, "per_query.json")["models"]["cbqa"]}
+  for s in settings:
+    with open(os.path.join(root, s, "per_query.json"), encoding="utf-8") as f:
+      models[s] = json.load(f)["models"]["cbqa"]
+
+  def apart(a: dict, b: dict) -> dict:
+    pa = dict(zip(a["templama"]["id"], a["templama"]["prediction"]))
+    pb = dict(zip(b["templama"]["id"], b["templama"]["prediction"]))
+    gaps = sorted(abs(x - y) for x, y in zip(a["news"]["loglik"], b["news"]["loglik"]))
+    mid = len(gaps) // 2
+    median = gaps[mid] if len(gaps) % 2 else (gaps[mid - 1] + gaps[mid]) / 2
+    return {"predictions": sum(pa[i] != pb[i] for i in pa), "median_loglik": median}
+
+  pairs = [
+    {"a": a, "b": b} | apart(models[a], models[b])
+    for i, a in enumerate(settings)
+    for b in settings[i + 1 :]
+  ]
+  return {
+    "pairs": pairs,
+    "to_committed": [{"a": s} | apart(models[s], models["committed"]) for s in settings],
+    "mean_f1": {k: sum(m["templama"]["f1"]) / len(m["templama"]["f1"]) for k, m in models.items()},
+  }
+
+
 def main() -> None:
   p = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawTextHelpFormatter)
-  p.add_argument("--setting", required=True, choices=sorted(SETTINGS))
+  p.add_argument("--setting", choices=sorted(SETTINGS))
+  p.add_argument("--table", help="write OUT/result.json and result.md from ROOT's results")
   p.add_argument("--root", default=os.path.join("runs", "seed4"))
   p.add_argument("--ft", action="store_true", help="T5-CBQA-ft too (300 more steps)")
   args = p.parse_args()
+  if args.table:
+    table(args.root, args.table)
+    return
+  if not args.setting:
+    p.error("--setting or --table is required")
+  _, env = SETTINGS[args.setting]
+  if any(k in env and os.environ.get(k) != env[k] for k in RESTART):
+    os.environ.update({k: env[k] for k in RESTART if k in env})
+    os.execv(sys.executable, [sys.executable, *sys.orig_argv[1:]])
   apply(args.setting)
   run(args.setting, args.root, args.ft)
 

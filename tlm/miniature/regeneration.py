@@ -322,7 +322,7 @@ def environment_table(run_env: Mapping | None, dir_env: Mapping | None) -> str:
   a, b = _env_cells(run_env), _env_cells(dir_env)
   lines = ["| field | committed (DIR) | this run | |", "|---|---|---|---|"]
   for k in sorted(set(a) | set(b)):
-    mark = "" if a.get(k) == b.get(k) else "differs"
+    mark = "" if a.get(k) == b.get(k) or dir_env is None or k == "git_commit" else "differs"
     lines.append(f"| {k} | {b.get(k, NOT_RECORDED)} | {a.get(k, NOT_RECORDED)} | {mark} |")
   if run_env and dir_env:
     fa, fb = set(run_env["cpu"].get("flags") or []), set(dir_env["cpu"].get("flags") or [])
@@ -368,8 +368,11 @@ def markdown(reports: Sequence[Mapping]) -> str:
       cells = "; ".join(f"{p['part']} {p['differ']}/{p['items']}" for p in m["parts"])
       out.append(f"| {m['model']} | {'yes' if m['equal'] else '**no**'} | {cells} |")
     env = r["environment"]
-    diffs = ", ".join(r["environment_differences"]) or "none"
-    out.append(f"\n## Environment (fields that differ: {diffs})\n")
+    if env["committed"] is None:
+      head = "DIR records no environment (a seed committed before the record existed)"
+    else:
+      head = f"fields that differ: {', '.join(r['environment_differences']) or 'none'}"
+    out.append(f"\n## Environment ({head})\n")
     out.append(environment_table(env["run"], env["committed"]))
   return "\n".join(out)
 

@@ -1,6 +1,7 @@
 """`--mode=eval | eval_future | adapt | cronquestions | reproduce`: the paper's experiments.
 
   python run.py --mode=reproduce [--workdir=runs/reproduce] [--set=train.steps=...]
+  python run.py --mode=reproduce --set=reproduce.seeds=0 --check=docs/results/budget30/seed=0
   python run.py --mode=eval --config=tiny_temporal --workdir=W
   python run.py --mode=eval_future --config=large_temporal --workdir=W
   python run.py --mode=adapt --config=tiny_uniform --workdir=W --set=adapt.alphas=0.3,0.5

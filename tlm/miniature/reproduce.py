@@ -13,7 +13,8 @@ On the embedded synthetic world (built on first use) with the tiny configs:
   4. probe the future with Uniform, Temporal and T5-CBQA-ft (Figures 3 and 4);
   5. adapt Uniform and Temporal to 2019 for each alpha (the two at once) and compare with the
      retrained models (Figure 5);
-  6. write the seed's results to WORKDIR/seed=S/results/ (eval.json, per_query.json, ...);
+  6. write the seed's results to WORKDIR/seed=S/results/ (eval.json, per_query.json, ...;
+     seed_summary.json with the machine and software it ran on, `tlm.miniature.environment`);
 and, over the seeds of `reproduce.seeds` (default: one, 0; `--set=reproduce.seeds=0,1,2`),
 each run in its own WORKDIR/seed=S/ with the world, sampling and initialisation seeds all S:
   7. write WORKDIR/results/{summary.json, claims.md, table2.md, table7.md, figure2.png ..
@@ -21,6 +22,7 @@ each run in its own WORKDIR/seed=S/ with the world, sampling and initialisation 
 `summary.json` judges every claim of the paper (`tlm.miniature.claims`) on each seed, with its
 hold-rate and a 95% interval of its margin (`tlm.miniature.claim_summary`).
 
+`--check=DIR` then compares each model with a committed seed's (`tlm.miniature.regeneration`).
 `--set=key=value` overrides apply to every model of the run, so e.g.
 `--set=data.world_scale=2` scales the world of the whole reproduction.
 Rerunning resumes: trained models are kept and only missing work is done.

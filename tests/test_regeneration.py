@@ -204,3 +204,13 @@ def test_a_report_against_an_unrecorded_folder_says_so():
   text = regeneration.markdown([report])
   assert "every model equal" in text
   assert "DIR records no environment" in text
+
+
+def test_nan_equals_nan_and_nothing_else():
+  run, ref = per_query(), per_query()
+  run["models"]["uniform"]["news"]["loglik"][0] = float("nan")
+  ref["models"]["uniform"]["news"]["loglik"][0] = float("nan")
+  assert _rows(run, ref)["Uniform"]["equal"]
+  ref["models"]["uniform"]["news"]["loglik"][0] = -1.0
+  news = {p["part"]: p for p in _rows(run, ref)["Uniform"]["parts"]}["news loglik"]
+  assert news["differ"] == 1

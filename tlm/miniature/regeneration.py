@@ -115,7 +115,7 @@ def _part(part: str, ours: Sequence | None, theirs: Sequence | None) -> dict:
   for x, y in zip(a, b):
     both = _number(x) and _number(y)
     numeric = numeric or both
-    if x != y:
+    if not _same(x, y):
       differ += 1
       if both:
         biggest = max(biggest, abs(x - y)) if math.isfinite(x - y) else math.inf
@@ -132,6 +132,12 @@ def _part(part: str, ours: Sequence | None, theirs: Sequence | None) -> dict:
 
 def _number(x) -> bool:
   return isinstance(x, (int, float)) and not isinstance(x, bool)
+
+
+def _same(x, y) -> bool:
+  """Equal, with NaN equal to NaN (a rerun that gives NaN where the committed run did has
+  regenerated it)."""
+  return x == y or (isinstance(x, float) and isinstance(y, float) and x != x and y != y)
 
 
 def _get(tree, *keys):

@@ -92,6 +92,12 @@ flags.DEFINE_string(
   "cronquestions: directory with the released files; convert_ssm: a JSON-lines SSM directory; "
   "check_store, shuffle_store: an example store.",
 )
+flags.DEFINE_string(
+  "check",
+  None,
+  "reproduce: a committed seed's results folder (or one holding seed=S/ folders) whose "
+  "predictions each model of the run must equal; writes WORKDIR/check.json and check.md.",
+)
 flags.DEFINE_list(
   "workdirs", [], "tables: workdirs whose results/eval.json to tabulate; combine_seeds: seed dirs."
 )
@@ -121,6 +127,7 @@ PATH_FLAGS = (
   "news",
   "data",
   "workdirs",
+  "check",
 )
 
 

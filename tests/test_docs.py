@@ -154,11 +154,11 @@ def dotted_problem(name: str) -> str | None:
 
 LINK = re.compile(r"!?\[[^\]]*\]\(([^)\s]+)\)")
 BACKTICK = re.compile(r"`([^`]+)`")
-PATH = re.compile(r"^[A-Za-z0-9_.\-/]+$")
+PATH = re.compile(r"^[A-Za-z0-9_.=\-/]+$")
 DOTTED = re.compile(r"^(?:tlm|research)(?:\.[A-Za-z_]\w*)+$")
 CAPS_MD = re.compile(r"\b([A-Z][A-Z_]+\.md)\b")
 PY_PATH = re.compile(
-  r"(?<![\w/.\-])((?:tlm|docs|tests|benchmarks|research|\.ci)/[A-Za-z0-9_.\-/]*)"
+  r"(?<![\w/.\-])((?:tlm|docs|tests|benchmarks|research|\.ci)/[A-Za-z0-9_.=\-/]*)"
 )
 
 

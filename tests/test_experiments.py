@@ -8,9 +8,11 @@ evaluates, probes the future and adapts; the other modes are then run on its wor
 import json
 import os
 import pickle
+import shutil
 import struct
 import subprocess
 import sys
+import types
 
 import numpy as np
 import pytest
@@ -407,3 +409,65 @@ def test_cbqa_rows_and_the_retrained_comparison_are_reported(reproduced):
     "all",
   }
   assert adapt["matched_at_step"] == adapt["matched_by_slice"]["all"]
+
+
+@pytest.mark.slow
+def test_check_equal_against_itself_and_finds_an_altered_prediction(
+  reproduced, tmp_path, monkeypatch
+):
+  """--check=DIR through the mode's own function, with the run's training stubbed (its
+  results are the fixture's, in a copy): against a copy of its own files, as docs/results
+  holds them (no results/ folder), every model is equal and both environments are the run's;
+  with one Temporal prediction altered, the mode names Temporal alone and fails."""
+  from tlm.cli import experiments as cli
+  from tlm.errors import UserError
+  from tlm.miniature import reproduce
+
+  committed = tmp_path / "committed"
+  committed.mkdir()
+  for name in ("per_query.json", "seed_summary.json"):
+    shutil.copy(reproduced["seed0"] / "results" / name, committed / name)
+  run = tmp_path / "run"
+  shutil.copytree(reproduced["seed0"] / "results", run / "seed=0" / "results")
+  monkeypatch.setattr(reproduce, "reproduce", lambda *args, **kwargs: None)
+  flags = types.SimpleNamespace(
+    config=None,
+    set=[s.removeprefix("--set=") for s in _sets(reproduced["cache"])],
+    workdir=str(run),
+    check=str(committed),
+  )
+  cli.reproduce(flags)
+  report = json.loads((run / "check.json").read_text())
+  seed = report["seeds"][0]
+  assert report["equal"] is True, seed["models_differing"]
+  models = {m["model"] for m in seed["models"]}
+  assert {"T5-CBQA", "T5-CBQA-ft", "Uniform", "Temporal", "Yearly (routed)"} <= models
+  assert {"Yearly expert 2017", "Yearly expert 2018", "Temporal retrained 2010-19"} <= models
+  assert "Temporal adapted, alpha 0.5" in models
+  # the reproduction recorded this machine in its seed_summary.json
+  assert seed["environment"]["run"]["affinity"] == sorted(os.sched_getaffinity(0))
+  assert seed["environment"]["run"]["reproduce"]["pin_workers"] is True
+  assert seed["environment_differences"] == []
+  assert "every model equal" in (run / "check.md").read_text()
+
+  meas = json.loads((committed / "per_query.json").read_text())
+  meas["models"]["temporal"]["templama"]["prediction"][0] += " altered"
+  (committed / "per_query.json").write_text(json.dumps(meas))
+  with pytest.raises(UserError, match=r"^1 models differ from .*: Temporal \(report: "):
+    cli.reproduce(flags)
+  seed = json.loads((run / "check.json").read_text())["seeds"][0]
+  assert seed["models_differing"] == ["Temporal"]
+  (part,) = [p for m in seed["models"] if m["model"] == "Temporal" for p in m["parts"][:1]]
+  assert (part["part"], part["differ"]) == ("TempLAMA predictions", 1)
+
+
+def test_check_refuses_a_folder_of_another_seed_before_training(tmp_path):
+  folder = tmp_path / "seed=3"
+  folder.mkdir()
+  (folder / "per_query.json").write_text(
+    json.dumps({"seed": 3, "models": {}, "loglik_change": {}, "entropy": {}})
+  )
+  proc = _run("--mode=reproduce", f"--workdir={tmp_path / 'run'}", f"--check={folder}", check=False)
+  assert proc.returncode == 1
+  assert proc.stderr.strip().splitlines()[-1].endswith("holds seed 3, not seed 0")
+  assert not (tmp_path / "run" / "seed=0").exists()

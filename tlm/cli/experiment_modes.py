@@ -1,6 +1,7 @@
 """`--mode=eval | eval_future | adapt | cronquestions | reproduce`: the paper's experiments.
 
   python run.py --mode=reproduce [--workdir=runs/reproduce] [--set=train.steps=...]
+  python run.py --mode=reproduce --set=reproduce.seeds=0 --check=docs/results/budget30/seed=0
   python run.py --mode=eval --config=tiny_temporal --workdir=W
   python run.py --mode=eval_future --config=large_temporal --workdir=W
   python run.py --mode=adapt --config=tiny_uniform --workdir=W --set=adapt.alphas=0.3,0.5
@@ -23,7 +24,7 @@ writes results there.
 
 from tlm import configs, storage
 from tlm.console import log_line
-from tlm.errors import ConfigError
+from tlm.errors import ConfigError, UserError
 from tlm.files import check_layout
 from tlm.infer.trained_models import read_saved_config, saved_config_path
 from tlm.miniature.reproduce import DEFAULT_WORKDIR, seed_dir
@@ -131,12 +132,28 @@ def cronquestions(flags) -> None:
 
 
 def reproduce(flags) -> None:
+  """--mode=reproduce; with --check=DIR, then each seed's models against the committed ones
+  in DIR (`tlm.miniature.regeneration`): a non-zero exit when any differs."""
+  from tlm.miniature import regeneration
   from tlm.miniature.reproduce import reproduce as run
+  from tlm.miniature.reproduce import seeds_of
 
   if flags.config:
     log_line("note: --mode=reproduce uses the tiny configs; --config is ignored (use --set)")
-  with WorkdirLock(flags.workdir or DEFAULT_WORKDIR, "reproduce"):
-    run(flags.set, flags.workdir, log_line)
+  workdir = storage.abspath(flags.workdir or DEFAULT_WORKDIR)
+  # DIR is read before the run, so a wrong DIR fails in a second, not after the training.
+  refs = regeneration.committed_seeds(flags.check, seeds_of(flags.set)) if flags.check else None
+  with WorkdirLock(workdir, "reproduce"):
+    run(flags.set, workdir, log_line)
+    if refs is None:
+      return
+    reports = regeneration.check(refs, workdir, log_line)
+  if not all(r["equal"] for r in reports):
+    differing = sorted({m for r in reports for m in r["models_differing"]})
+    raise UserError(
+      f"{len(differing)} models differ from {flags.check}: {', '.join(differing)} "
+      f"(report: {storage.join(workdir, 'check.md')})"
+    )
 
 
 def combine_seeds(flags) -> None:

@@ -80,6 +80,21 @@ def _read_json(path: str):
   return safe_read.read_json(path, MAX_RESULT_BYTES, error=DataError, what="a seed's results")
 
 
+def read_seed_file(seed_dir: str, name: str):
+  """One results file of a seed, parsed: `seed_dir/results/<name>` as `reproduce` writes it,
+  or `seed_dir/<name>` as a seed is committed under docs/results/ (the one reader of a
+  committed seed's files outside `load_saved_seed`).
+
+  Raises:
+    DataError: naming the file when neither exists (nor its `.xz`) or it is not bounded JSON.
+  """
+  for path in (storage.join(seed_dir, "results", name), storage.join(seed_dir, name)):
+    # A committed seed keeps its large dumps as NAME.xz, which `_read_json` reads in its place.
+    if storage.isfile(path) or storage.isfile(path + safe_read.XZ_SUFFIX):
+      return _read_json(path)
+  raise DataError(f"no {name} (looked in results/ and beside it)", seed_dir)
+
+
 def _eval_problem(evals) -> str | None:
   """Why an eval.json of a seed is not {model name: `evaluate` result} with the numbers Table 2
   and the answer baselines read, or None."""

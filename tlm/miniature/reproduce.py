@@ -13,7 +13,8 @@ On the embedded synthetic world (built on first use) with the tiny configs:
   4. probe the future with Uniform, Temporal and T5-CBQA-ft (Figures 3 and 4);
   5. adapt Uniform and Temporal to 2019 for each alpha (the two at once) and compare with the
      retrained models (Figure 5);
-  6. write the seed's results to WORKDIR/seed=S/results/ (eval.json, per_query.json, ...);
+  6. write the seed's results to WORKDIR/seed=S/results/ (eval.json, per_query.json, ...;
+     seed_summary.json with the machine and software it ran on, `tlm.miniature.environment`);
 and, over the seeds of `reproduce.seeds` (default: one, 0; `--set=reproduce.seeds=0,1,2`),
 each run in its own WORKDIR/seed=S/ with the world, sampling and initialisation seeds all S:
   7. write WORKDIR/results/{summary.json, claims.md, table2.md, table7.md, figure2.png ..
@@ -21,6 +22,7 @@ each run in its own WORKDIR/seed=S/ with the world, sampling and initialisation 
 `summary.json` judges every claim of the paper (`tlm.miniature.claims`) on each seed, with its
 hold-rate and a 95% interval of its margin (`tlm.miniature.claim_summary`).
 
+`--check=DIR` then compares each model with a committed seed's (`tlm.miniature.regeneration`).
 `--set=key=value` overrides apply to every model of the run, so e.g.
 `--set=data.world_scale=2` scales the world of the whole reproduction.
 Rerunning resumes: trained models are kept and only missing work is done.
@@ -48,7 +50,7 @@ from tlm.eval.results import (
   templama_f1,
 )
 from tlm.files import atomic_output_file, write_json
-from tlm.miniature import claim_summary, measurements, over_seeds, parallel, starts
+from tlm.miniature import claim_summary, environment, measurements, over_seeds, parallel, starts
 
 DEFAULT_WORKDIR = os.path.join("runs", "reproduce")
 VARIANTS = ("uniform", "temporal", "yearly")
@@ -152,6 +154,7 @@ def _reproduce_seed(seed: int, overrides: list[str], workdir: str, log) -> dict:
     v: starts.from_start(c, start_dirs["t5"]) for v, c in reproduction_configs(overrides).items()
   }
   workers, pin = cfgs["temporal"].reproduce.workers, cfgs["temporal"].reproduce.pin_workers
+  machine = environment.record(reproduce=worker_settings(workers, pin))
   stage = _Stages(7, log)
   cache_dir = compilation_cache_dir(cfgs["temporal"])
   parallel.enable_compilation_cache(cache_dir)
@@ -207,7 +210,7 @@ def _reproduce_seed(seed: int, overrides: list[str], workdir: str, log) -> dict:
   retrain_steps = {v: adaptation.retrained_config(cfgs[v]).train.steps for v in adapted}
   meas = measurements.collect(seed, evals, expert_f1, future, sets, adapted, retrain_steps)
   write_json(storage.join(results, "per_query.json"), meas)
-  summary = _summarize(cfgs, evals, adapted)
+  summary = _summarize(cfgs, evals, adapted) | {"environment": machine}
   _write_outputs(results, cfgs, evals, gap, by_duration, future, adapted, summary, log)
   log(f"seed {seed}: results in {results} ({(time.time() - stage.start) / 60:.1f} min)")
   names = {v: cfgs[v].name for v in evals}
@@ -221,6 +224,18 @@ def _reproduce_seed(seed: int, overrides: list[str], workdir: str, log) -> dict:
     "adapted": adapted,
     "measurements": meas,
     "baselines": answer_baselines(evals["temporal"]),
+  }
+
+
+def worker_settings(workers: int, pin: bool) -> dict:
+  """How the seed's trainings run (`tlm.miniature.parallel`), for its environment record:
+  unpinned workers compute with this process's affinity and threads, pinned ones on one core
+  each with the XLA flag that turns XLA's intra-op threading off."""
+  return {
+    "workers": workers,
+    "pin_workers": pin,
+    "worker_xla_flags_added": parallel.SINGLE_THREADED_XLA if pin else "",
+    "worker_cores": 1 if pin else "the affinity's",
   }
 
 

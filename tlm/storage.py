@@ -44,6 +44,7 @@ import time
 from collections.abc import Iterator
 from typing import IO, Any
 
+from tlm import remote_clients
 from tlm.errors import UserError
 
 # Written last into a directory committed by `tlm.files.atomic_output_dir` on an object store
@@ -257,6 +258,8 @@ def parse(text: str, name: str) -> Location:
   if any(part in ("", ".", "..") for part in parts):
     raise UserError(f"{where}: an object key cannot hold an empty, . or .. component")
   _require_filesystem(found, where)
+  # Before any client of the store is made, orbax's own included (`tlm.remote_clients`).
+  remote_clients.prepare()
   return Location("/".join([f"{found}://{bucket}", *parts]), found)
 
 
@@ -331,6 +334,7 @@ def epath_of(path: PathArg):
   """`etils.epath.Path` of a remote path (imported lazily: numpy-only modes stay light)."""
   from etils import epath
 
+  remote_clients.prepare()
   return epath.Path(str(path))
 
 
@@ -530,10 +534,8 @@ def create_exclusive(path: PathArg, content: str) -> bool:
   written, left `LEASE_SETTLE_S` for a concurrent writer's object to land, and read back:
   ours only if it still holds our content (which carries a unique token).
   """
-  import fsspec
-
   path = location(path)
-  fs, key = fsspec.core.url_to_fs(str(path))
+  fs, key = filesystem(path)
   try:
     with fs.open(key, "xb") as f:
       f.write(content.encode("utf-8"))
@@ -548,6 +550,15 @@ def create_exclusive(path: PathArg, content: str) -> bool:
   write_object(path, content.encode("utf-8"))
   time.sleep(LEASE_SETTLE_S)
   return _holds(path, content)
+
+
+def filesystem(path: PathArg):
+  """(the fsspec filesystem of a remote path, the path's key in it), the clients configured
+  (`tlm.remote_clients`)."""
+  import fsspec
+
+  remote_clients.prepare()
+  return fsspec.core.url_to_fs(str(location(path)))
 
 
 def _holds(path: Location, content: str) -> bool:

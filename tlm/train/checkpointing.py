@@ -41,12 +41,13 @@ from tlm import checksums, safe_read, storage
 from tlm.console import warn
 from tlm.errors import CheckpointError
 from tlm.files import io_error_reason
-from tlm.models.formats import orbax_failures
+from tlm.models.formats import orbax_failures, tensorstore_gcs
 from tlm.sharding.partitioning import place_params
 
 # orbax's background threads log the failure of a save with their tracebacks, which
 # `_io_errors` reports as one line: they stay off the terminal.
 orbax_failures.install()
+tensorstore_gcs.install()  # TensorStore's GCS retries bounded
 
 ITEMS = ("params", "opt_state", "data_state")
 # The file of the `data_state` item (orbax's JsonCheckpointHandler writes the JSON there).

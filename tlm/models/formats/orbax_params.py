@@ -17,7 +17,7 @@ import orbax.checkpoint as ocp
 from tlm import storage
 from tlm.errors import CheckpointError
 from tlm.files import io_error_reason, tensorstore_one_line
-from tlm.models.formats import orbax_failures
+from tlm.models.formats import orbax_failures, tensorstore_gcs
 
 # The step's metadata file of orbax's layout (orbax 0.12.8: `_STEP_METADATA_FILENAME`, private).
 _STEP_METADATA = "_CHECKPOINT_METADATA"
@@ -46,6 +46,7 @@ class _ItemMetadataFilter(logging.Filter):
 
 logging.getLogger("absl").addFilter(_ItemMetadataFilter())
 orbax_failures.install()  # a failed save is reported once, as tlm's one line
+tensorstore_gcs.install()  # TensorStore's GCS retries bounded
 
 
 def _keys(tree) -> dict[str, object]:

@@ -1,0 +1,141 @@
+"""What tlm sets on the object-store clients a pod runs, that a user would not think to set: the
+deadline of every remote request, and the settings under which gcsfs and TensorStore behave on
+a pod (and against a GCS emulator) as tlm's protocols need.
+
+The clients: gcsfs (fsspec's GCS backend) serves `gs://` to `etils.epath`, so to tlm's storage
+helpers and orbax's file operations, and to tlm's ranged reads of an example store
+(`tlm.store.ranged`); TensorStore's own `gcs` driver writes and reads orbax's arrays. Their
+defaults, and why tlm changes them:
+
+- gcsfs waits for an answer forever (`requests_timeout=None`): one black-holed request stalls
+  the host, and with it the pod, without a line. Every gcsfs request gets a timeout here:
+  connecting, and each read of its socket, within `request_timeout_s()` (no progress for that
+  long; a slow transfer that keeps moving is not cut). TensorStore gets the same through curl
+  (connect timeout; abort below 1 byte/s for that long).
+- gcsfs 2026.10 first asks the Storage Control API over gRPC whether a bucket is zonal or
+  hierarchical; where that endpoint cannot be reached (an emulator, a VPC without it) each
+  process waits 60 s, or logs a warning at every request, before using the JSON API that tlm
+  uses anyway. The probe is off (`GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT=false`) unless the
+  environment already sets that variable.
+- gcsfs caches a prefix's listing for the lifetime of its filesystem object, one object per
+  set of options (epath's and tlm's differ). tlm coordinates through the store between
+  processes and clients (the workdir lock, commit markers, checkpoints that TensorStore
+  writes behind gcsfs's back), so a stale listing hides an object that exists: the lock just
+  created reads back as absent. The listings cache is off: a listing is read when it is needed.
+- gcsfs logs each failure it raises, with its traceback, and the retries before it. tlm
+  reports the failure itself, in one line; gcsfs's log is shown with `--verbose` only.
+- Retries, one layer per request: gcsfs retries its own requests (408, 429, 5xx and transport
+  errors; 6 attempts, 1-32 s jittered backoff; never 403 or 404) except tlm's ranged reads,
+  whose retries are tlm's (`tlm.store.ranged`: jittered, under the deadline, counted); orbax's
+  TensorStore requests are retried by TensorStore, at most `TENSORSTORE_RETRIES` times
+  (`tlm.models.formats.tensorstore_gcs`).
+
+The deadline (`--storage_deadline_s`, default `DEFAULT_DEADLINE_S`) is the longest one ranged
+read of the store may take, its retries included, before it fails in one line naming the object
+and the byte range; each request's timeout is an eighth of it. It travels to child processes
+in the environment (`TLM_STORAGE_DEADLINE_S`).
+
+Settings apply to the filesystem objects made after they were set: run.py calls `configure`
+first, and `tlm.storage` calls `prepare` before it makes a filesystem object (orbax's come
+later, through the paths `tlm.storage.parse` made).
+"""
+
+import logging
+import os
+
+from tlm.errors import UserError
+
+# A ranged read may take this long, retries included, before it fails (the pod waits for it).
+DEFAULT_DEADLINE_S = 120.0
+# A request gets an eighth of the deadline: a black-holed one is retried several times within it.
+REQUESTS_PER_DEADLINE = 8
+DEADLINE_ENV = "TLM_STORAGE_DEADLINE_S"
+# TensorStore retries a failed request (503, a reset connection) this many times, backing off
+# from 1 s to at most 8 s (its default, 32 times up to 32 s, keeps a run that lost its bucket
+# waiting some 15 minutes before the failed checkpoint is reported).
+TENSORSTORE_RETRIES = 6
+TENSORSTORE_MAX_DELAY_S = 8
+
+_applied: dict = {}  # the deadline each part of the settings was last made for
+
+
+def deadline_s() -> float:
+  """The deadline of one ranged read (`--storage_deadline_s`; `DEFAULT_DEADLINE_S` if unset)."""
+  text = os.environ.get(DEADLINE_ENV)
+  if not text:
+    return DEFAULT_DEADLINE_S
+  return _checked(text, DEADLINE_ENV)
+
+
+def request_timeout_s() -> float:
+  """How long one request may go without progress (connecting, or between reads)."""
+  return deadline_s() / REQUESTS_PER_DEADLINE
+
+
+def _checked(value, name: str) -> float:
+  try:
+    seconds = float(value)
+  except (TypeError, ValueError):
+    raise UserError(f"{name}={value!r}: not a number of seconds") from None
+  if not 0 < seconds < 1e6:
+    raise UserError(f"{name}={value!r}: must be a number of seconds > 0")
+  return seconds
+
+
+def configure(deadline: float | None = None, verbose: bool = False) -> None:
+  """Sets the clients' options that live in the environment and the logs (cheap: run.py calls
+  it first, before it knows whether a path is remote); `prepare` adds fsspec's.
+
+  Args:
+    deadline: seconds (`--storage_deadline_s`); None keeps the environment's or the default.
+    verbose: leave gcsfs's own log as it is (run.py's `--verbose`).
+
+  Raises:
+    UserError: `deadline` (or the environment's `TLM_STORAGE_DEADLINE_S`) is not a positive
+      number of seconds.
+  """
+  if deadline is not None:
+    os.environ[DEADLINE_ENV] = repr(_checked(deadline, "--storage_deadline_s"))
+  seconds = deadline_s()
+  if _applied.get("env") == seconds:
+    return
+  _applied["env"] = seconds
+  # Read by gcsfs when it is imported: set before any gs:// filesystem is made.
+  os.environ.setdefault("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "false")
+  # TensorStore's curl transport, created at its first HTTP request.
+  whole = str(max(1, round(seconds / REQUESTS_PER_DEADLINE)))
+  os.environ.setdefault("TENSORSTORE_CURL_CONNECT_TIMEOUT_SECONDS", whole)
+  os.environ.setdefault("TENSORSTORE_CURL_LOW_SPEED_TIME_SECONDS", whole)
+  os.environ.setdefault("TENSORSTORE_CURL_LOW_SPEED_LIMIT_BYTES", "1")
+  if not verbose:
+    logging.getLogger("gcsfs").setLevel(logging.CRITICAL)
+
+
+def prepare() -> None:
+  """`configure`, and fsspec's options for gs:// (a request timeout, no listings cache): called
+  before a filesystem object of a remote path is made (`tlm.storage` does)."""
+  configure()
+  seconds = deadline_s()
+  if _applied.get("fsspec") != seconds:
+    _applied["fsspec"] = seconds
+    _configure_fsspec(seconds / REQUESTS_PER_DEADLINE)
+
+
+def _configure_fsspec(timeout: float) -> None:
+  try:
+    import aiohttp
+    from fsspec.config import conf
+  except ImportError:  # no gcsfs (aiohttp comes with it): gs:// is refused by `storage.parse`
+    return
+  options = {
+    "requests_timeout": aiohttp.ClientTimeout(total=None, sock_connect=timeout, sock_read=timeout),
+    "use_listings_cache": False,
+  }
+  for protocol in ("gs", "gcs"):
+    # What the user configured fsspec with (FSSPEC_GS='{...}', its config file) wins.
+    user = _USER_CONF.setdefault(protocol, dict(conf.get(protocol, {})))
+    conf[protocol] = {**options, **user}
+
+
+# fsspec's configuration of gs:// before tlm added its options to it.
+_USER_CONF: dict[str, dict] = {}

@@ -65,7 +65,7 @@ def remote(tmp_path, monkeypatch, local_store):
   """The store on gs://bucket/ssm behind the double (no latency: the tests count, not time)."""
   remote_store.install(str(tmp_path / "bucket-root"), latency_s=0.0)
   shutil.copytree(local_store, objstore.local_path("gs://bucket/ssm"))
-  monkeypatch.setattr("tlm.store.ranged.BACKOFF_S", 0.001)
+  monkeypatch.setenv("TLM_STORAGE_DEADLINE_S", "0.5")  # retries within half a second
   remote_store.COUNTS.reset()
   yield "gs://bucket/ssm"
   remote_store.inject(None)

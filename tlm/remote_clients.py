@@ -24,16 +24,15 @@ defaults, and why tlm changes them:
   created reads back as absent. The listings cache is off: a listing is read when it is needed.
 - gcsfs logs each failure it raises, with its traceback, and the retries before it. tlm
   reports the failure itself, in one line; gcsfs's log is shown with `--verbose` only.
-- Retries, one layer per request: gcsfs retries its own requests (408, 429, 5xx and transport
-  errors; 6 attempts, 1-32 s jittered backoff; never 403 or 404) except tlm's ranged reads,
-  whose retries are tlm's (`tlm.store.ranged`: jittered, under the deadline, counted); orbax's
-  TensorStore requests are retried by TensorStore, at most `TENSORSTORE_RETRIES` times
-  (`tlm.models.formats.tensorstore_gcs`).
+- Retries, one layer per request: tlm's (`tlm.remote_retries`) for every gcsfs request, in place
+  of gcsfs's own fixed schedule; TensorStore's own for its requests, bounded by the same
+  deadline (`tlm.models.formats.tensorstore_gcs`).
 
-The deadline (`--storage_deadline_s`, default `DEFAULT_DEADLINE_S`) is the longest one ranged
-read of the store may take, its retries included, before it fails in one line naming the object
-and the byte range; each request's timeout is an eighth of it. It travels to child processes
-in the environment (`TLM_STORAGE_DEADLINE_S`).
+The deadline (`--storage_deadline_s`, default `DEFAULT_DEADLINE_S`): no retry of a request
+begins later than this after its first attempt, so a ranged read of the store that cannot be
+served fails within it, in one line naming the object and the byte range; each request's
+timeout is an eighth of it. It travels to child processes in the environment
+(`TLM_STORAGE_DEADLINE_S`).
 
 Settings apply to the filesystem objects made after they were set: run.py calls `configure`
 first, and `tlm.storage` calls `prepare` before it makes a filesystem object (orbax's come
@@ -50,11 +49,6 @@ DEFAULT_DEADLINE_S = 120.0
 # A request gets an eighth of the deadline: a black-holed one is retried several times within it.
 REQUESTS_PER_DEADLINE = 8
 DEADLINE_ENV = "TLM_STORAGE_DEADLINE_S"
-# TensorStore retries a failed request (503, a reset connection) this many times, backing off
-# from 1 s to at most 8 s (its default, 32 times up to 32 s, keeps a run that lost its bucket
-# waiting some 15 minutes before the failed checkpoint is reported).
-TENSORSTORE_RETRIES = 6
-TENSORSTORE_MAX_DELAY_S = 8
 
 _applied: dict = {}  # the deadline each part of the settings was last made for
 

@@ -44,7 +44,7 @@ import time
 from collections.abc import Iterator
 from typing import IO, Any
 
-from tlm import remote_clients
+from tlm import remote_clients, remote_retries
 from tlm.errors import UserError
 
 # Written last into a directory committed by `tlm.files.atomic_output_dir` on an object store
@@ -67,10 +67,11 @@ LEASE_SETTLE_S = 2.0
 
 
 # The HTTP and cloud client libraries under the fsspec backends. Their transport failures (no
-# network, a name that does not resolve, missing credentials) are not OSError, unlike the
-# backends' own errors (gcsfs's HttpError, huggingface_hub's HfHubHTTPError, aiohttp's
-# connection errors are): `_store_errors` makes them one, the class every caller of these
-# helpers handles. Anything else (tlm's own bugs included) passes unchanged.
+# network, a name that does not resolve, missing credentials) are not OSError, or are OSErrors
+# that name no path (aiohttp's connection errors), unlike the backends' own errors (gcsfs's
+# HttpError, huggingface_hub's HfHubHTTPError): `_store_errors` makes them an OSError naming the
+# path, the class every caller of these helpers handles. Anything else (tlm's own bugs
+# included) passes unchanged.
 _TRANSPORT_PACKAGES = frozenset(
   ("httpx", "httpx2", "httpcore", "requests", "urllib3", "aiohttp", "botocore", "google", "azure")
 )
@@ -86,7 +87,7 @@ def _store_errors(fn):
       return fn(path, *args, **kwargs)
     except Exception as e:
       package = type(e).__module__.split(".")[0]
-      if isinstance(e, OSError) or package not in _TRANSPORT_PACKAGES:
+      if package not in _TRANSPORT_PACKAGES:
         raise
       detail = " ".join(str(e).split())[:200]
       raise OSError(
@@ -258,8 +259,8 @@ def parse(text: str, name: str) -> Location:
   if any(part in ("", ".", "..") for part in parts):
     raise UserError(f"{where}: an object key cannot hold an empty, . or .. component")
   _require_filesystem(found, where)
-  # Before any client of the store is made, orbax's own included (`tlm.remote_clients`).
-  remote_clients.prepare()
+  # Before any client of the store is made, orbax's own included.
+  _prepare_clients()
   return Location("/".join([f"{found}://{bucket}", *parts]), found)
 
 
@@ -334,7 +335,7 @@ def epath_of(path: PathArg):
   """`etils.epath.Path` of a remote path (imported lazily: numpy-only modes stay light)."""
   from etils import epath
 
-  remote_clients.prepare()
+  _prepare_clients()
   return epath.Path(str(path))
 
 
@@ -553,12 +554,18 @@ def create_exclusive(path: PathArg, content: str) -> bool:
 
 
 def filesystem(path: PathArg):
-  """(the fsspec filesystem of a remote path, the path's key in it), the clients configured
-  (`tlm.remote_clients`)."""
+  """(the fsspec filesystem of a remote path, the path's key in it), its client prepared."""
   import fsspec
 
-  remote_clients.prepare()
+  _prepare_clients()
   return fsspec.core.url_to_fs(str(location(path)))
+
+
+def _prepare_clients() -> None:
+  """The clients' settings (`tlm.remote_clients`) and tlm's retries in gcsfs
+  (`tlm.remote_retries`), before a filesystem object of a remote path is made."""
+  remote_clients.prepare()
+  remote_retries.install_gcsfs()
 
 
 def _holds(path: Location, content: str) -> bool:

@@ -134,6 +134,12 @@ class CheckpointManager:
       self.directory, self._manager.all_steps(), ITEMS, inspect=data_state_problem
     )
 
+  @property
+  def complete_step(self) -> int | None:
+    """The newest checkpoint known complete (restored or saved by this run), without reading
+    the store (for a message after it failed); None if there is none."""
+    return self._good
+
   def all_steps(self) -> list[int]:
     """Steps of the complete checkpoints, ascending."""
     return sorted(self._manager.all_steps())
@@ -243,7 +249,7 @@ class CheckpointManager:
       # The first failed write is raised while orbax's other writers may still run: once they
       # have failed too (they do at once on a full disk), nothing writes into the step's
       # temporary directory while it is removed, and nothing of theirs is printed later.
-      orbax_failures.join_writers()
+      orbax_failures.stop_writers()
       if step is not None and not self.directory.is_remote:
         orbax_failures.settle(self.directory, prefix=f"{step}.orbax-checkpoint-tmp")
       if step is not None and self._main and storage.isdir(self.directory):

@@ -75,7 +75,7 @@ def save(directory: str, params) -> None:
     ocp.PyTreeCheckpointer().save(directory, params)
   except Exception as e:  # orbax/tensorstore raise many types; all mean "not saved"
     # Nothing may still be writing there while the caller removes what is left.
-    orbax_failures.join_writers()
+    orbax_failures.stop_writers()
     if not storage.is_remote(directory):  # orbax writes into `directory` + a temporary suffix
       orbax_failures.settle(*os.path.split(directory))
     error = CheckpointError(f"{directory}: cannot save parameters ({tensorstore_one_line(e)})")

@@ -4,16 +4,19 @@ Orbax writes and reads a checkpoint's arrays through TensorStore's own `gcs` dri
 TensorStore retries a failed request (a 503, a reset or refused connection) up to 32 times,
 backing off to 32 s: a run whose bucket went away waits some 15 minutes before its failed save
 is reported. `install` has orbax's GCS key-value store spec carry a bounded retry policy
-instead, `tlm.remote_clients.TENSORSTORE_RETRIES` retries from 1 s to at most
-`TENSORSTORE_MAX_DELAY_S` (about half a minute of backoff in all); the timeouts of each request
-are set in the environment by `tlm.remote_clients.configure` (curl's connect timeout and
-low-speed limit). What a request is retried on is TensorStore's choice (transient statuses and
-transport failures; never 403 or 404): it is the one retry layer of those requests.
+instead: `RETRIES` retries, backing off from a 120th of the deadline to at most a 15th
+(`tlm.remote_clients.deadline_s`: 1 s to 8 s at the default 120 s, some 30 s of waiting in
+all); each request's timeouts are set in the environment by `tlm.remote_clients.configure`
+(curl's connect timeout and low-speed limit). What a request is retried on is TensorStore's
+choice (transient statuses and transport failures; never 403 or 404): it is the one retry
+layer of those requests.
 """
 
 from orbax.checkpoint._src.path import gcs_utils
 
 from tlm import remote_clients
+
+RETRIES = 6
 
 
 def install() -> None:
@@ -25,12 +28,13 @@ def install() -> None:
   def bounded(path):
     spec = dict(unbounded(path))
     if spec.get("driver") == "gcs":
+      deadline = remote_clients.deadline_s()
       spec.setdefault(
         "gcs_request_retries",
         {
-          "max_retries": remote_clients.TENSORSTORE_RETRIES,
-          "initial_delay": "1s",
-          "max_delay": f"{remote_clients.TENSORSTORE_MAX_DELAY_S}s",
+          "max_retries": RETRIES,
+          "initial_delay": f"{deadline / 120:.3f}s",
+          "max_delay": f"{deadline / 15:.3f}s",
         },
       )
     return spec

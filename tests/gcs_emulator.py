@@ -48,15 +48,25 @@ def _free_port() -> int:
 
 
 class Emulator:
-  """The emulator in a child process on a free port of 127.0.0.1 (see the module docstring)."""
+  """The emulator in a child process on a free port of 127.0.0.1 (see the module docstring).
 
-  def __init__(self, python: str = sys.executable, timeout_s: float = 30.0):
+  Args:
+    data_dir: keep the objects in this directory (so that they outlive `stop` and come back
+      with `start`); None: in memory.
+  """
+
+  def __init__(self, data_dir: str | None = None):
     self.port = _free_port()
     self.url = f"http://127.0.0.1:{self.port}"
+    self.data_dir = data_dir
+    self.start()
+
+  def start(self, timeout_s: float = 30.0) -> None:
+    """Starts the emulator (again, on the same port and data after `stop`)."""
     # Its reports go to a file: a pipe nobody reads would fill and stop it.
     self._log = tempfile.TemporaryFile("w+")
     self._proc = subprocess.Popen(
-      [python, os.path.abspath(__file__), str(self.port)],
+      [sys.executable, os.path.abspath(__file__), str(self.port), self.data_dir or ""],
       stdout=subprocess.DEVNULL,
       stderr=self._log,
       text=True,
@@ -101,7 +111,9 @@ class Emulator:
 
   def fail(self, method: str, pattern: str, status: int, times: int = 1 << 30) -> None:
     """The next `times` requests of `method` ("*": any) whose path and query match the regular
-    expression `pattern` (searched) answer `status` with a GCS-style JSON error."""
+    expression `pattern` (searched) answer `status` with a GCS-style JSON error; status 0:
+    they are black-holed (the connection accepted, the request read, no answer ever, the
+    connection held open) while the emulator goes on serving the others."""
     self._control({"method": method, "pattern": pattern, "status": status, "times": times})
 
   def hits(self) -> list[int]:
@@ -115,8 +127,10 @@ class Emulator:
     self.stop()
 
 
-def _serve(port: int) -> None:
+def _serve(port: int, data_dir: str) -> None:
   """The emulator with the generation adapter and the fault rules (this file run as a script)."""
+  import socketserver
+
   from gcp_storage_emulator import server
   from gcp_storage_emulator.handlers import objects
 
@@ -140,6 +154,14 @@ def _serve(port: int) -> None:
 
   rules: list[dict] = []
   handle = server.Router.handle
+  held = set()  # black-holed connections: never answered, never closed
+  close = socketserver.TCPServer.shutdown_request
+
+  def shutdown_request(self, request):
+    if request not in held:
+      close(self, request)
+
+  socketserver.TCPServer.shutdown_request = shutdown_request
 
   def routed(self, method):
     handler = self._request_handler
@@ -154,13 +176,19 @@ def _serve(port: int) -> None:
         if re.search(rule["pattern"], handler.path):
           rule["times"] -= 1
           rule["hits"] += 1
+          if rule["status"] == 0:
+            held.add(handler.connection)
+            handler.close_connection = True
+            return
           error = {"error": {"code": rule["status"], "message": "injected by tests/gcs_emulator"}}
           _answer(handler, rule["status"], error)
           return
     handle(self, method)
 
   server.Router.handle = routed
-  server.create_server("127.0.0.1", port, in_memory=True, default_bucket=BUCKET).run()
+  server.create_server(
+    "127.0.0.1", port, in_memory=not data_dir, data_dir=data_dir or None, default_bucket=BUCKET
+  ).run()
 
 
 def _answer(handler, status: int, body) -> None:
@@ -180,4 +208,4 @@ if __name__ == "__main__":
   import logging
 
   logging.disable(logging.CRITICAL)  # the emulator logs every request and every 404
-  _serve(int(sys.argv[1]))
+  _serve(int(sys.argv[1]), sys.argv[2])

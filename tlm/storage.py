@@ -66,14 +66,25 @@ _NAME_MAX, _PATH_MAX = 255, 4095
 LEASE_SETTLE_S = 2.0
 
 
-# The HTTP and cloud client libraries under the fsspec backends. Their transport failures (no
-# network, a name that does not resolve, missing credentials) are not OSError, or are OSErrors
-# that name no path (aiohttp's connection errors), unlike the backends' own errors (gcsfs's
-# HttpError, huggingface_hub's HfHubHTTPError): `_store_errors` makes them an OSError naming the
-# path, the class every caller of these helpers handles. Anything else (tlm's own bugs
-# included) passes unchanged.
+# The fsspec backends and the HTTP and cloud client libraries under them. Their failures (no
+# network, a name that does not resolve, missing credentials, an HTTP status: gcsfs's HttpError)
+# are not OSError, or are OSErrors that name no path (aiohttp's connection errors):
+# `_store_errors` makes them an OSError naming the path, the class every caller of these
+# helpers handles; an OSError of the backend without a path (gcsfs's 403, "Forbidden: URL")
+# gets the path. Anything else (tlm's own bugs included) passes unchanged.
 _TRANSPORT_PACKAGES = frozenset(
-  ("httpx", "httpx2", "httpcore", "requests", "urllib3", "aiohttp", "botocore", "google", "azure")
+  (
+    "httpx",
+    "httpx2",
+    "httpcore",
+    "requests",
+    "urllib3",
+    "aiohttp",
+    "botocore",
+    "google",
+    "azure",
+    "gcsfs",
+  )
 )
 
 
@@ -88,6 +99,11 @@ def _store_errors(fn):
     except Exception as e:
       package = type(e).__module__.split(".")[0]
       if package not in _TRANSPORT_PACKAGES:
+        if type(e) is OSError and e.filename is None:  # gcsfs's 403: "Forbidden: URL\nwhy"
+          text = " ".join(str(e).split())[:300]
+          if text.startswith("Forbidden"):
+            raise PermissionError(errno.EACCES, text, os.fspath(path)) from None
+          raise OSError(e.errno or errno.EIO, text, os.fspath(path)) from None
         raise
       detail = " ".join(str(e).split())[:200]
       raise OSError(

@@ -277,7 +277,7 @@ class Trainer:
     if isinstance(e, OSError):
       why = " ".join(str(e.strerror or e).split())[:300] or type(e).__name__
       e = f"{e.filename or self.workdir}: cannot write ({why})"
-    return OutputError(f"{e} at step {self.at_step}; {kept}")
+    return OutputError(f"{e}; at step {self.at_step}, {kept}")
 
   def _global(self, local: dict) -> dict:
     return partitioning.global_batch(self.mesh, local, self.config.train.batch_size)

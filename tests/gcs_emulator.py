@@ -18,8 +18,11 @@ Two additions of ours, test-only, in the emulator's process:
   as GCS sends it. It is the emulator's gap, not tlm's: real GCS needs nothing.
 - Faults: `fail(method, pattern, status, times)` makes the next `times` requests whose method
   and path (with its query) match answer `status` (403, 404, 503, ...) instead of being
-  served; `hits()` says how many requests matched each rule. For a revoked token, a full
-  bucket, an outage of some objects.
+  served, or never be answered (status 0: a black hole); `hits()` says how many requests
+  matched each rule, `clear()` drops them. For a revoked token, a full bucket, an outage of
+  some objects, a request that never returns.
+- A listen backlog the clients' concurrency fits in (http.server's is 5: connections beyond it
+  were dropped and retried by TCP after seconds).
 
 What the emulator does not model, and the in-process doubles (tests/objstore.py,
 tests/remote_store.py) therefore still test: it ignores `ifGenerationMatch` (a conditional
@@ -61,7 +64,7 @@ class Emulator:
     self.data_dir = data_dir
     self.start()
 
-  def start(self, timeout_s: float = 30.0) -> None:
+  def start(self, timeout_s: float = 30.0, retries: int = 3) -> None:
     """Starts the emulator (again, on the same port and data after `stop`)."""
     # Its reports go to a file: a pipe nobody reads would fill and stop it.
     self._log = tempfile.TemporaryFile("w+")
@@ -80,9 +83,13 @@ class Emulator:
       except OSError:
         pass
       if self._proc.poll() is not None or time.monotonic() > deadline:
-        self.stop()
         self._log.seek(0)
-        raise RuntimeError(f"the GCS emulator did not start: {self._log.read()[-2000:]}")
+        why = self._log.read()[-2000:]
+        self.stop()
+        if "Address already in use" in why and retries:  # the port was taken meanwhile
+          time.sleep(0.5)
+          return self.start(timeout_s, retries - 1)
+        raise RuntimeError(f"the GCS emulator did not start: {why}")
       time.sleep(0.1)
 
   def env(self) -> dict:
@@ -116,6 +123,10 @@ class Emulator:
     connection held open) while the emulator goes on serving the others."""
     self._control({"method": method, "pattern": pattern, "status": status, "times": times})
 
+  def clear(self) -> None:
+    """No more faults (the rules given so far are dropped)."""
+    self._control({"clear": True})
+
   def hits(self) -> list[int]:
     """Requests that matched each rule of `fail`, in the order the rules were given."""
     return self._control()
@@ -130,8 +141,15 @@ class Emulator:
 def _serve(port: int, data_dir: str) -> None:
   """The emulator with the generation adapter and the fault rules (this file run as a script)."""
   import socketserver
+  from http import server as http_server
 
   from gcp_storage_emulator import server
+
+  # The emulator serves one request at a time; the clients send dozens at once (gcsfs gathers a
+  # directory's uploads, TensorStore a checkpoint's). With http.server's backlog of 5 the
+  # kernel drops the rest of the connections, which the clients' TCP then retries after 1, 3,
+  # 7 s...: minutes of waiting. They wait in the backlog instead.
+  http_server.HTTPServer.request_queue_size = 1024
   from gcp_storage_emulator.handlers import objects
 
   media = objects.download
@@ -167,8 +185,11 @@ def _serve(port: int, data_dir: str) -> None:
     handler = self._request_handler
     if handler.path == "/_tlm/faults":
       length = int(handler.headers.get("Content-Length") or 0)
-      if length:
-        rules.append({**json.loads(handler.rfile.read(length)), "hits": 0})
+      body = json.loads(handler.rfile.read(length)) if length else None
+      if body and body.get("clear"):
+        rules.clear()
+      elif body:
+        rules.append({**body, "hits": 0})
       _answer(handler, 200, [rule["hits"] for rule in rules])
       return
     for rule in rules:

@@ -118,9 +118,11 @@ def prepare() -> None:
 def _configure_fsspec(timeout: float) -> None:
   try:
     import aiohttp
+    import fsspec
     from fsspec.config import conf
   except ImportError:  # no gcsfs (aiohttp comes with it): gs:// is refused by `storage.parse`
     return
+  _probe_off(fsspec)
   options = {
     "requests_timeout": aiohttp.ClientTimeout(total=None, sock_connect=timeout, sock_read=timeout),
     "use_listings_cache": False,
@@ -129,6 +131,23 @@ def _configure_fsspec(timeout: float) -> None:
     # What the user configured fsspec with (FSSPEC_GS='{...}', its config file) wins.
     user = _USER_CONF.setdefault(protocol, dict(conf.get(protocol, {})))
     conf[protocol] = {**options, **user}
+
+
+def _probe_off(fsspec) -> None:
+  """gcsfs without its bucket-type probe even where gcsfs was imported before `configure` ran
+  (its choice of class is made at import): fsspec's gs:// is then gcsfs's plain class, unless
+  the environment asks for the probe or gs:// is served by something else (a test double)."""
+  if os.environ.get("GCSFS_EXPERIMENTAL_ZB_HNS_SUPPORT", "").lower() in ("true", "1"):
+    return
+  try:
+    served = fsspec.get_filesystem_class("gs")
+  except (ImportError, ValueError):
+    return
+  if served.__module__.startswith("gcsfs.") and served.__name__ != "GCSFileSystem":
+    from gcsfs.core import GCSFileSystem
+
+    for protocol in ("gs", "gcs"):
+      fsspec.register_implementation(protocol, GCSFileSystem, clobber=True)
 
 
 # fsspec's configuration of gs:// before tlm added its options to it.

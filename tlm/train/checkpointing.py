@@ -91,7 +91,7 @@ class CheckpointManager:
     self._main = jax.process_index() == 0
     self._pending: int | None = None  # step being saved by orbax
     self._manifest: threading.Thread | None = None  # writing the previous step's checksums
-    self._manifest_error: BaseException | None = None
+    self._manifest_error: tuple[str, BaseException] | None = None  # (step dir, why)
     self._failed = False
     self._good: int | None = None  # cached `latest_step` (checking reads every file)
     self._set_aside = False
@@ -223,17 +223,23 @@ class CheckpointManager:
     try:
       checksums.write_manifest(step_dir)
     except BaseException as e:  # re-raised by _join_manifest, in the training thread
-      if storage.isdir(step_dir):
-        self._manifest_error = e
+      try:
+        # A step orbax deleted meanwhile (train.keep_checkpoints) needs no manifest.
+        gone = not storage.isdir(step_dir)
+      except OSError:  # the store that failed the manifest
+        gone = False
+      if not gone:
+        self._manifest_error = (step_dir, e)
 
   def _join_manifest(self) -> None:
     if self._manifest is not None:
       self._manifest.join()
       self._manifest = None
-    error, self._manifest_error = self._manifest_error, None
-    if error is not None:
+    failed, self._manifest_error = self._manifest_error, None
+    if failed is not None:
+      step_dir, error = failed
       detail = io_error_reason(error) or f"{type(error).__name__}: {error}"
-      raise CheckpointError(f"{self.directory}: cannot write a checksum manifest ({detail})")
+      raise CheckpointError(f"{step_dir}: cannot write its checksum manifest ({detail})")
 
   @contextlib.contextmanager
   def _io_errors(self):
@@ -260,8 +266,11 @@ class CheckpointManager:
           if name.startswith(f"{step}.orbax-checkpoint-tmp") or remote and name == str(step):
             storage.rmtree(storage.join(self.directory, name))
       which = f"checkpoint {step}" if step is not None else "a checkpoint"
+      # On an object store the objects of the failed step are removed too, unless the store
+      # itself is what failed; uncommitted, they are skipped and replaced by a resumed run.
+      left = "committed" if self.directory.is_remote else "kept"
       raise CheckpointError(
-        f"{self.directory}: cannot save {which} ({detail}); nothing of it was kept"
+        f"{self.directory}: cannot save {which} ({detail}); nothing of it was {left}"
       ) from None
 
   def restore(self, step: int, abstract_params: Any, abstract_opt_state: Any):

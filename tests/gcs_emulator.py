@@ -201,7 +201,9 @@ def _serve(port: int, data_dir: str) -> None:
             held.add(handler.connection)
             handler.close_connection = True
             return
-          error = {"error": {"code": rule["status"], "message": "injected by tests/gcs_emulator"}}
+          error = {
+            "error": {"code": rule["status"], "message": "injected by tests/gcs_emulator.py"}
+          }
           _answer(handler, rule["status"], error)
           return
     handle(self, method)

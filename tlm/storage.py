@@ -322,7 +322,9 @@ def _require_filesystem(found: str, where: str) -> None:
   # Found without being imported: gcsfs and its kin take seconds to import.
   if package and importlib.util.find_spec(package) is not None:
     return
-  raise UserError(f"{where}: {found}:// needs the {package} package (pip install {package})")
+  # gcsfs with what it talks HTTP with, pinned to the versions tested.
+  how = "pip install -r requirements-gcs.txt" if package == "gcsfs" else f"pip install {package}"
+  raise UserError(f"{where}: {found}:// needs the {package} package ({how})")
 
 
 # A path argument of the helpers below: a Location (dispatched on as it is) or, for

@@ -28,11 +28,11 @@ defaults, and why tlm changes them:
   of gcsfs's own fixed schedule; TensorStore's own for its requests, bounded by the same
   deadline (`tlm.models.formats.tensorstore_gcs`).
 
-The deadline (`--storage_deadline_s`, default `DEFAULT_DEADLINE_S`): no retry of a request
-begins later than this after its first attempt, so a ranged read of the store that cannot be
-served fails within it, in one line naming the object and the byte range; each request's
-timeout is an eighth of it. It travels to child processes in the environment
-(`TLM_STORAGE_DEADLINE_S`).
+The deadline (`--storage_deadline_s`, default `DEFAULT_DEADLINE_S`): a request through gcsfs,
+its retries included, ends within it, so a ranged read of the store that cannot be served
+fails within it, in one line naming the object and the byte range; each request may go an
+eighth of it without progress. TensorStore's requests fail within about the same. It travels
+to child processes in the environment (`TLM_STORAGE_DEADLINE_S`).
 
 Settings apply to the filesystem objects made after they were set: run.py calls `configure`
 first, and `tlm.storage` calls `prepare` before it makes a filesystem object (orbax's come
@@ -44,7 +44,7 @@ import os
 
 from tlm.errors import UserError
 
-# A ranged read may take this long, retries included, before it fails (the pod waits for it).
+# A request to the store may take this long, retries included, before it fails (the pod waits).
 DEFAULT_DEADLINE_S = 120.0
 # A request gets an eighth of the deadline: a black-holed one is retried several times within it.
 REQUESTS_PER_DEADLINE = 8
@@ -54,7 +54,8 @@ _applied: dict = {}  # the deadline each part of the settings was last made for
 
 
 def deadline_s() -> float:
-  """The deadline of one ranged read (`--storage_deadline_s`; `DEFAULT_DEADLINE_S` if unset)."""
+  """The deadline of a request to the store, its retries included (`--storage_deadline_s`;
+  `DEFAULT_DEADLINE_S` if unset)."""
   text = os.environ.get(DEADLINE_ENV)
   if not text:
     return DEFAULT_DEADLINE_S

@@ -7,10 +7,13 @@ the object, the request itself), after a random wait below a bound that doubles 
 ("full jitter", so that the hosts of a pod that failed together do not come back together):
 below `FIRST_PAUSE * deadline` before the first retry, at most `MAX_PAUSE * deadline`. It stops
 after `RETRIES` retries, or when the next attempt would begin past the deadline
-(`tlm.remote_clients.deadline_s`, `--storage_deadline_s`) counted from the first.
+(`tlm.remote_clients.deadline_s`, `--storage_deadline_s`) counted from the first; an attempt
+still running at the deadline is cut there. A request, its retries included, ends within the
+deadline.
 
 Where it applies: every request gcsfs sends (`install_gcsfs` puts this loop in place of
-gcsfs's own, which retried 6 times on a fixed schedule; one layer, not two), and the ranged
+gcsfs's own, which retried 6 times on a fixed schedule; one layer, not two; gcsfs's download of
+whole objects to local files, `get_file`, which tlm does not use, keeps its own), and the ranged
 reads of an example store (`tlm.store.ranged`, whose loop per range also retries a short read
 and asks gcsfs for single attempts: `own_retries`). TensorStore, which writes orbax's arrays,
 keeps its own retries, bounded by the same deadline (`tlm.models.formats.tensorstore_gcs`).
@@ -152,7 +155,8 @@ async def attempts(send, deadline_s: float):
     sent = time.monotonic()
     COUNTS.add("requests")
     try:
-      result = await send()
+      # The last attempt too ends by the deadline (each has its socket timeouts besides).
+      result = await asyncio.wait_for(send(), max(0.001, began + deadline_s - sent))
     except Exception as e:
       if is_timeout(e):
         COUNTS.add("timeouts")

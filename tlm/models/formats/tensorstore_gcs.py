@@ -5,9 +5,11 @@ TensorStore retries a failed request (a 503, a reset or refused connection) up t
 backing off to 32 s: a run whose bucket went away waits some 15 minutes before its failed save
 is reported. `install` has orbax's GCS key-value store spec carry a bounded retry policy
 instead: `RETRIES` retries, backing off from a 120th of the deadline to at most a 15th
-(`tlm.remote_clients.deadline_s`: 1 s to 8 s at the default 120 s, some 30 s of waiting in
+(`tlm.remote_clients.deadline_s`: 1 s to 8 s at the default 120 s, at most 23 s of waiting in
 all); each request's timeouts are set in the environment by `tlm.remote_clients.configure`
-(curl's connect timeout and low-speed limit). What a request is retried on is TensorStore's
+(curl's connect timeout and low-speed limit: an eighth of the deadline without progress), so
+that a request never answered fails within the deadline too (6 attempts of 15 s and the
+waits: 113 s at the default). What a request is retried on is TensorStore's
 choice (transient statuses and transport failures; never 403 or 404): it is the one retry
 layer of those requests.
 """
@@ -16,7 +18,7 @@ from orbax.checkpoint._src.path import gcs_utils
 
 from tlm import remote_clients
 
-RETRIES = 6
+RETRIES = 5
 
 
 def install() -> None:

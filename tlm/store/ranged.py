@@ -31,8 +31,8 @@ from tlm.errors import DataError
 
 RETRIES = remote_retries.RETRIES
 # Requests of one read in flight at once (the rest wait their turn without their clock
-# running); aiohttp's connection pool, which gcsfs keeps, holds 100.
-MAX_IN_FLIGHT = 64
+# running): aiohttp's connection pool, which gcsfs keeps, holds 100.
+MAX_IN_FLIGHT = 100
 
 
 def _one_line(error: BaseException) -> str:
@@ -46,8 +46,9 @@ class _Failed(Exception):
   """A range that will not be read: the one line of the DataError."""
 
 
-# Threads for a filesystem without an async API (the sync call runs there, its wait timed).
-_SYNC_POOL = ThreadPoolExecutor(MAX_IN_FLIGHT, thread_name_prefix="tlm-ranged")
+# Threads for a filesystem without an async API (the sync call runs there, its wait timed),
+# shared by the reads in flight at once (the prefetch's workers): made as needed.
+_SYNC_POOL = ThreadPoolExecutor(4 * MAX_IN_FLIGHT, thread_name_prefix="tlm-ranged")
 
 
 class RangeReader:

@@ -232,7 +232,7 @@ class Trainer:
           self.scalars = ScalarWriter(self.workdir, self.start, self.log, eval_fields)
       result = self._loop(preemption)
       failed = False
-    except (OSError, OutputError, CheckpointError) as e:  # a write failed (a store gone, say)
+    except (OSError, OutputError, CheckpointError) as e:  # a store gone, a disk full
       raise self._write_failure(e) from None
     finally:
       self._close(preemption, quiet=failed)
@@ -259,13 +259,11 @@ class Trainer:
         close()
 
   def _write_failure(self, e: Exception) -> UserError:
-    """A failed write of the workdir as one line that says which step the run had reached and
-    which checkpoint it can resume from: a checkpoint's (CheckpointError, naming the
-    checkpoint), or another file's (metrics, TensorBoard events, a best checkpoint's copy: an
-    OSError or OutputError, naming the object)."""
-    import traceback
-
-    open("/tmp/gcsx/tb.txt", "w").write("".join(traceback.format_exception(e)))  # DEBUG
+    """A file operation of the run that failed (a write of the workdir, mostly: a store gone, a
+    full disk) as one line that says which step the run had reached and which checkpoint it can
+    resume from: a checkpoint's (CheckpointError, naming the checkpoint), or another file's
+    (metrics, TensorBoard events, a best checkpoint's copy: an OSError or OutputError, naming
+    the object)."""
     complete = self.manager.complete_step
     kept = (
       f"the last complete checkpoint is {self.manager.directory}/{complete}"
@@ -276,7 +274,7 @@ class Trainer:
       return CheckpointError(f"{e}; {kept}")
     if isinstance(e, OSError):
       why = " ".join(str(e.strerror or e).split())[:300] or type(e).__name__
-      e = f"{e.filename or self.workdir}: cannot write ({why})"
+      e = f"{e.filename or self.workdir}: {why}"
     return OutputError(f"{e}; at step {self.at_step}, {kept}")
 
   def _global(self, local: dict) -> dict:

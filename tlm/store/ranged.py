@@ -166,8 +166,9 @@ class RangeReader:
         remote_retries.gave_up(failure)
         spent = time.monotonic() - began
         limit = f", the deadline (--storage_deadline_s={self.deadline_s:g})" if late else ""
+        times = "once" if retry == 1 else f"{retry} times"
         raise _Failed(
-          f"read of bytes [{start}, {end}) failed {retry} times in {spent:.1f} s{limit}; "
+          f"read of bytes [{start}, {end}) failed {times} in {spent:.1f} s{limit}; "
           f"the last: {_one_line(failure)}"
         )
       remote_retries.COUNTS.add("retries")

@@ -25,10 +25,11 @@ OBJECT = "gs://bucket/ssm/train/2014.tokens.bin"
 
 @pytest.fixture
 def remote(tmp_path, monkeypatch):
-  """The fixture store on gs://bucket/ssm behind the double, with a 1 s deadline."""
+  """The fixture store on gs://bucket/ssm behind the double, with a 2 s deadline (a request has
+  a quarter of a second: enough on a loaded machine for what is answered at once)."""
   remote_store.install(str(tmp_path / "bucket-root"), latency_s=0.0)
   shutil.copytree(os.path.join(DATA, "ssm"), objstore.local_path("gs://bucket/ssm"))
-  monkeypatch.setenv(remote_clients.DEADLINE_ENV, "1")
+  monkeypatch.setenv(remote_clients.DEADLINE_ENV, "2")
   monkeypatch.setattr(remote_retries, "_UNREACHABLE", [False])
   remote_store.COUNTS.reset()
   yield
@@ -51,7 +52,7 @@ def test_a_black_holed_range_is_one_line_within_the_deadline(remote):
   message = str(err.value)
   assert message.startswith(f"{OBJECT}: read of bytes [100, 160) failed ") and "\n" not in message
   assert "; the last: no answer in " in message, message
-  assert 0.9 < took < 1.5, took  # the deadline, and not much after it
+  assert 1.9 < took < 2.6, took  # the deadline, and not much after it
   counts = _counts(before)
   # Each request timed out after an eighth of the deadline, then was retried: several times.
   assert counts["timeouts"] >= 3 and counts["retries"] == counts["timeouts"] - 1, counts

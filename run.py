@@ -107,6 +107,13 @@ flags.DEFINE_integer("max_subjects_per_relation", 1000, "build_templama: subject
 flags.DEFINE_enum("granularity", "year", ["year", "quarter", "month"], "build_templama: bucket.")
 flags.DEFINE_integer("seed", 0, "Seed for data builders and predict's sampling.")
 flags.DEFINE_float("scale", 1.0, "build_world: size of the synthetic world.")
+# Object stores (tlm/remote_clients.py).
+flags.DEFINE_float(
+  "storage_deadline_s",
+  None,
+  "gs://: the longest one ranged read may take, retries included, before it fails in one line "
+  "(default 120; each request gets an eighth of it).",
+)
 # Multi-host (otherwise taken from the cluster environment, if any).
 flags.DEFINE_string("coordinator_address", None, "jax.distributed coordinator host:port.")
 flags.DEFINE_integer("num_processes", None, "jax.distributed number of processes.")
@@ -154,6 +161,14 @@ def main(argv):
   if not FLAGS.verbose:
     logging.set_verbosity(logging.WARNING)
 
+  from tlm import remote_clients
+
+  try:
+    # Before the mode's modules are imported: the object-store clients read some of it then.
+    remote_clients.configure(FLAGS.storage_deadline_s, verbose=FLAGS.verbose)
+  except UserError as e:
+    print(f"error: {e}", file=sys.stderr)
+    sys.exit(1)
   module_name, function_name = MODES[FLAGS.mode].split(":")
   fn = getattr(importlib.import_module(module_name), function_name)
   try:

@@ -17,7 +17,8 @@
   40th article of the world's news, its entities) and `SPIECE_MODEL` (the fixture vocabulary);
   `file_hashes` (every file under a directory with its SHA-256), `fail_on_call` (a function
   that raises `Crash`, a lost worker, on one call), `beam_or_skip` and `BEAM_MULTI_PROCESS`
-  (Beam's runner in multi-process mode, every bundle run twice);
+  (Beam's runner in multi-process mode, every bundle run twice), `gcs_or_skip` (gcsfs and the
+  GCS emulator);
 - processes: `subprocess_env` and `run_fixture` (a child python on simulated CPU devices),
   `free_port`, `train_command` / `tiny_train_argv`, `run_child`, `full_disk_training`, and
   `run_tlm` / `one_error` / `tree`: `run.py` as a user runs it, and the one-line error rule
@@ -327,6 +328,25 @@ def beam_or_skip():
 
   if os.environ.get("TLM_REQUIRE_BEAM") != "1":  # .ci/run's Beam environment sets it
     pytest.importorskip("apache_beam")
+
+
+def gcs_or_skip():
+  """Skips the calling test module where gcsfs or the GCS emulator is missing, unless the
+  environment requires them (.ci/run's GCS step sets TLM_REQUIRE_GCS=1)."""
+  import importlib.util
+
+  import pytest
+
+  if os.environ.get("TLM_REQUIRE_GCS") == "1":
+    return
+  # Looked for, not imported: gcsfs chooses its class when imported, after tlm's settings.
+  missing = [p for p in ("gcsfs", "gcp_storage_emulator") if importlib.util.find_spec(p) is None]
+  if missing:
+    pytest.skip(
+      f"gs:// through the real clients needs {', '.join(missing)} (pip install -r "
+      "requirements-gcs.txt)",
+      allow_module_level=True,
+    )
 
 
 # Beam's DirectRunner in multi-process mode, every bundle run twice. Beam 2.77's DirectRunner

@@ -12,8 +12,9 @@ what a pod pays for reading it, as gcsfs does it:
 - each request takes `LATENCY_S` (set by `install`) before its bytes come back.
 
 `inject(fn)` makes requests fail: `fn(key, start, end)` returns None (served), an exception to
-raise, or an int: the number of bytes to return (a short read). `COUNTS` holds the requests
-and bytes served since `reset()`.
+raise, an int: the number of bytes to return (a short read), or `HANG`: no answer (the request
+waits until `inject` is called again, or a minute). `COUNTS` holds the requests and bytes
+served since `reset()`.
 
 Usage: `install(root, latency_s=0.075)`; `python tests/remote_store.py ROOT MS run.py ...` runs
 a tlm command against it.
@@ -34,6 +35,8 @@ from tests import objstore  # noqa: E402
 
 MAX_CONNECTIONS = 100
 BLOCK_SIZE = 5 * 2**20
+HANG = "hang"  # what an injected failure returns for a request never answered
+_RELEASE = threading.Event()  # set: the hanging requests end
 
 
 class Counts:
@@ -96,6 +99,10 @@ class RemoteFS(objstore.ObjectStoreFS):
       start = 0 if start is None else (start + size if start < 0 else start)
       end = size if end is None else (end + size if end < 0 else min(end, size))
       fail = self.FAIL(key, start, end) if self.FAIL else None
+      if fail == HANG:
+        COUNTS.add(0)
+        _RELEASE.wait(60)
+        raise TimeoutError(f"{path}: no answer (tests/remote_store.py HANG)")
       if isinstance(fail, BaseException):
         COUNTS.add(0)
         raise fail
@@ -136,8 +143,10 @@ class RemoteFS(objstore.ObjectStoreFS):
 
 
 def inject(fn) -> None:
-  """Failures for the requests that follow (None: none)."""
+  """Failures for the requests that follow (None: none); requests left hanging end."""
   RemoteFS.FAIL = staticmethod(fn) if fn else None
+  _RELEASE.set()
+  _RELEASE.clear()
 
 
 def install(root: str, latency_s: float = 0.0) -> None:

@@ -657,7 +657,7 @@ def test_full_disk_during_training_is_one_line_error(tmpfs):
   # its newline yet: seen once in CI), so the message is found wherever it starts.
   expected = (
     f"error: {workdir}/checkpoints: cannot save checkpoint 4 (No space left on device); "
-    "nothing of it was kept"
+    "nothing of it was kept; no checkpoint was completed"
   )
   assert proc.stderr.count(expected) == 1, proc.stderr[-2000:]
   others = [line for line in proc.stderr.splitlines() if line.startswith("error: ")]

@@ -150,7 +150,8 @@ def test_path_keys_are_parsed_when_the_config_is_validated():
     (
       ["--mode=train", "--config=tiny_temporal", "--workdir=gs://bucket/run"],
       ("gcsfs",),
-      "--workdir=gs://bucket/run: gs:// needs the gcsfs package (pip install gcsfs)",
+      "--workdir=gs://bucket/run: gs:// needs the gcsfs package (pip install -r "
+      "requirements-gcs.txt)",
     ),
     (
       ["--mode=train", "--config=tiny_temporal", "--workdir=w", "--set=data.cache_dir=s3://b/c"],

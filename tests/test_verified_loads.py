@@ -233,7 +233,7 @@ def test_a_full_disk_while_training_prints_tlms_line_alone(tmpfs):
   # lines of them, one run in four after tlm's).
   assert _errors(proc) == [
     f"error: {workdir}/checkpoints: cannot save checkpoint 4 (No space left on device); "
-    "nothing of it was kept"
+    "nothing of it was kept; no checkpoint was completed"
   ], proc.stderr[-3000:]
   assert os.listdir(os.path.join(workdir, "checkpoints")) == []
 

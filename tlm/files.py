@@ -67,6 +67,17 @@ def _is_write_error(e: BaseException, tmp: str) -> bool:
 # instead of a full disk becoming a traceback.
 _TS_STATUS = re.compile(r"([A-Z]+(?:_[A-Z]+)*): ")
 _TS_ERRNO = re.compile(r"\[os_error_code='?(\d+)'?\]")
+# A request of tensorstore's object-store drivers that failed, wherever orbax or the zarr driver
+# wrapped it ("Error writing gs://b/x: ABORTED: All 6 retry attempts failed: CURL error ..."):
+# its retries ran out, the store cannot be reached or did not answer in time, the credentials
+# were refused, a quota.
+_TS_REMOTE = re.compile(
+  r"(?:^|: )(?:ABORTED|UNAVAILABLE|DEADLINE_EXCEEDED|PERMISSION_DENIED|UNAUTHENTICATED|"
+  r"RESOURCE_EXHAUSTED): "
+)
+# The HTTP and cloud client packages under fsspec's backends (gcsfs: aiohttp): their failure
+# to reach the store, raised through orbax's own file operations.
+_CLIENT_PACKAGES = frozenset({"aiohttp", "requests", "urllib3", "google", "botocore", "gcsfs"})
 
 
 def tensorstore_status(e: BaseException) -> tuple[str, int | None] | None:
@@ -90,18 +101,30 @@ def tensorstore_one_line(e: BaseException) -> str:
   return f"{type(e).__name__}: {text}" if text else type(e).__name__
 
 
+def _one_line(text: str, limit: int = 300) -> str:
+  text = " ".join(text.split())
+  return text if len(text) <= limit else text[: limit - 3] + "..."
+
+
 def io_error_reason(e: BaseException) -> str | None:
   """Why a write failed, e.g. "No space left on device", if `e` is a failed file operation.
 
   Recognises OSError, the ValueError tensorstore (and orbax through it) raises for one
-  (`tensorstore_status`), and a tlm error that reports one (its `reason`); None for anything
-  else (a bug, a mismatched tree).
+  (`tensorstore_status`), a request of tensorstore's to an object store that failed (named
+  with its object: "Error writing gs://b/x: ABORTED: All 6 retry attempts failed: ..."), an
+  HTTP client's failure to reach the store, and a tlm error that reports one (its `reason`);
+  None for anything else (a bug, a mismatched tree). One line.
   """
   if isinstance(e, OSError):
-    return e.strerror or str(e)
+    return _one_line(e.strerror or str(e)) or type(e).__name__
   if isinstance(e, UserError):
     return getattr(e, "reason", None)
+  if type(e).__module__.split(".")[0] in _CLIENT_PACKAGES:
+    return _one_line(f"{type(e).__name__}: {e}")
   status = tensorstore_status(e)
+  text = str(e).split(" [tensorstore_spec=")[0]
+  if type(e) is ValueError and _TS_REMOTE.search(text) and re.search(r"\b(?:gs|s3)://", text):
+    return tensorstore_one_line(e).removeprefix("ValueError: ")
   if status is None:
     return None
   code, number = status

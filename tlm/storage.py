@@ -44,6 +44,7 @@ import time
 from collections.abc import Iterator
 from typing import IO, Any
 
+from tlm import remote_clients, remote_retries
 from tlm.errors import UserError
 
 # Written last into a directory committed by `tlm.files.atomic_output_dir` on an object store
@@ -65,13 +66,25 @@ _NAME_MAX, _PATH_MAX = 255, 4095
 LEASE_SETTLE_S = 2.0
 
 
-# The HTTP and cloud client libraries under the fsspec backends. Their transport failures (no
-# network, a name that does not resolve, missing credentials) are not OSError, unlike the
-# backends' own errors (gcsfs's HttpError, huggingface_hub's HfHubHTTPError, aiohttp's
-# connection errors are): `_store_errors` makes them one, the class every caller of these
-# helpers handles. Anything else (tlm's own bugs included) passes unchanged.
+# The fsspec backends and the HTTP and cloud client libraries under them. Their failures (no
+# network, a name that does not resolve, missing credentials, an HTTP status: gcsfs's HttpError)
+# are not OSError, or are OSErrors that name no path (aiohttp's connection errors):
+# `_store_errors` makes them an OSError naming the path, the class every caller of these
+# helpers handles; an OSError of the backend without a path (gcsfs's 403, "Forbidden: URL")
+# gets the path. Anything else (tlm's own bugs included) passes unchanged.
 _TRANSPORT_PACKAGES = frozenset(
-  ("httpx", "httpx2", "httpcore", "requests", "urllib3", "aiohttp", "botocore", "google", "azure")
+  (
+    "httpx",
+    "httpx2",
+    "httpcore",
+    "requests",
+    "urllib3",
+    "aiohttp",
+    "botocore",
+    "google",
+    "azure",
+    "gcsfs",
+  )
 )
 
 
@@ -85,7 +98,12 @@ def _store_errors(fn):
       return fn(path, *args, **kwargs)
     except Exception as e:
       package = type(e).__module__.split(".")[0]
-      if isinstance(e, OSError) or package not in _TRANSPORT_PACKAGES:
+      if package not in _TRANSPORT_PACKAGES:
+        if type(e) is OSError and e.filename is None:  # gcsfs's 403: "Forbidden: URL\nwhy"
+          text = " ".join(str(e).split())[:300]
+          if text.startswith("Forbidden"):
+            raise PermissionError(errno.EACCES, text, os.fspath(path)) from None
+          raise OSError(e.errno or errno.EIO, text, os.fspath(path)) from None
         raise
       detail = " ".join(str(e).split())[:200]
       raise OSError(
@@ -266,6 +284,8 @@ def parse(text: str, name: str) -> Location:
   if any(part in ("", ".", "..") for part in parts):
     raise UserError(f"{where}: an object key cannot hold an empty, . or .. component")
   _require_filesystem(found, where)
+  # Before any client of the store is made, orbax's own included.
+  _prepare_clients()
   return Location("/".join([f"{found}://{bucket}", *parts]), found)
 
 
@@ -311,7 +331,9 @@ def _require_filesystem(found: str, where: str) -> None:
   # Found without being imported: gcsfs and its kin take seconds to import.
   if package and importlib.util.find_spec(package) is not None:
     return
-  raise UserError(f"{where}: {found}:// needs the {package} package (pip install {package})")
+  # gcsfs with what it talks HTTP with, pinned to the versions tested.
+  how = "pip install -r requirements-gcs.txt" if package == "gcsfs" else f"pip install {package}"
+  raise UserError(f"{where}: {found}:// needs the {package} package ({how})")
 
 
 # A path argument of the helpers below: a Location (dispatched on as it is) or, for
@@ -340,6 +362,7 @@ def epath_of(path: PathArg):
   """`etils.epath.Path` of a remote path (imported lazily: numpy-only modes stay light)."""
   from etils import epath
 
+  _prepare_clients()
   return epath.Path(str(path))
 
 
@@ -539,10 +562,8 @@ def create_exclusive(path: PathArg, content: str) -> bool:
   written, left `LEASE_SETTLE_S` for a concurrent writer's object to land, and read back:
   ours only if it still holds our content (which carries a unique token).
   """
-  import fsspec
-
   path = location(path)
-  fs, key = fsspec.core.url_to_fs(str(path))
+  fs, key = filesystem(path)
   try:
     with fs.open(key, "xb") as f:
       f.write(content.encode("utf-8"))
@@ -557,6 +578,21 @@ def create_exclusive(path: PathArg, content: str) -> bool:
   write_object(path, content.encode("utf-8"))
   time.sleep(LEASE_SETTLE_S)
   return _holds(path, content)
+
+
+def filesystem(path: PathArg):
+  """(the fsspec filesystem of a remote path, the path's key in it), its client prepared."""
+  import fsspec
+
+  _prepare_clients()
+  return fsspec.core.url_to_fs(str(location(path)))
+
+
+def _prepare_clients() -> None:
+  """The clients' settings (`tlm.remote_clients`) and tlm's retries in gcsfs
+  (`tlm.remote_retries`), before a filesystem object of a remote path is made."""
+  remote_clients.prepare()
+  remote_retries.install_gcsfs()
 
 
 def _holds(path: Location, content: str) -> bool:

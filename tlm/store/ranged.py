@@ -1,35 +1,54 @@
-"""Byte ranges of one store file: `os.pread` locally, fsspec `cat_ranges` on an object store.
+"""Byte ranges of one store file: `os.pread` locally; on an object store, concurrent ranged
+requests, each range retried on its own until it is read whole or its deadline passes.
 
-On an object store (gcsfs: one GET per range, gathered concurrently on its event loop) a
-request can fail or come back short at any time (a reset connection, a 503 while the bucket
-ramps up). `RangeReader.read` retries the ranges that failed, and only those, with exponential
-backoff a bounded number of times: a transient failure costs a few tenths of a second and
-changes nothing in the bytes returned, so the batches are the same. A range that still fails is
-a `DataError` of one line naming the object and the byte range, raised before the step that
-needed it (the last checkpoint is untouched). A short read counts as a failure: an object
-store never returns part of a range that exists, so a short answer is a torn response or an
-object replaced while in use.
+On an object store (gcsfs: one GET per range, all of a read in flight at once on its event
+loop) a request can fail, come back short, or never come back at all. Each range of a
+`RangeReader.read` is requested until its bytes are all there, under tlm's retry policy
+(`tlm.remote_retries`: jittered backoff, at most `RETRIES` retries, no attempt begun past the
+deadline `tlm.remote_clients.deadline_s`, `--storage_deadline_s`, default 120 s; 403, 401, 404
+and 400 fail at once), each request timed out after an eighth of the deadline. A transient
+failure costs a few tenths of a second and changes nothing in the bytes returned, so the
+batches are the same. A range that still fails is a `DataError` of one line naming the object
+and the byte range, raised before the step that needed it (the last checkpoint is untouched),
+at the latest when its deadline passes. A short read counts as a failure: an object store never
+returns part of a range that exists, so a short answer is a torn response or an object replaced
+while in use. This loop is the only one around these requests: gcsfs is asked for single
+attempts (`tlm.remote_retries.own_retries`).
 
 A local file is read with `pread`; a short read there is the file having shrunk, which no
 retry mends: the caller's length checks report it.
 """
 
+import asyncio
+import functools
 import os
 import time
 from collections.abc import Sequence
+from concurrent.futures import ThreadPoolExecutor
 
-from tlm import storage
+from tlm import remote_clients, remote_retries, storage
 from tlm.errors import DataError
 
-# A few seconds of backoff in all (0.1 + 0.2 + ... + 1.6 s): GCS's guidance for 5xx and
-# connection resets is to retry with exponential backoff; longer outages are not transient.
-RETRIES = 5
-BACKOFF_S = 0.1
+RETRIES = remote_retries.RETRIES
+# Requests of one read in flight at once (the rest wait their turn without their clock
+# running): aiohttp's connection pool, which gcsfs keeps, holds 100.
+MAX_IN_FLIGHT = 100
 
 
 def _one_line(error: BaseException) -> str:
   text = " ".join(str(error).split()) or type(error).__name__
+  if isinstance(error, FileNotFoundError):  # gcsfs's holds only the request's URL
+    text = f"no such object: {text}"
   return text[:200]
+
+
+class _Failed(Exception):
+  """A range that will not be read: the one line of the DataError."""
+
+
+# Threads for a filesystem without an async API (the sync call runs there, its wait timed),
+# shared by the reads in flight at once (the prefetch's workers): made as needed.
+_SYNC_POOL = ThreadPoolExecutor(4 * MAX_IN_FLIGHT, thread_name_prefix="tlm-ranged")
 
 
 class RangeReader:
@@ -37,23 +56,28 @@ class RangeReader:
 
   Args:
     path: the file (a local path or a URL such as gs://bucket/key).
-    retries: attempts after the first for a failed or short remote range.
-    backoff_s: the wait before the first retry; doubled before each next one.
+    retries: at most this many retries of a failed, short or timed-out remote range (default
+      `RETRIES`).
+    deadline_s: a remote range fails once this long has passed since its read began (default
+      `tlm.remote_clients.deadline_s()`); each request times out after an eighth of it.
 
   Raises:
     DataError: a local file that cannot be opened.
   """
 
   def __init__(
-    self, path: storage.PathArg, *, retries: int = RETRIES, backoff_s: float = BACKOFF_S
+    self,
+    path: storage.PathArg,
+    *,
+    retries: int | None = None,
+    deadline_s: float | None = None,
   ):
     self.path = path = storage.location(path)
-    self.retries, self.backoff_s = retries, backoff_s
+    self.retries = RETRIES if retries is None else retries
+    self._deadline_s = deadline_s
     self._fd = self._fs = self._key = None
     if path.is_remote:
-      import fsspec
-
-      self._fs, self._key = fsspec.core.url_to_fs(str(path))
+      self._fs, self._key = storage.filesystem(path)
     else:
       try:
         self._fd = os.open(path, os.O_RDONLY)
@@ -64,43 +88,91 @@ class RangeReader:
   def remote(self) -> bool:
     return self._fs is not None
 
+  @property
+  def deadline_s(self) -> float:
+    return remote_clients.deadline_s() if self._deadline_s is None else self._deadline_s
+
   def read(self, starts: Sequence[int], ends: Sequence[int]) -> list[bytes]:
     """The bytes [start, end) of each range; remote ranges are fetched concurrently.
 
     Raises:
-      DataError: a remote range that failed or came back short `retries + 1` times, naming
-        the object and the range.
+      DataError: a remote range that could not be read (see the module docstring), naming the
+        object and the range.
     """
     starts, ends = [int(s) for s in starts], [int(e) for e in ends]
     if self._fd is not None:
       return [os.pread(self._fd, e - s, s) for s, e in zip(starts, ends)]
-    out: list = [None] * len(starts)
-    pending = list(range(len(starts)))
-    for attempt in range(self.retries + 1):
-      if attempt:
-        time.sleep(self.backoff_s * 2 ** (attempt - 1))
-      got = self._fs.cat_ranges(
-        [self._key] * len(pending),
-        [starts[i] for i in pending],
-        [ends[i] for i in pending],
-        on_error="return",
-      )
-      failed = []
-      for i, data in zip(pending, got):
-        if isinstance(data, (bytes, bytearray)) and len(data) == ends[i] - starts[i]:
-          out[i] = bytes(data)
+    if not starts:
+      return []
+    import fsspec.asyn
+
+    loop = self._fs.loop if getattr(self._fs, "async_impl", False) else fsspec.asyn.get_loop()
+    try:
+      return fsspec.asyn.sync(loop, self._read_all, starts, ends)
+    except _Failed as e:
+      raise DataError(str(e), self.path) from None
+
+  async def _read_all(self, starts: list[int], ends: list[int]) -> list[bytes]:
+    remote_retries.own_retries()  # gcsfs's requests of this read: one attempt each
+    deadline = time.monotonic() + self.deadline_s
+    slots = asyncio.Semaphore(MAX_IN_FLIGHT)
+    tasks = [
+      asyncio.ensure_future(self._range(s, e, deadline, slots)) for s, e in zip(starts, ends)
+    ]
+    try:
+      return list(await asyncio.gather(*tasks))
+    except BaseException:
+      # The first range that failed ends the read: the others' requests are not waited for.
+      for task in tasks:
+        task.cancel()
+      await asyncio.gather(*tasks, return_exceptions=True)
+      raise
+
+  async def _request(self, start: int, end: int) -> bytes:
+    if getattr(self._fs, "async_impl", False):
+      return await self._fs._cat_file(self._key, start=start, end=end)
+    call = functools.partial(self._fs.cat_file, self._key, start=start, end=end)
+    return await asyncio.get_running_loop().run_in_executor(_SYNC_POOL, call)
+
+  async def _range(self, start: int, end: int, deadline: float, slots) -> bytes:
+    """One range: requested until it is read whole, or a failure that no retry mends, or
+    `retries` retries, or the deadline."""
+    began, timeout = time.monotonic(), self.deadline_s / remote_clients.REQUESTS_PER_DEADLINE
+    retry = 0
+    while True:
+      async with slots:
+        wait = max(0.001, min(timeout, deadline - time.monotonic()))
+        sent = time.monotonic()
+        remote_retries.COUNTS.add("requests")
+        try:
+          data = await asyncio.wait_for(self._request(start, end), wait)
+        except Exception as e:
+          if remote_retries.is_timeout(e):
+            remote_retries.COUNTS.add("timeouts")
+            e = TimeoutError(f"no answer in {wait:.1f} s")
+          if not remote_retries.retriable(e):
+            what = f"read of bytes [{start}, {end}) failed ({_one_line(e)}); not retried"
+            raise _Failed(what) from None
+          failure = e
         else:
-          failed.append((i, data))
-      pending = [i for i, _ in failed]
-      if not pending:
-        return out
-    i, data = failed[0]
-    why = f"{len(data)} bytes returned" if isinstance(data, (bytes, bytearray)) else _one_line(data)
-    raise DataError(
-      f"read of bytes [{starts[i]}, {ends[i]}) failed {self.retries + 1} times ({why}); "
-      f"{len(failed)} of {len(starts)} ranges failed",
-      self.path,
-    )
+          if len(data) == end - start:
+            remote_retries.succeeded(sent)
+            return bytes(data)
+          failure = OSError(f"{len(data)} bytes returned")
+      retry += 1
+      pause = remote_retries.pause_s(retry, self.deadline_s)
+      late = time.monotonic() + pause >= deadline
+      if retry > self.retries or late or remote_retries.unreachable():
+        remote_retries.gave_up(failure)
+        spent = time.monotonic() - began
+        limit = f", the deadline (--storage_deadline_s={self.deadline_s:g})" if late else ""
+        times = "once" if retry == 1 else f"{retry} times"
+        raise _Failed(
+          f"read of bytes [{start}, {end}) failed {times} in {spent:.1f} s{limit}; "
+          f"the last: {_one_line(failure)}"
+        )
+      remote_retries.COUNTS.add("retries")
+      await asyncio.sleep(pause)
 
   def close(self) -> None:
     if self._fd is not None:

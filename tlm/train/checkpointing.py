@@ -41,12 +41,13 @@ from tlm import checksums, safe_read, storage
 from tlm.console import warn
 from tlm.errors import CheckpointError
 from tlm.files import io_error_reason
-from tlm.models.formats import orbax_failures
+from tlm.models.formats import orbax_failures, tensorstore_gcs
 from tlm.sharding.partitioning import place_params
 
 # orbax's background threads log the failure of a save with their tracebacks, which
 # `_io_errors` reports as one line: they stay off the terminal.
 orbax_failures.install()
+tensorstore_gcs.install()  # TensorStore's GCS retries bounded
 
 ITEMS = ("params", "opt_state", "data_state")
 # The file of the `data_state` item (orbax's JsonCheckpointHandler writes the JSON there).
@@ -90,7 +91,7 @@ class CheckpointManager:
     self._main = jax.process_index() == 0
     self._pending: int | None = None  # step being saved by orbax
     self._manifest: threading.Thread | None = None  # writing the previous step's checksums
-    self._manifest_error: BaseException | None = None
+    self._manifest_error: tuple[str, BaseException] | None = None  # (step dir, why)
     self._failed = False
     self._good: int | None = None  # cached `latest_step` (checking reads every file)
     self._set_aside = False
@@ -132,6 +133,12 @@ class CheckpointManager:
     return checksums.newest_good_step(
       self.directory, self._manager.all_steps(), ITEMS, inspect=data_state_problem
     )
+
+  @property
+  def complete_step(self) -> int | None:
+    """The newest checkpoint known complete (restored or saved by this run), without reading
+    the store (for a message after it failed); None if there is none."""
+    return self._good
 
   def all_steps(self) -> list[int]:
     """Steps of the complete checkpoints, ascending."""
@@ -216,17 +223,23 @@ class CheckpointManager:
     try:
       checksums.write_manifest(step_dir)
     except BaseException as e:  # re-raised by _join_manifest, in the training thread
-      if storage.isdir(step_dir):
-        self._manifest_error = e
+      try:
+        # A step orbax deleted meanwhile (train.keep_checkpoints) needs no manifest.
+        gone = not storage.isdir(step_dir)
+      except OSError:  # the store that failed the manifest
+        gone = False
+      if not gone:
+        self._manifest_error = (step_dir, e)
 
   def _join_manifest(self) -> None:
     if self._manifest is not None:
       self._manifest.join()
       self._manifest = None
-    error, self._manifest_error = self._manifest_error, None
-    if error is not None:
+    failed, self._manifest_error = self._manifest_error, None
+    if failed is not None:
+      step_dir, error = failed
       detail = io_error_reason(error) or f"{type(error).__name__}: {error}"
-      raise CheckpointError(f"{self.directory}: cannot write a checksum manifest ({detail})")
+      raise CheckpointError(f"{step_dir}: cannot write its checksum manifest ({detail})")
 
   @contextlib.contextmanager
   def _io_errors(self):
@@ -242,7 +255,7 @@ class CheckpointManager:
       # The first failed write is raised while orbax's other writers may still run: once they
       # have failed too (they do at once on a full disk), nothing writes into the step's
       # temporary directory while it is removed, and nothing of theirs is printed later.
-      orbax_failures.join_writers()
+      orbax_failures.stop_writers()
       if step is not None and not self.directory.is_remote:
         orbax_failures.settle(self.directory, prefix=f"{step}.orbax-checkpoint-tmp")
       if step is not None and self._main and storage.isdir(self.directory):
@@ -253,8 +266,11 @@ class CheckpointManager:
           if name.startswith(f"{step}.orbax-checkpoint-tmp") or remote and name == str(step):
             storage.rmtree(storage.join(self.directory, name))
       which = f"checkpoint {step}" if step is not None else "a checkpoint"
+      # On an object store the objects of the failed step are removed too, unless the store
+      # itself is what failed; uncommitted, they are skipped and replaced by a resumed run.
+      left = "committed" if self.directory.is_remote else "kept"
       raise CheckpointError(
-        f"{self.directory}: cannot save {which} ({detail}); nothing of it was kept"
+        f"{self.directory}: cannot save {which} ({detail}); nothing of it was {left}"
       ) from None
 
   def restore(self, step: int, abstract_params: Any, abstract_opt_state: Any):

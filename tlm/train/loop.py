@@ -21,6 +21,7 @@ is `tlm.train.step`.
   records of the data stream, checked on resume).
 """
 
+import contextlib
 import dataclasses
 import time
 from collections.abc import Callable, Sequence
@@ -33,7 +34,7 @@ from flax import linen as nn
 from tlm import configs, storage
 from tlm.configs import Config
 from tlm.console import log_line
-from tlm.errors import ConfigError, UserError
+from tlm.errors import CheckpointError, ConfigError, OutputError, UserError
 from tlm.files import absent_dirs, atomic_output_file, remove_empty_dirs, write_json
 from tlm.models.shapes import model_config, param_count
 from tlm.sharding import partitioning
@@ -224,6 +225,8 @@ class Trainer:
     self.profile = ProfileWindow(check_window(tc.profile_steps, tc.steps), self.workdir, self.main)
     self.best = None
     self.scalars = None
+    self.at_step = self.start
+    failed = True
     try:
       if self.train_step is not None:
         if tc.keep_best:
@@ -231,18 +234,52 @@ class Trainer:
         if self.main:
           eval_fields = ("eval_loss",) + fields_of(self.evaluators)
           self.scalars = ScalarWriter(self.workdir, self.start, self.log, eval_fields)
-      return self._loop(preemption)
+      result = self._loop(preemption)
+      failed = False
+    except (OSError, OutputError, CheckpointError) as e:  # a store gone, a disk full
+      raise self._write_failure(e) from None
     finally:
-      close_data = getattr(self.data, "close", None)
-      if close_data is not None:
-        close_data()  # its prefetching thread
-      preemption.close()
-      self.profile.stop()
-      if self.scalars is not None:
-        self.scalars.close()
-      if self.best is not None:
-        self.best.close()
-      self.manager.close()
+      self._close(preemption, quiet=failed)
+    return result
+
+  def _close(self, preemption: Preemption, quiet: bool) -> None:
+    """Ends what the run started: the pending save completed, the last events uploaded. After a
+    failure (`quiet`), what fails while closing (the store that made the run fail, say) is not
+    reported again: the run's error is the one line."""
+    close_data = getattr(self.data, "close", None)
+    closers = [close_data, preemption.close, self.profile.stop]  # the data: its prefetching
+    closers += [self.scalars and self.scalars.close, self.best and self.best.close]
+    closers.append(self.manager.close)
+    for close in closers:
+      if close is None:
+        continue
+      if not quiet:
+        try:
+          close()
+        except (OSError, OutputError, CheckpointError) as e:
+          raise self._write_failure(e) from None
+        continue
+      with contextlib.suppress(Exception):
+        close()
+
+  def _write_failure(self, e: Exception) -> UserError:
+    """A file operation of the run that failed (a write of the workdir, mostly: a store gone, a
+    full disk) as one line that says which step the run had reached and which checkpoint it can
+    resume from: a checkpoint's (CheckpointError, naming the checkpoint), or another file's
+    (metrics, TensorBoard events, a best checkpoint's copy: an OSError or OutputError, naming
+    the object)."""
+    complete = self.manager.complete_step
+    kept = (
+      f"the last complete checkpoint is {self.manager.directory}/{complete}"
+      if complete is not None
+      else "no checkpoint was completed"
+    )
+    if isinstance(e, CheckpointError):
+      return CheckpointError(f"{e}; {kept}")
+    if isinstance(e, OSError):
+      why = " ".join(str(e.strerror or e).split())[:300] or type(e).__name__
+      e = f"{e.filename or self.workdir}: {why}"
+    return OutputError(f"{e}; at step {self.at_step}, {kept}")
 
   def _global(self, local: dict) -> dict:
     return partitioning.global_batch(self.mesh, local, self.config.train.batch_size)
@@ -251,6 +288,7 @@ class Trainer:
     tc = self.config.train
     run = _Run(last_saved=self.manager.latest_step())
     for step in range(self.start, tc.steps):
+      self.at_step = step + 1  # as the progress lines count
       if preemption.reached(step):
         self._preempt(run, step)
       self._step(run, step)

@@ -5,7 +5,10 @@ records a resumed run keeps.
 A record is written at every log boundary (`train.log_every`, every eval, the last step) by
 `tlm.train.loop.Trainer`; its loss, z-loss and accuracy are per real target token over the
 steps since the previous record, the other fields as named (`input_wait_share`: the share of
-the window's time the loop spent waiting for its input batches).
+the window's time the loop spent waiting for its input batches; `store_retries`,
+`store_timeouts`, `store_slow_requests`: this process's requests to an object store in the
+window that were retried, got no answer in time, or were answered after more than
+`tlm.remote_retries.SLOW_S`; all 0 on local disk).
 """
 
 import dataclasses
@@ -13,7 +16,7 @@ import json
 import time
 from collections.abc import Sequence
 
-from tlm import configs, storage
+from tlm import configs, remote_retries, storage
 from tlm.console import notice, warn
 from tlm.files import write_jsonl
 from tlm.train.evaluators import Evaluator, fields_of
@@ -29,8 +32,17 @@ TRAIN_FIELDS = (
   "seconds_per_step",
   "grad_norm",
   "input_wait_share",
+  "store_retries",
+  "store_timeouts",
+  "store_slow_requests",
   "mfu",
 )
+# metrics.jsonl field <- `tlm.remote_retries.COUNTS` field: the window's difference.
+_STORE_FIELDS = {
+  "store_retries": "retries",
+  "store_timeouts": "timeouts",
+  "store_slow_requests": "slow",
+}
 
 
 def logged_fields(tc: configs.TrainConfig, evaluators: Sequence[Evaluator] = ()) -> tuple[str, ...]:
@@ -61,6 +73,7 @@ class Window:
   learning_rate: float = 0.0
   input_wait: float = 0.0  # seconds the loop waited for its batches
   start: float = dataclasses.field(default_factory=time.perf_counter)
+  store: dict = dataclasses.field(default_factory=remote_retries.COUNTS.snapshot)  # at start
 
   def add(self, m: dict) -> None:
     """Adds one step's fetched metrics."""
@@ -85,7 +98,11 @@ class Window:
       "seconds_per_step": elapsed / max(self.steps, 1),
       "grad_norm": self.grad_norm / max(self.steps, 1),
       "input_wait_share": self.input_wait / max(elapsed, 1e-9),
-    }
+    } | self._store_counts()
+
+  def _store_counts(self) -> dict:
+    now = remote_retries.COUNTS.snapshot()
+    return {field: now[key] - self.store[key] for field, key in _STORE_FIELDS.items()}
 
 
 def progress_line(
@@ -98,6 +115,8 @@ def progress_line(
   extra += "".join(f" {k} {100 * record[k]:.1f}" for k in percent if k in record)
   utilisation = f" MFU {100 * record['mfu']:.1f}%" if "mfu" in record else ""
   best = f" (best {best_metric})" if "best_step" in record else ""
+  if record.get("store_retries") or record.get("store_slow_requests"):  # the store had trouble
+    extra += f" store retries {record['store_retries']} slow {record['store_slow_requests']}"
   return (
     f"step {record['step']}/{steps} loss {record['loss']:.4f}{extra}{best} "
     f"lr {record['learning_rate']:.3g} {record['tokens_per_second']:,.0f} tokens/s"

@@ -37,6 +37,7 @@ import os
 import sys
 import threading
 import time
+import warnings
 
 from tlm.files import io_error_reason
 
@@ -143,7 +144,41 @@ def join_writers(timeout: float = 60.0) -> None:
   for thread in threading.enumerate():
     kind = type(thread)
     if kind.__module__.startswith("orbax.") and kind.__name__ == "_SignalingThread":
-      thread.join(max(0.0, deadline - time.monotonic()))
+      # orbax's join raises the thread's failure, or CancelledError for one `stop_writers`
+      # stopped: the failure is the caller's to report, once.
+      with contextlib.suppress(Exception):
+        thread.join(max(0.0, deadline - time.monotonic()))
+
+
+def stop_writers(timeout: float = 60.0) -> None:
+  """After a save failed: stops orbax's writer threads that are left, then waits for them
+  (`join_writers`).
+
+  Orbax's writer threads (`_SignalingThread`) wait for each other through signals: one waits
+  until the threads it depends on have signalled their part done. A thread that failed never
+  signals, so those waiting for it would wait out orbax's coordination timeout (300 s), and
+  the process, which cannot exit while they run, with them: on an object store, whose failure
+  stops a write half-way, that is what a failed save looked like (minutes of silence after the
+  error). Each thread still running is cancelled (orbax's own `cancel`: a thread that has not
+  begun its work will not begin it; one at work has its task cancelled) and the signals it
+  waits for are set, so that it wakes, sees itself cancelled and ends.
+  """
+  try:
+    from orbax.checkpoint._src.futures import future
+  except ImportError:  # another orbax: only waited for
+    future = None
+  # The coroutine of a thread stopped before it began, made when orbax made the thread, is
+  # collected unrun: Python's "coroutine ... was never awaited" at exit is about those.
+  warnings.filterwarnings("ignore", r"coroutine '.*' was never awaited", RuntimeWarning)
+  for thread in threading.enumerate():
+    kind = type(thread)
+    if not (kind.__module__.startswith("orbax.") and kind.__name__ == "_SignalingThread"):
+      continue
+    with contextlib.suppress(Exception):
+      thread.cancel()
+      if future is not None:
+        future.set_signals(thread._receive_signals, operation_id=thread._operation_id)
+  join_writers(timeout)
 
 
 def _snapshot(directory: str, prefix: str) -> set:

@@ -17,7 +17,7 @@ import orbax.checkpoint as ocp
 from tlm import storage
 from tlm.errors import CheckpointError
 from tlm.files import io_error_reason, tensorstore_one_line
-from tlm.models.formats import orbax_failures
+from tlm.models.formats import orbax_failures, tensorstore_gcs
 
 # The step's metadata file of orbax's layout (orbax 0.12.8: `_STEP_METADATA_FILENAME`, private).
 _STEP_METADATA = "_CHECKPOINT_METADATA"
@@ -46,6 +46,7 @@ class _ItemMetadataFilter(logging.Filter):
 
 logging.getLogger("absl").addFilter(_ItemMetadataFilter())
 orbax_failures.install()  # a failed save is reported once, as tlm's one line
+tensorstore_gcs.install()  # TensorStore's GCS retries bounded
 
 
 def _keys(tree) -> dict[str, object]:
@@ -74,7 +75,7 @@ def save(directory: str, params) -> None:
     ocp.PyTreeCheckpointer().save(directory, params)
   except Exception as e:  # orbax/tensorstore raise many types; all mean "not saved"
     # Nothing may still be writing there while the caller removes what is left.
-    orbax_failures.join_writers()
+    orbax_failures.stop_writers()
     if not storage.is_remote(directory):  # orbax writes into `directory` + a temporary suffix
       orbax_failures.settle(*os.path.split(directory))
     error = CheckpointError(f"{directory}: cannot save parameters ({tensorstore_one_line(e)})")

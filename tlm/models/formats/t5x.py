@@ -231,11 +231,12 @@ def read_orbax(step_dir: str, subtree: str = "target") -> dict[str, np.ndarray]:
   import jax
   import orbax.checkpoint as ocp
 
-  from tlm.models.formats import orbax_failures
+  from tlm.models.formats import orbax_failures, tensorstore_gcs
 
   # A failed read leaves TensorStore reads of the other arrays in flight; their callbacks,
   # reaching the event loop Orbax has closed, would print tracebacks after tlm's one line.
   orbax_failures.install()
+  tensorstore_gcs.install()
   # Absolute: Orbax resolves a relative directory elsewhere and finds no tree in it.
   directory = storage.abspath(storage.join(step_dir, ORBAX_ITEM))
   meta_file = storage.join(directory, _ORBAX_METADATA)

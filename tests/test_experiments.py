@@ -419,7 +419,7 @@ def test_check_equal_against_itself_and_finds_an_altered_prediction(
   results are the fixture's, in a copy): against a copy of its own files, as docs/results
   holds them (no results/ folder), every model is equal and both environments are the run's;
   with one Temporal prediction altered, the mode names Temporal alone and fails."""
-  from tlm.cli import experiments as cli
+  from tlm.cli import experiment_modes as cli
   from tlm.errors import UserError
   from tlm.miniature import reproduce
 

@@ -382,6 +382,7 @@ def test_writing_modes_take_the_lock_before_any_work(tmp_path):
     set=[],
     data=str(tmp_path),
     dry_run=False,
+    check="",
     coordinator_address=None,
     num_processes=None,
     process_id=None,

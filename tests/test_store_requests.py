@@ -18,7 +18,7 @@ from tests.helpers import DATA, run_tlm
 from tlm import remote_clients, remote_retries
 from tlm.errors import DataError
 from tlm.store.ranged import RangeReader
-from tlm.train.records import Window
+from tlm.train.run_records import Window
 
 OBJECT = "gs://bucket/ssm/train/2014.tokens.bin"
 

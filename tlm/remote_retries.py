@@ -26,7 +26,7 @@ that comes back within it is not taken for gone.)
 
 `COUNTS` counts this process's requests, their retries, timeouts (no answer in time) and slow
 answers (after more than `SLOW_S`); the train loop writes them to metrics.jsonl
-(`tlm.train.records`).
+(`tlm.train.run_records`).
 """
 
 import asyncio

@@ -69,7 +69,9 @@ def test_403_and_404_are_not_retried(remote, error):
   assert _counts(before)["requests"] == 1 and remote_store.COUNTS.snapshot()["requests"] == 1
 
 
-def test_transient_failures_are_retried_at_most_retries_times(remote):
+def test_transient_failures_are_retried_at_most_retries_times(remote, monkeypatch):
+  # The waits themselves are tested below (test_waits_are_jittered_and_bounded): none here.
+  monkeypatch.setattr(remote_retries, "pause_s", lambda retry, deadline_s: 0.0)
   failures = []
 
   def flaky(key, start, end):

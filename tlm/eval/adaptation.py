@@ -28,12 +28,15 @@ from collections.abc import Mapping, Sequence
 from tlm import configs, storage
 from tlm.configs import Config
 from tlm.configs.years import FUTURE_SLICE, TRAIN_SLICE
-from tlm.errors import ConfigError
+from tlm.errors import ConfigError, DataError
 from tlm.eval import experiments, figures
 from tlm.eval.results import has_news, news_f1, news_f1_by_year, templama_f1, templama_f1_by_year
 from tlm.files import write_json
 from tlm.infer.trained_models import load_model, require_model
+from tlm.safe_read import read_json
 
+# A kept point of the curve: one evaluation's F1 by slice, a few hundred bytes.
+MAX_CURVE_BYTES = 1 << 20
 # (source, slice) pairs on which an adapted model must reach the retrained one to match it.
 MATCH_SLICES = (
   ("templama", FUTURE_SLICE),
@@ -154,12 +157,28 @@ def adapt(config: Config, workdir: str, log=print, data=None) -> dict:
     points = max(1, a.eval_points) if math.isclose(alpha, a.match_alpha) else 1
     for k in range(1, points + 1):
       steps = round(a.steps * k / points)
+      # A point of the curve is evaluated when the run stands at its step, and kept: a rerun
+      # (the run already adapted further) reads it instead of evaluating the later model.
+      kept = storage.join(path, "results", f"curve_step={steps}.json")
+      if points > 1 and k < points and storage.isfile(kept):
+        out["curve"][steps] = read_json(
+          kept, MAX_CURVE_BYTES, error=DataError, what="a curve point"
+        )
+        continue
       log(f"adapting {config.name} with alpha={alpha:g}: to step {steps} of {a.steps}")
       adapted = adapted_config(config, alpha, workdir, steps)
-      train(adapted, path, evaluators=during_training.evaluators(adapted), log=log)
+      trained = train(adapted, path, evaluators=during_training.evaluators(adapted), log=log)
+      if trained.get("from_step", 0) > steps:
+        raise DataError(
+          f"trained to step {trained['from_step']}, past the curve's step {steps}, whose "
+          f"evaluation is not kept ({kept}): remove the directory to adapt it again",
+          path,
+        )
       result = evaluate(path, f"{config.name} alpha={alpha:g} step {steps}")
       if points > 1:
         out["curve"][steps] = result
+        if experiments.writes_results():
+          write_json(kept, result)
     out["alphas"][f"{alpha:g}"] = result
   retrain = retrained_config(config)
   start = retrain.model.init_checkpoint or "random initialisation"

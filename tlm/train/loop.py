@@ -214,7 +214,9 @@ class Trainer:
     """Trains from the restored step to `train.steps`.
 
     Returns:
-      {"step", "loss" (last logged), "eval_loss" (last, or None), "parameters", "workdir"}.
+      {"step", "from_step" (the step it started or resumed from: above "step" when the workdir
+      was trained further before, and nothing ran), "loss" (last logged), "eval_loss" (last, or
+      None), "parameters", "workdir"}.
 
     Raises:
       NonFiniteLossError: the loss became NaN/inf (nothing saved after the last good step).
@@ -317,7 +319,13 @@ class Trainer:
     self.manager.wait()
     if self.best is not None:
       self.best.wait()
-    return {"step": tc.steps, "parameters": self.parameters, "workdir": self.workdir, **run.last}
+    return {
+      "step": tc.steps,
+      "from_step": self.start,
+      "parameters": self.parameters,
+      "workdir": self.workdir,
+      **run.last,
+    }
 
   # ---- the loop's sections ---------------------------------------------------------------
 

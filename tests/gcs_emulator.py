@@ -21,6 +21,8 @@ Two additions of ours, test-only, in the emulator's process:
   served, or never be answered (status 0: a black hole); `hits()` says how many requests
   matched each rule, `clear()` drops them. For a revoked token, a full bucket, an outage of
   some objects, a request that never returns.
+- Files replaced whole on disk (the emulator rewrote its object index in place, and one killed
+  mid-write could not start again from what it left).
 - A listen backlog the clients' concurrency fits in (http.server's is 5: connections beyond it
   were dropped and retried by TCP after seconds).
 
@@ -150,7 +152,20 @@ def _serve(port: int, data_dir: str) -> None:
   # kernel drops the rest of the connections, which the clients' TCP then retries after 1, 3,
   # 7 s...: minutes of waiting. They wait in the backlog instead.
   http_server.HTTPServer.request_queue_size = 1024
+  from gcp_storage_emulator import storage
   from gcp_storage_emulator.handlers import objects
+
+  # On disk the emulator rewrites its index of every object (`.meta`) in place after each
+  # change: killed mid-write (the "store gone" test kills it), it left a torn index that it
+  # could not start from again. GCS never shows a torn object: each file is replaced whole.
+  def write_bytes(self, rel: str, content: bytes) -> None:
+    if self._use_memory:
+      return plain_write(self, rel, content)
+    plain_write(self, rel + ".tlm-partial", content)
+    os.replace(self._disk_path(rel + ".tlm-partial"), self._disk_path(rel))
+
+  plain_write = storage._FileStore.write_bytes
+  storage._FileStore.write_bytes = write_bytes
 
   media = objects.download
 

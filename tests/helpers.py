@@ -372,10 +372,19 @@ def subprocess_env(devices: int, cache_dir: str | None = None) -> dict:
     f"--xla_force_host_platform_device_count={devices} --xla_backend_optimization_level=0"
   )
   if cache_dir:
-    env["JAX_COMPILATION_CACHE_DIR"] = cache_dir
-    env["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"
-    env["JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES"] = "-1"
+    env.update(compilation_cache(cache_dir))
   return env
+
+
+def compilation_cache(directory: str) -> dict:
+  """The environment of a child's persistent compilation cache: the test run's own (set by
+  tests/conftest.py or the caller), so that a program compiled by one test is loaded by the
+  next whatever its module; `directory` where there is none. Every program is cached."""
+  return {
+    "JAX_COMPILATION_CACHE_DIR": os.environ.get("JAX_COMPILATION_CACHE_DIR") or directory,
+    "JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS": "0",
+    "JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES": "-1",
+  }
 
 
 def run_fixture(script: str, devices: int, *args) -> None:
@@ -398,9 +407,7 @@ def environment(devices, cache):
   env["XLA_FLAGS"] = (
     f"--xla_force_host_platform_device_count={devices} --xla_backend_optimization_level=0"
   )
-  env["JAX_COMPILATION_CACHE_DIR"] = cache
-  env["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"
-  env["JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES"] = "-1"
+  env.update(compilation_cache(cache))
   return env
 
 

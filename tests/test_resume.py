@@ -14,7 +14,7 @@ import numpy as np
 import orbax.checkpoint as ocp
 import pytest
 
-from tests.helpers import train_command
+from tests.helpers import compilation_cache, train_command
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 STEPS = 20
@@ -28,9 +28,7 @@ def env(tmp_path_factory):
   e["JAX_PLATFORMS"] = "cpu"
   e["XLA_FLAGS"] = "--xla_force_host_platform_device_count=1 --xla_backend_optimization_level=0"
   # The runs compile the same programs: share them through JAX's persistent cache.
-  e["JAX_COMPILATION_CACHE_DIR"] = str(tmp_path_factory.mktemp("jax_cache"))
-  e["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"
-  e["JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES"] = "-1"
+  e.update(compilation_cache(str(tmp_path_factory.mktemp("jax_cache"))))
   return e
 
 

@@ -18,7 +18,7 @@ import numpy as np
 import pytest
 
 from tests import objstore
-from tests.helpers import DATA, FIXTURE_DATA_SETS
+from tests.helpers import DATA, FIXTURE_DATA_SETS, compilation_cache
 from tlm import checksums, files, line_files, storage
 from tlm.errors import OutputError, UserError
 from tlm.workdir_lock import LOCK_NAME, LockedError, WorkdirLock
@@ -320,9 +320,7 @@ def _env(cache):
   e = dict(os.environ)
   e["JAX_PLATFORMS"] = "cpu"
   e["XLA_FLAGS"] = "--xla_force_host_platform_device_count=1 --xla_backend_optimization_level=0"
-  e["JAX_COMPILATION_CACHE_DIR"] = str(cache)
-  e["JAX_PERSISTENT_CACHE_MIN_COMPILE_TIME_SECS"] = "0"
-  e["JAX_PERSISTENT_CACHE_MIN_ENTRY_SIZE_BYTES"] = "-1"
+  e.update(compilation_cache(str(cache)))
   return e
 
 

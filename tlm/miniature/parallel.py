@@ -84,10 +84,12 @@ _KINDS = {"train": _train, "adapt": _adapt}
 
 
 def enable_compilation_cache(path: str) -> None:
-  """Programs of the same shapes (every expert, every chunk) compile once per machine."""
+  """Programs of the same shapes (every expert, every chunk) compile once per machine. A cache
+  chosen in the environment (`JAX_COMPILATION_CACHE_DIR`, read by jax at import, with its own
+  thresholds) is kept: a run's processes, and the test suite's, share that one."""
   import jax
 
-  if path:
+  if path and not os.environ.get("JAX_COMPILATION_CACHE_DIR"):
     jax.config.update("jax_compilation_cache_dir", path)
     jax.config.update("jax_persistent_cache_min_compile_time_secs", 1.0)
 

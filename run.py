@@ -107,6 +107,9 @@ flags.DEFINE_integer("max_subjects_per_relation", 1000, "build_templama: subject
 flags.DEFINE_enum("granularity", "year", ["year", "quarter", "month"], "build_templama: bucket.")
 flags.DEFINE_integer("seed", 0, "Seed for data builders and predict's sampling.")
 flags.DEFINE_float("scale", 1.0, "build_world: size of the synthetic world.")
+flags.DEFINE_integer(
+  "world_version", 4, "build_world: the world's version (4; 3, the results before 2026-12-07)."
+)
 # Object stores (tlm/remote_clients.py).
 flags.DEFINE_float(
   "storage_deadline_s",

@@ -357,3 +357,18 @@ def test_cli_names_the_out_of_range_key(tmp_path):
     "error: config key 'train.batch_size' must be >= 1, got 0"
   ]
   assert not (tmp_path / "w").exists()
+
+
+def test_world_versions_are_the_worlds_and_an_older_config_means_v3():
+  """`data.world_version` takes the synthetic world's versions; a config.json written before
+  the key existed had world v3, the only world then (`schema.ABSENT_MEANS`)."""
+  from tlm.configs import schema
+  from tlm.synthetic.settings import DEFAULT_VERSION, VERSIONS
+
+  assert schema.WORLD_VERSIONS == tuple(sorted(VERSIONS))
+  assert configs.get("tiny_temporal").data.world_version == DEFAULT_VERSION
+  old = configs.to_dict(configs.get("tiny_temporal"))
+  del old["data"]["world_version"]
+  assert configs.from_dict(old).data.world_version == 3
+  with pytest.raises(ConfigError, match="data.world_version' must be one of 3, 4"):
+    configs.override(configs.get("tiny_temporal"), ["data.world_version=2"])

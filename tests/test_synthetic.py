@@ -16,6 +16,7 @@ import re
 import subprocess
 import sys
 
+import numpy as np
 import pytest
 
 from tests.helpers import ROOT, TEMPLAMA, WINDOW, group, primaries, read_facts
@@ -71,6 +72,18 @@ def valid_in_year(fact, year):
 def small(tmp_path_factory):
   path = str(tmp_path_factory.mktemp("small") / "world")
   return path, synthetic.build_world(path, seed=0, scale=0.2)
+
+
+@pytest.fixture(scope="module")
+def small_v3(tmp_path_factory):
+  path = str(tmp_path_factory.mktemp("small_v3") / "world")
+  return path, synthetic.build_world(path, seed=0, scale=0.2, version=3)
+
+
+@pytest.fixture(scope="module")
+def full_v3(tmp_path_factory):
+  path = str(tmp_path_factory.mktemp("full_v3") / "world")
+  return path, synthetic.build_world(path, seed=0, scale=1.0, version=3)
 
 
 @pytest.fixture(scope="module")
@@ -236,8 +249,48 @@ def test_explicit_year_share_is_near_the_paper(full):
   assert 0.4 < same_year / with_year < 0.65
 
 
-def test_every_fact_of_a_year_is_stated_in_that_years_news(small):
+def test_world_v3_stays_byte_identical(tmp_path):
+  """`data.world_version=3` builds the files of the results committed before world v4, byte for
+  byte (the sha256 of seed 3 at scale 0.2, built by the code before versions existed)."""
+  import hashlib
+
+  path = str(tmp_path / "v3")
+  synthetic.build_world(path, seed=3, scale=0.2, version=3)
+  got = {k: hashlib.sha256(v).hexdigest()[:16] for k, v in files_of(path).items()}
+  assert got == WORLD_V3_S3_X02
+
+
+WORLD_V3_S3_X02 = {
+  "entities.tsv": "81eba8e0ba7867be",
+  "facts.tsv": "1b94a1626dff139b",
+  "future_relations/candidates/cities.txt": "02aa130192c37927",
+  "future_relations/candidates/countries.txt": "618ce48d0ddd07f9",
+  "future_relations/queries.jsonl": "f865c0d411b2bdf6",
+  "news.jsonl": "afe041af532e8777",
+  "pretrain/encyclopedia.jsonl": "e2b24a51fb9006f7",
+  "pretrain/generic.jsonl": "80d555d821006db2",
+  "spiece.model": "6874745c39912017",
+  "stats.json": "a7cef0cd80a7bfbb",
+}
+
+
+def test_v4_changes_the_text_only(small, tmp_path):
+  """World v4 has world v3's entities, facts and future-relations queries (the same seed)."""
   path, _ = small
+  v3 = str(tmp_path / "v3")
+  synthetic.build_world(v3, seed=0, scale=0.2, version=3)
+  a, b = files_of(path), files_of(v3)
+  for name in a:
+    if name.startswith(("entities", "facts", "future_relations")):
+      assert a[name] == b[name], name
+  assert a["news.jsonl"] != b["news.jsonl"]
+  assert json.loads(a["stats.json"])["world_version"] == 4
+  assert "world_version" not in json.loads(b["stats.json"])
+
+
+def test_every_fact_of_a_year_is_stated_in_that_years_news_in_v3(small_v3):
+  """World v3's floor (`min_mentions` = 3); world v4 has none (next test)."""
+  path, _ = small_v3
   names = read_entities(os.path.join(path, "entities.tsv"))
   facts = read_facts(os.path.join(path, "facts.tsv"))
   by_year = {y: [] for y in NEWS_YEARS}
@@ -443,10 +496,37 @@ def test_many_answers_change_inside_the_training_years(full):
   assert changing >= 110, changing
 
 
-def test_pretraining_corpora_have_no_news_sentence_and_no_year(full):
+def test_v4_states_facts_by_prominence_and_the_news_of_the_day():
+  """No floor: some (fact, year) pairs go unstated, more for little-known subjects; a fact is
+  stated most just after it begins."""
+  from tlm.synthetic.news import news_interval
+  from tlm.synthetic.world_records import day, year_of
+
+  world, docs = synthetic.generate(0, 0.5)
+  stated = {}
+  for d in docs:
+    for sent in d.sentences:
+      if sent.kind == "fact":
+        key = (sent.fact, year_of(d.date))
+        stated.setdefault(key, []).append(d.date - (sent.fact.start or -(10**9)))
+  unstated, weights = [], []
+  for f in world.facts:
+    for y in range(2010, 2019):
+      if news_interval(f, day(y), day(y, 12, 31)) is not None:
+        unstated.append((f, y) not in stated)
+        weights.append(world.entities[f.subject].weight)
+  unstated, weights = np.array(unstated), np.array(weights)
+  assert 0.05 < unstated.mean() < 0.5
+  assert weights[unstated].mean() < weights[~unstated].mean()
+  ages = np.concatenate([a for a in stated.values()])
+  recent = ages[(ages >= 0) & (ages < 365 * 4)]
+  assert (recent < 120).mean() > 3 * (120 / (365 * 4))  # the first months carry the most
+
+
+def test_pretraining_corpora_of_v3_have_no_news_sentence_and_no_year(full_v3):
   from tlm.data.salient_spans import split_sentences
 
-  path, _ = full
+  path, _ = full_v3
   news = set(_news_sentences(path))
   names = read_entities(os.path.join(path, "entities.tsv"))
   for corpus in ("generic", "encyclopedia"):
@@ -456,6 +536,41 @@ def test_pretraining_corpora_have_no_news_sentence_and_no_year(full):
     sentences = [s for t in texts for s in split_sentences(t)]
     assert sentences and not any(s in news for s in sentences), corpus
     assert not any(YEAR.search(s) for s in sentences), corpus
+
+
+def test_v4_start_reads_every_year_in_order_and_the_encyclopedia_histories(full):
+  """The generic corpus names every year of 2000-2035 next to its neighbours, in no news
+  sentence; the encyclopedia's histories give each ended tenure's years as the facts do."""
+  from tlm.data.salient_spans import split_sentences
+
+  path, _ = full
+  news = set(_news_sentences(path))
+  corpora = {}
+  for corpus in ("generic", "encyclopedia"):
+    with open(os.path.join(path, "pretrain", f"{corpus}.jsonl"), encoding="utf-8") as f:
+      corpora[corpus] = [s for line in f for s in split_sentences(json.loads(line)["text"])]
+    assert not any(s in news for s in corpora[corpus]), corpus
+  for year in range(2000, 2036):
+    near = [
+      s
+      for s in corpora["generic"]
+      if str(year) in s and re.search(rf"\b({year - 1}|{year + 1})\b", s)
+    ]
+    assert len(near) >= 5, year
+  names = read_entities(os.path.join(path, "entities.tsv"))
+  facts = read_facts(os.path.join(path, "facts.tsv"))
+  history = set(corpora["encyclopedia"])
+  ended = [
+    f
+    for fs in group(facts, "P54").values()
+    for f in primaries(fs)
+    if f["start"] and f["end"] and f["end"] <= datetime.date(2019, 12, 31)
+  ]
+  assert len(ended) > 20
+  for f in ended:
+    a, b = f["start"].year, f["end"].year
+    span = f"in {b}" if a == b else f"from {a} to {b}"
+    assert f"{names[f['s']]} was a player of the club {names[f['o']]} {span}." in history
 
 
 def test_generic_corpus_states_no_time_varying_fact(full):

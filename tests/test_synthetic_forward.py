@@ -272,9 +272,11 @@ def test_the_config_keys_switch_it_on_in_a_world_of_its_own(tmp_path):
   assert (base.data.forward_looking, base.data.forward_share) == ("off", 0.005)
   assert base.data.forward_share == synthetic.FORWARD_SHARE
   default = synthetic_cache_dir(base.data)
-  assert default.endswith("world-v3-s0-x1")  # the default world's cache is unchanged
+  assert default.endswith("world-v4-s0-x1")  # the default world's cache is unchanged
   on = configs.override(base, ["data.forward_looking=undated", "data.forward_share=0.01"])
-  assert synthetic_cache_dir(on.data).endswith("world-v3-s0-x1-fwd-undated-0.01")
+  assert synthetic_cache_dir(on.data).endswith("world-v4-s0-x1-fwd-undated-0.01")
+  v3 = configs.override(base, ["data.world_version=3"])
+  assert synthetic_cache_dir(v3.data).endswith("world-v3-s0-x1")
   for bad, why in (
     ("data.forward_looking=yes", "must be one of off, dated, undated"),
     ("data.forward_share=0", r"must be in \(0, 0.1\]"),

@@ -354,7 +354,7 @@ def _log(msg: str) -> None:
 
 def measure(seed: int, store_dir: str = "", log=_log) -> dict:
   t0 = time.perf_counter()
-  world, docs = world_lib.generate(seed)
+  world, docs = world_lib.generate(seed, version=3)  # world v3, as registered
   log(f"seed {seed}: world generated ({len(docs)} documents, {time.perf_counter() - t0:.1f}s)")
   return measure_world(world, docs, MAX_EXAMPLES, store_dir, lambda m: log(f"seed {seed}: {m}"))
 

@@ -1,4 +1,4 @@
-"""`python run.py --mode=build_world --output_dir=D [--seed=0 --scale=1.0]`.
+"""`python run.py --mode=build_world --output_dir=D [--seed=0 --scale=1.0 --world_version=4]`.
 
 Builds the embedded synthetic temporal world (tlm/synthetic/; docs/reproduction.md, "The
 synthetic world") and prints its headline counts, then the full counts as one JSON line.
@@ -16,7 +16,7 @@ def build_world(flags) -> dict:
   """Checks the flags, writes the world to `--output_dir` and prints its counts.
 
   Args:
-    flags: parsed absl flags with `output_dir`, `seed` and `scale`.
+    flags: parsed absl flags with `output_dir`, `seed`, `scale` and `world_version`.
 
   Returns:
     The counts returned by `tlm.synthetic.build_world`.
@@ -26,12 +26,15 @@ def build_world(flags) -> dict:
   # The ranges of the config keys these flags set (tlm.configs.schema says why).
   check_value("data.world_scale", flags.scale, "--scale")
   check_value("data.world_seed", flags.seed, "--seed")
+  check_value("data.world_version", flags.world_version, "--world_version")
   from tlm import synthetic
   from tlm.workdir_lock import WorkdirLock
 
   start = time.perf_counter()
   with WorkdirLock.beside(flags.output_dir, "build_world"):
-    counts = synthetic.build_world(flags.output_dir, seed=flags.seed, scale=flags.scale)
+    counts = synthetic.build_world(
+      flags.output_dir, seed=flags.seed, scale=flags.scale, version=flags.world_version
+    )
   seconds = time.perf_counter() - start
   for line in summary(counts, flags.output_dir, seconds):
     print(line)
@@ -51,7 +54,8 @@ def summary(counts: dict, output_dir: str, seconds: float) -> list[str]:
   )
   sets = ", ".join(f"{k} {n}" for k, n in counts["future_relations"].items())
   return [
-    f"synthetic world (seed {counts['seed']}, scale {counts['scale']}) written to {output_dir} "
+    f"synthetic world v{counts.get('world_version', 3)} (seed {counts['seed']}, scale "
+    f"{counts['scale']}) written to {output_dir} "
     f"in {seconds:.1f} s",
     f"entities: {counts['entities']} ({kinds})",
     f"facts: {counts['facts']} ({facts})",

@@ -16,6 +16,7 @@ from typing import Any
 
 from tlm import storage
 from tlm.configs.schema import (
+  ABSENT_MEANS,
   LOCAL_PATH_KEYS,
   MAX_BATCH_TOKENS,
   MAX_INT,
@@ -309,6 +310,10 @@ def from_dict(data: dict[str, Any]) -> Config:
       # A key added since the workdir was trained (absent from its config.json) takes its
       # default, so that older workdirs stay readable.
       typed = {k: _typed(f"{name}.{k}", value[k], h) for k, h in sub.items() if k in value}
+      for key, then in ABSENT_MEANS.items():  # ... unless it meant something else before
+        section, field = key.split(".")
+        if section == name and field not in value:
+          typed[field] = then
       kwargs[name] = hint(**typed)
     else:
       kwargs[name] = _typed(name, value, hint)

@@ -90,6 +90,10 @@ class DataConfig:
       instead of `ssm_dir` / `templama_dir`.
     world_seed: seed of the synthetic world.
     world_scale: size of the synthetic world (1.0 = the default miniature).
+    world_version: the synthetic world's version (`tlm.synthetic.settings.VERSIONS`): 4 (the
+      default: a start that reads years, coverage by salience, news that looks back) or 3 (the
+      world of the results committed before 2026-12-07). A config.json written before this key
+      existed means 3 (`ABSENT_MEANS`).
     forward_looking: the synthetic world's forward-looking news sentences
       (`tlm.synthetic.forward`): "off" (the default world), "dated" (a term ending in a
       later year, the year named: "X's contract with Y runs until 2021.") or "undated" (the
@@ -133,6 +137,7 @@ class DataConfig:
   synthetic: bool = True
   world_seed: int = 0
   world_scale: float = 1.0
+  world_version: int = 4
   forward_looking: str = "off"
   forward_share: float = 0.005
   cache_dir: str = ""
@@ -383,6 +388,12 @@ MAX_BEAM = 1024
 MAX_WORLD_SCALE = 1000.0
 # `data.forward_looking`: the synthetic world's forward-looking sentences, off or in one mode.
 FORWARD_LOOKING = ("off", "dated", "undated")
+# `data.world_version`: the synthetic world's versions (`tlm.synthetic.settings.VERSIONS`, which a
+# test compares with this; the configs never import the world).
+WORLD_VERSIONS = (3, 4)
+# Keys whose value before they existed was not their default: a config.json or a checkpoint's
+# data state written without the key had this value (world v3 was the only world).
+ABSENT_MEANS = {"data.world_version": 3}
 SAMPLERS = ("example", "block")
 # Every other integer (seeds aside): numpy and XLA hold shapes and counters in int64.
 MAX_INT = 2**63 - 1
@@ -416,6 +427,10 @@ RANGES: dict[str, tuple[str, Callable[[Any], bool]]] = {
   "data.sampler": (f"one of {', '.join(SAMPLERS)}", lambda v: v in SAMPLERS),
   # A row of 128 + 32 tokens holds at most 80 examples of one token each (EOS included).
   "data.block_draws": ("in [0, 256]", lambda v: 0 <= v <= 256),
+  "data.world_version": (
+    f"one of {', '.join(map(str, WORLD_VERSIONS))}",
+    lambda v: v in WORLD_VERSIONS,
+  ),
   "data.forward_looking": (
     f"one of {', '.join(FORWARD_LOOKING)}",
     lambda v: v in FORWARD_LOOKING,

@@ -85,7 +85,11 @@ def _build_once(dest: str, build: Callable[[str], None]) -> None:
 
 
 def ensure_synthetic_data(
-  directory: str, seed: int = 0, scale: float = 1.0, forward: tuple[str, float] | None = None
+  directory: str,
+  seed: int = 0,
+  scale: float = 1.0,
+  forward: tuple[str, float] | None = None,
+  version: int | None = None,
 ) -> SyntheticData:
   """Builds the synthetic world, its TempLAMA and its SSM data under `directory` if missing.
 
@@ -95,6 +99,7 @@ def ensure_synthetic_data(
     scale: the world's size.
     forward: (mode, share) of forward-looking news sentences (`tlm.synthetic.forward`),
       or None for the default world.
+    version: the world's version (`tlm.synthetic.settings.VERSIONS`); None, the default one.
 
   Returns:
     The paths of the parts.
@@ -114,6 +119,11 @@ def ensure_synthetic_data(
   wanted = {"seed": int(seed), "scale": float(scale)}
   if forward is not None:  # absent for the default world: its caches stay valid
     wanted["forward"] = {"mode": str(forward[0]), "share": float(forward[1])}
+  from tlm.synthetic.settings import DEFAULT_VERSION, UNRECORDED_VERSION
+
+  version = DEFAULT_VERSION if version is None else version
+  if version != UNRECORDED_VERSION:  # absent for world v3: its caches stay valid
+    wanted["version"] = int(version)
   parts = (paths.world_dir, paths.templama_dir, paths.news_ssm_dir)
   if not all(os.path.isdir(p) for p in parts):
     os.makedirs(directory, exist_ok=True)
@@ -132,7 +142,10 @@ def _build_world(out: str, params: dict) -> None:
   forward = params.get("forward")
   if forward is not None:
     forward = synthetic.ForwardSettings(forward["mode"], forward["share"])
-  synthetic.build_world(out, seed=params["seed"], scale=params["scale"], forward=forward)
+  version = params.get("version", synthetic.settings.UNRECORDED_VERSION)
+  synthetic.build_world(
+    out, seed=params["seed"], scale=params["scale"], forward=forward, version=version
+  )
   write_json(os.path.join(out, _BUILD_INFO), params)
 
 

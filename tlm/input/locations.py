@@ -32,18 +32,14 @@ class Sources:
   vocab_path: str
 
 
-# The synthetic world generator's version: part of the cache directory's name, so that a
-# world built by an older generator is never reused. v2: 2% template-worded fact sentences,
-# 20 subjects per relation, the pre-training corpora. v3: every year of 2000-2035 one whole
-# vocabulary piece (`settings.YEAR_PIECES`).
-WORLD_VERSION = 3
-
-
 def synthetic_cache_dir(data: DataConfig) -> str:
   """Where the synthetic world of (world_seed, world_scale[, forward-looking sentences]) is
   built."""
   root = os.path.expanduser(data.cache_dir or _DEFAULT_CACHE)
-  name = f"world-v{WORLD_VERSION}-s{data.world_seed}-x{data.world_scale:g}"
+  # The generator's version is part of the name, so that a world of another version is never
+  # reused (v2: 2% template-worded fact sentences, 20 subjects per relation, the pre-training
+  # corpora; v3: every year of 2000-2035 one whole vocabulary piece; v4: `data.world_version`).
+  name = f"world-v{data.world_version}-s{data.world_seed}-x{data.world_scale:g}"
   forward = forward_settings(data)
   if forward is not None:  # the default world's name is unchanged
     name += f"-fwd-{forward[0]}-{forward[1]:g}"
@@ -64,6 +60,7 @@ def synthetic_data(data: DataConfig) -> datasets.SyntheticData:
     seed=data.world_seed,
     scale=data.world_scale,
     forward=forward_settings(data),
+    version=data.world_version,
   )
 
 

@@ -15,7 +15,7 @@ import datetime
 
 import numpy as np
 
-from tlm.synthetic import templates
+from tlm.synthetic import coverage, templates
 from tlm.synthetic.settings import NewsSettings
 from tlm.synthetic.world_records import Fact, World, day, year_of
 
@@ -85,6 +85,9 @@ class Sentence:
   fact: Fact | None = None  # "fact": the fact it states, valid at the document date
   year: int | None = None  # "explicit_year", dated "forward": the year it names
   until: int | None = None  # "forward" (`forward.py`): the year the term it extends ends
+  # "past_future", and a new tenure's "fact" sentence naming the previous object (world v4):
+  # the fact of another time it names (not valid at the document date)
+  about: Fact | None = None
 
 
 @dataclasses.dataclass
@@ -244,9 +247,11 @@ class NewsWriter:
       return 2 + self.randint(10)
     raise KeyError(key)
 
-  def sentence(self, template: str, fields, kind: str, template_id: str, fact=None, year=None):
+  def sentence(
+    self, template: str, fields, kind: str, template_id: str, fact=None, year=None, about=None
+  ):
     text = template.format_map(fields)
-    return Sentence(text[0].upper() + text[1:], kind, template_id, fact, year)
+    return Sentence(text[0].upper() + text[1:], kind, template_id, fact, year, about=about)
 
   def key(self, fact: Fact) -> str:
     if fact.relation == "P159":
@@ -267,10 +272,31 @@ class NewsWriter:
       return self.sentence(templates.TEMPLAMA[rel], fields, "fact", f"{rel}:templama", fact)
     recent = fact.start is not None and 0 <= d - fact.start < 300
     if rel in templates.RECENT and recent and self.uniform() < self.settings.recent_phrasing_share:
+      previous = self.previous(fact) if self.settings.from_share > 0 else None
+      if previous is not None and self.uniform() < self.settings.from_share:
+        fields["p"] = self.entities[previous.obj].mention
+        fields.used.add(previous.obj)
+        template = templates.RECENT_FROM[rel]
+        return self.sentence(template, fields, "fact", f"{rel}:from", fact, about=previous)
       return self.sentence(templates.RECENT[rel], fields, "fact", f"{rel}:recent", fact)
     options = templates.FACT[self.key(fact)]
     i = self.randint(len(options))
     return self.sentence(options[i], fields, "fact", f"{self.key(fact)}:{i}", fact)
+
+  def previous(self, fact: Fact) -> Fact | None:
+    """The subject's object of the same relation that `fact` took over from: the primary fact
+    that ended last before `fact` started, within a year, or None."""
+    before = [
+      f
+      for f in self.by_subject.get(fact.subject, ())
+      if f.relation == fact.relation
+      and not f.secondary
+      and f.obj != fact.obj
+      and f.end is not None
+      and fact.start is not None
+      and 0 <= fact.start - f.end <= 365
+    ]
+    return max(before, key=lambda f: f.end) if before else None
 
   def distractor(self, topic: str, d: int) -> Sentence:
     area = _AREAS.get(self.category(topic), "general")
@@ -293,12 +319,9 @@ class NewsWriter:
     budget = settings.fact_sentences_first_year * settings.growth_per_year ** (
       year - settings.first_year
     )
-    extra = max(0, int(round(budget * self.world.scale)) - settings.min_mentions * len(valid))
-    weights = np.array([self.entities[f.subject].weight * (b - a + 1) for f, (a, b) in valid])
-    counts = settings.min_mentions + self.rng.multinomial(extra, weights / weights.sum())
+    days = coverage.mention_days(self.world, valid, budget * self.world.scale, settings, self.rng)
     requests: dict[str, list[tuple[int, int]]] = {}
-    for i, ((f, (a, b)), n) in enumerate(zip(valid, counts)):
-      dates = self.rng.integers(a, b + 1, size=int(n))
+    for i, ((f, _), dates) in enumerate(zip(valid, days)):
       requests.setdefault(f.subject, []).extend((int(x), i) for x in dates)
     pending = {subj: sorted(reqs) for subj, reqs in requests.items()}
     # Documents also report facts of linked subjects (a player's team, a city's country).
@@ -392,16 +415,32 @@ class NewsWriter:
     return past, future
 
   def past_future(self, topic: str, d: int) -> Sentence:
-    past, future = self.neighbours(topic, d)
-    options = [("past", f) for f in past[-1:]] + [("future", f) for f in future[:1]]
-    if not options:  # nothing changed around the topic: last year's host of some event
-      event = self.random_entity("event")
-      past, _ = self.neighbours(event, d)
-      options = [("past", past[0])]
-    tense, f = self.choice(options)
+    """The topic's previous or next object, no year ("X previously played for Y")."""
+    if self.settings.look_back_share > 0:
+      tense, f = self.looking(topic, d)
+    else:  # world v3: either neighbour of the topic, equally likely
+      past, future = self.neighbours(topic, d)
+      options = [("past", f) for f in past[-1:]] + [("future", f) for f in future[:1]]
+      if not options:  # nothing changed around the topic: last year's host of some event
+        event = self.random_entity("event")
+        past, _ = self.neighbours(event, d)
+        options = [("past", past[0])]
+      tense, f = self.choice(options)
     table = templates.PAST if tense == "past" else templates.FUTURE
     fields = self.fields(f.subject, f.obj, d)
-    return self.sentence(table[f.relation], fields, "past_future", f"{tense}:{f.relation}")
+    return self.sentence(table[f.relation], fields, "past_future", f"{tense}:{f.relation}", about=f)
+
+  def looking(self, topic: str, d: int) -> tuple[str, Fact]:
+    """World v4: the topic's previous object (weight `look_back_share`) or its next one (the
+    rest); when it has only one, that one; when none, some event's host of last year."""
+    past, future = self.neighbours(topic, d)
+    if past and future:
+      back = self.uniform() < self.settings.look_back_share
+      return ("past", past[-1]) if back else ("future", future[0])
+    if past or future:
+      return ("past", past[-1]) if past else ("future", future[0])
+    past, _ = self.neighbours(self.random_entity("event"), d)
+    return "past", past[0]
 
   def same_year(self, topic: str, d: int) -> Sentence:
     year = year_of(d)

@@ -4,20 +4,22 @@ The paper starts every model from the public T5 checkpoints (Raffel et al., 2020
 corruption on C4) and the T5-CBQA baselines from Roberts et al.'s (T5 plus salient span masking
 on Wikipedia). The miniature needs both starting points, from text of its own world:
 
-- `generic_texts`: the "public T5" corpus. Undated, generic web-like text about the world's
-  entities: what each entity is ("Kelvar FC is a football club."), where places lie (the
-  relations that never change), and general statements that hold at any time. It never states
-  a fact that changes over time and never names a year: it gives the model the language and the
-  names of the world, not its temporal knowledge (the knowledge the paper's models are probed
-  for comes from the news; see docs/reproduction.md, "Deviations from the paper").
+- `generic_texts`: the "public T5" corpus. Generic web-like text about the world's entities:
+  what each entity is ("Kelvar FC is a football club."), where places lie (the relations that
+  never change), and general statements that hold at any time. It never states a fact that
+  changes over time: it gives the model the language and the names of the world, not its
+  temporal knowledge (the knowledge the paper's models are probed for comes from the news). In
+  world v4 it also names the years 2000-2035 in order, as C4 does (`calendar.py`); in world v3
+  it named no year.
 - `encyclopedia_texts`: the "Wikipedia" snapshot. One short article per entity, written at
   `SNAPSHOT` (the end of 2019, about when Roberts et al. (2020) built their SSM checkpoints):
-  what the entity is, the never-changing facts, and every time-varying fact that holds on the
-  snapshot day, in present tense and without a year, as a Wikipedia lead section states the
-  current team, party or head coach.
+  what the entity is, the never-changing facts, and the time-varying facts: in world v3 those
+  holding on the snapshot day, in present tense and without a year, as a lead section states the
+  current team; in world v4 each relation's history up to the snapshot with its years, as an
+  article's body does ("X was a player of the club Y from 2011 to 2014.").
 
 Neither corpus contains a news sentence (the templates differ from the news templates, and
-tests/test_synthetic.py checks it) nor a year. Both are pure functions of the world and seed.
+tests/test_synthetic.py checks it). Both are pure functions of the world, seed and version.
 
 `generic_documents` gives the generic corpus by entity, for studies that add to it (the lever
 study's dated corpus, research/levers/dated_corpus.py).
@@ -25,7 +27,8 @@ study's dated corpus, research/levers/dated_corpus.py).
 
 import numpy as np
 
-from tlm.synthetic.world_records import World, day
+from tlm.synthetic import calendar
+from tlm.synthetic.world_records import World, day, year_of
 
 SNAPSHOT = day(2019, 12, 31)
 
@@ -144,26 +147,121 @@ def generic_documents(world: World) -> dict[str, str]:
   return docs
 
 
-def generic_texts(world: World, seed: int) -> list[str]:
-  """The "public T5" corpus: undated generic text, no time-varying fact, no year.
+def generic_texts(world: World, seed: int, dated: bool = False) -> list[str]:
+  """The "public T5" corpus: generic text, no time-varying fact.
 
   Per entity (in qid order): what it is, its never-changing facts, and its kind's general
-  statements; the documents are then shuffled with `seed`.
+  statements; with `dated` (world v4), also its schedule and plan sentences naming years of
+  2000-2035, and the calendar documents (`calendar.py`); without (world v3), no year. The
+  documents are then shuffled with `seed`.
   """
-  docs = list(generic_documents(world).values())
+  generic = generic_documents(world)
+  if dated:
+    rng = np.random.default_rng([seed, 13])
+    ent = world.entities
+    docs = [
+      " ".join([doc, *calendar.year_sentences(ent[q], i, rng)])
+      for i, (q, doc) in enumerate(generic.items())
+    ]
+    docs += calendar.calendar_documents()
+  else:
+    docs = list(generic.values())
   order = np.random.default_rng([seed, 11]).permutation(len(docs))
   return [docs[i] for i in order]
 
 
-def encyclopedia_texts(world: World, snapshot: int = SNAPSHOT) -> list[str]:
-  """The "Wikipedia" corpus: one article per entity as of `snapshot`, in qid order."""
+def encyclopedia_texts(
+  world: World, snapshot: int = SNAPSHOT, histories: bool = False
+) -> list[str]:
+  """The "Wikipedia" corpus: one article per entity as of `snapshot`, in qid order.
+
+  Without `histories` (world v3) an article states the facts holding on `snapshot`, without a
+  year; with it (world v4), as Wikipedia's articles do, each time-varying relation's history up
+  to `snapshot` with its years (`history_sentences`), the never-changing facts as before.
+  """
   ent = world.entities
   current = _facts_on(world, snapshot, set(_ENCYCLOPEDIA))
+  history = _histories(world, snapshot) if histories else {}
   articles = []
   for q in _entity_order(world):
     e = ent[q]
     sentences = [_describe(e)]
     for rel, obj in sorted(current.get(q, ())):
-      sentences.append(encyclopedia_sentence(rel, e.name, ent[obj].name))
+      if rel not in history.get(q, {}):
+        sentences.append(encyclopedia_sentence(rel, e.name, ent[obj].name))
+    for rel in sorted(history.get(q, {})):
+      sentences.extend(history[q][rel])
     articles.append(" ".join(sentences))
   return articles
+
+
+# A history's sentences, in an encyclopedia's wording (not the news's): a tenure that ended
+# ({A} to {B}, or up to {B} when its start is older than the records), one still held ({A}).
+_ENDED = {
+  "P54": "{S} was a player of the club {O} {span}.",
+  "P39": "{S} held the office of {O} {span}.",
+  "P108": "{S} was employed at {O} {span}.",
+  "P102": "{S} was a politician of the {O} {span}.",
+  "P286": "{O} was the head coach of {S} {span}.",
+  "P69": "{S} was a student at {O} {span}.",
+  "P488": "{O} was the chairperson of {S} {span}.",
+  "P6": "{O} was the head of government of {S} {span}.",
+  "P127": "{O} was the owner of {S} {span}.",
+  "P159": "The headquarters of {S} were located in {O} {span}.",
+}
+_HELD = {
+  "P54": "{S} has been a player of the club {O} since {A}.",
+  "P39": "{S} has held the office of {O} since {A}.",
+  "P108": "{S} has been employed at {O} since {A}.",
+  "P102": "{S} has been a politician of the {O} since {A}.",
+  "P286": "{O} has been the head coach of {S} since {A}.",
+  "P69": "{S} has been a student at {O} since {A}.",
+  "P488": "{O} has been the chairperson of {S} since {A}.",
+  "P6": "{O} has been the head of government of {S} since {A}.",
+  "P127": "{O} has been the owner of {S} since {A}.",
+  "P159": "The headquarters of {S} have been located in {O} since {A}.",
+}
+_EDITION = "The {A} edition of {S} took place in {O}."
+
+
+def _span(start_year: int | None, end_year: int) -> str:
+  if start_year is None:
+    return f"until {end_year}"
+  if start_year == end_year:
+    return f"in {end_year}"
+  return f"from {start_year} to {end_year}"
+
+
+def history_sentence(fact, subject: str, obj: str, snapshot: int = SNAPSHOT) -> str | None:
+  """How the encyclopedia's history states `fact` at `snapshot` (None: it states no year for it,
+  a tenure of unknown start still held, stated as a current fact)."""
+  start = year_of(fact.start) if fact.start is not None else None
+  if fact.relation == "P276":
+    return _EDITION.format(A=start, S=subject, O=obj)
+  if fact.end is not None and fact.end <= snapshot:
+    return _ENDED[fact.relation].format(S=subject, O=obj, span=_span(start, year_of(fact.end)))
+  if start is None:
+    return None
+  return _HELD[fact.relation].format(S=subject, O=obj, A=start)
+
+
+def _histories(world: World, snapshot: int) -> dict[str, dict[str, list[str]]]:
+  """Subject -> relation -> its history's sentences in time order, for every time-varying
+  relation of a subject with a dated fact begun by `snapshot` (primary facts only)."""
+  ent = world.entities
+  by_pair: dict[tuple[str, str], list] = {}
+  for f in world.facts:
+    if f.relation in STATIC or f.secondary or not f.dated:
+      continue
+    if f.start is not None and f.start > snapshot:
+      continue
+    by_pair.setdefault((f.subject, f.relation), []).append(f)
+  out: dict[str, dict[str, list[str]]] = {}
+  for (subject, rel), facts in by_pair.items():
+    facts.sort(key=lambda f: (f.start is not None, f.start or 0))
+    sentences = []
+    for f in facts:
+      text = history_sentence(f, ent[subject].name, ent[f.obj].name, snapshot)
+      sentences.append(text or encyclopedia_sentence(rel, ent[subject].name, ent[f.obj].name))
+    out.setdefault(subject, {})[rel] = sentences
+  return out

@@ -131,6 +131,19 @@ RECENT = {
   "P127": "{o} recently completed the purchase of {s}.",
 }
 
+# World v4: a new tenure's news naming the object it took over from ({p}).
+RECENT_FROM = {
+  "P54": "{s}, who joined {o} from {p} this season, impressed again.",
+  "P39": "{s}, who recently moved from {p} to become {o}, gave a first interview.",
+  "P102": "{s}, who recently left {p} for {o}, addressed supporters in {city}.",
+  "P108": "{s}, who joined {o} from {p} earlier this year, leads a new team.",
+  "P69": "{s}, who moved from {p} to {o} this year, joined the debating team.",
+  "P286": "{o}, who replaced {p} as head coach of {s} this season, is unbeaten so far.",
+  "P488": "{o}, who succeeded {p} as chair of {s}, promised reforms.",
+  "P6": "{o}, who recently succeeded {p} as {role} of {s}, named new advisers.",
+  "P127": "{o} recently completed the purchase of {s} from {p}.",
+}
+
 # The previous object, no year ("X previously played for Y").
 PAST = {
   "P54": "{s} previously played for {o}.",

@@ -32,7 +32,16 @@ from tlm.synthetic.facts import generate_world
 from tlm.synthetic.forward import ForwardSettings
 from tlm.synthetic.news import Document, generate_news
 from tlm.synthetic.pretrain import encyclopedia_texts, generic_texts
-from tlm.synthetic.settings import NEWS, QUERIES_PER_SET, VOCAB_PIECES, WORLD, YEAR_PIECES
+from tlm.synthetic.settings import (
+  DEFAULT_VERSION,
+  NEWS,
+  QUERIES_PER_SET,
+  UNRECORDED_VERSION,
+  VERSIONS,
+  VOCAB_PIECES,
+  WORLD,
+  YEAR_PIECES,
+)
 from tlm.synthetic.world_records import Fact, World, stream, year_of
 
 TEMPLAMA_RELATIONS = tuple(templates.TEMPLAMA)
@@ -48,17 +57,30 @@ WORLD_FILES = (
 
 
 def generate(
-  seed: int = 0, scale: float = 1.0, forward: ForwardSettings | None = None
+  seed: int = 0,
+  scale: float = 1.0,
+  forward: ForwardSettings | None = None,
+  version: int = DEFAULT_VERSION,
 ) -> tuple[World, list[Document]]:
   """The world's facts and news as records (what `build_world` writes), for analysis and tests."""
-  world, docs, _ = _generate(seed, scale, forward)
+  world, docs, _ = _generate(seed, scale, forward, version)
   return world, docs
 
 
-def _generate(seed, scale, forward):
+def check_version(version) -> int:
+  """`version` if it is one of the world's versions (`settings.VERSIONS`), else ConfigError."""
+  if isinstance(version, bool) or version not in VERSIONS:
+    raise ConfigError(
+      f"unknown synthetic world version {version!r}; expected one of {sorted(VERSIONS)}"
+    )
+  return version
+
+
+def _generate(seed, scale, forward, version):
   _check_scale(scale)
-  world = generate_world(WORLD, seed, scale)
-  docs = generate_news(world, NEWS, stream(seed, "news"))
+  news = VERSIONS[check_version(version)].news
+  world = generate_world(WORLD, seed, scale)  # the facts are the same in every version
+  docs = generate_news(world, news, stream(seed, "news"))
   added = None
   if forward is not None:  # after the default news, from a stream of its own
     added = forward_news.add_forward(world, docs, forward, stream(seed, "forward"))
@@ -66,7 +88,11 @@ def _generate(seed, scale, forward):
 
 
 def build_world(
-  output_dir: str, seed: int = 0, scale: float = 1.0, forward: ForwardSettings | None = None
+  output_dir: str,
+  seed: int = 0,
+  scale: float = 1.0,
+  forward: ForwardSettings | None = None,
+  version: int = DEFAULT_VERSION,
 ) -> dict:
   """Writes the synthetic world to `output_dir` (replaced as a whole) and returns its counts.
 
@@ -77,16 +103,21 @@ def build_world(
     scale: size multiplier (subjects, entities and documents); must be > 0.
     forward: forward-looking sentences to add to the news (`forward.py`); None (the default
       world) adds none.
+    version: the world's version (`settings.VERSIONS`): 4, the default, or 3, the world of the
+      results committed before 2026-12-07.
 
   Returns:
     Counts: entities by kind, facts by relation, TempLAMA-eligible subjects and queries,
     documents and sentences per year, explicit-year sentence shares, query-set sizes.
   """
   _check_scale(scale)
+  check_version(version)
   _check_output_dir(output_dir)
-  world, docs, added = _generate(seed, scale, forward)
+  world, docs, added = _generate(seed, scale, forward, version)
   queries = future_queries(world)
   counts = _counts(world, docs, queries)
+  if version != UNRECORDED_VERSION:
+    counts["world_version"] = version
   if added is not None:
     counts["forward"] = added
   with atomic_output_dir(output_dir) as tmp:
@@ -97,7 +128,7 @@ def build_world(
       f.writelines(format_fact(fact) + "\n" for fact in world.facts)
     with atomic_output_file(os.path.join(tmp, "entities.tsv")) as f:
       f.writelines(f"{e.qid}\t{e.name}\t{e.popularity}\n" for e in world.entities.values())
-    pretrain = pretraining_texts(world)
+    pretrain = pretraining_texts(world, version)
     for name, texts in pretrain.items():
       write_jsonl(os.path.join(tmp, "pretrain", f"{name}.jsonl"), ({"text": t} for t in texts))
     future_dir = os.path.join(tmp, "future_relations")
@@ -206,9 +237,14 @@ def future_queries(world: World) -> list[dict]:
   return queries
 
 
-def pretraining_texts(world: World) -> dict[str, list[str]]:
-  """The two pre-training corpora (`pretrain.py`): "generic" and "encyclopedia"."""
-  return {"generic": generic_texts(world, world.seed), "encyclopedia": encyclopedia_texts(world)}
+def pretraining_texts(world: World, version: int = DEFAULT_VERSION) -> dict[str, list[str]]:
+  """The two pre-training corpora (`pretrain.py`) of a world version: "generic" and
+  "encyclopedia"."""
+  v = VERSIONS[check_version(version)]
+  return {
+    "generic": generic_texts(world, world.seed, dated=v.dated_start),
+    "encyclopedia": encyclopedia_texts(world, histories=v.histories),
+  }
 
 
 def _vocab_texts(world: World, docs: list[Document], queries: list[dict], pretrain: dict):

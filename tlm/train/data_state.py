@@ -19,7 +19,7 @@ import os
 
 from tlm import configs
 from tlm.configs import Config
-from tlm.configs.schema import DataConfig
+from tlm.configs.schema import ABSENT_MEANS, DataConfig
 from tlm.errors import CheckpointError, ConfigError
 
 # Keys of the data config that do not change the stream: where the synthetic world is cached
@@ -79,8 +79,10 @@ def check_data_state(saved: dict, config: Config, path: str, stream: dict | None
   if saved.get("world", "") != current["world"]:
     diff.append(f"synthetic world ({saved.get('world') or 'an older version'})")
   saved_data = saved.get("data", {})
-  # A key added to DataConfig after the checkpoint was written had its default then.
+  # A key added to DataConfig after the checkpoint was written had its default then (or the
+  # value `ABSENT_MEANS` gives it).
   defaults = configs.to_dict(dataclasses.replace(config, data=DataConfig()))["data"]
+  defaults.update({k[5:]: v for k, v in ABSENT_MEANS.items() if k.startswith("data.")})
   # Where the synthetic world is cached does not change it (world_seed / world_scale do), nor
   # does allowing a store in corpus order (the store itself is checked below).
   diff += [

@@ -214,3 +214,26 @@ def test_nan_equals_nan_and_nothing_else():
   ref["models"]["uniform"]["news"]["loglik"][0] = -1.0
   news = {p["part"]: p for p in _rows(run, ref)["Uniform"]["parts"]}["news loglik"]
   assert news["differ"] == 1
+
+
+def test_a_check_across_world_versions_is_refused_before_training(tmp_path):
+  """A committed seed records its world in its configs (none: world v3, before the key); a run
+  of another world version is refused in one line naming the setting, before it trains."""
+  from tlm import configs
+  from tlm.errors import UserError
+
+  _write(tmp_path / "old", per_query(0), ENV)
+  summary = json.loads((tmp_path / "old" / "seed_summary.json").read_text())
+  data = configs.to_dict(configs.get("tiny_temporal"))["data"]
+  del data["world_version"]
+  summary["configs"] = {"temporal": {"data": data}}
+  (tmp_path / "old" / "seed_summary.json").write_text(json.dumps(summary))
+  refs = regeneration.committed_seeds(str(tmp_path / "old"), [0])
+  assert refs[0][1]["world_version"] == 3
+  regeneration.check_world_versions(refs, 3)
+  with pytest.raises(
+    UserError, match=r"world v3, this run would build world v4; add --set=data.world_version=3$"
+  ):
+    regeneration.check_world_versions(refs, 4)
+  _write(tmp_path / "none", per_query(0))  # no configs recorded: nothing to compare
+  regeneration.check_world_versions(regeneration.committed_seeds(str(tmp_path / "none"), [0]), 4)

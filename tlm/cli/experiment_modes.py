@@ -143,6 +143,11 @@ def reproduce(flags) -> None:
   workdir = storage.abspath(flags.workdir or DEFAULT_WORKDIR)
   # DIR is read before the run, so a wrong DIR fails in a second, not after the training.
   refs = regeneration.committed_seeds(flags.check, seeds_of(flags.set)) if flags.check else None
+  if refs is not None:
+    from tlm.miniature.reproduce import reproduction_configs
+
+    version = reproduction_configs(flags.set)["temporal"].data.world_version
+    regeneration.check_world_versions(refs, version)
   with WorkdirLock(workdir, "reproduce"):
     run(flags.set, workdir, log_line)
     if refs is None:

@@ -22,7 +22,8 @@ import math
 from collections.abc import Iterator, Mapping, Sequence
 
 from tlm import storage
-from tlm.errors import DataError
+from tlm.configs.schema import ABSENT_MEANS
+from tlm.errors import DataError, UserError
 from tlm.files import atomic_output_file, write_json
 from tlm.miniature import measurements, over_seeds
 
@@ -50,7 +51,42 @@ def committed(directory: str, seed: int) -> dict:
     raise DataError(f"not a per_query.json written by reproduce ({why})", directory)
   if meas["seed"] != seed:
     raise DataError(f"holds seed {meas['seed']}, not seed {seed}", directory)
-  return {"per_query": meas, "environment": _environment(directory)}
+  return {
+    "per_query": meas,
+    "environment": _environment(directory),
+    "world_version": _world_version(directory),
+  }
+
+
+def _world_version(directory: str) -> int | None:
+  """The synthetic world version DIR's seed ran on: its Temporal config's `data.world_version`,
+  3 where the config predates the key (`tlm.configs.schema.ABSENT_MEANS`), None where DIR records
+  no config."""
+  try:
+    summary = over_seeds.read_seed_file(directory, "seed_summary.json")
+    data = summary["configs"]["temporal"]["data"]
+  except (DataError, KeyError, TypeError):
+    return None
+  if not isinstance(data, dict):
+    return None
+  version = data.get("world_version", ABSENT_MEANS["data.world_version"])
+  return version if isinstance(version, int) else None
+
+
+def check_world_versions(refs: Mapping[int, tuple[str, Mapping]], version: int) -> None:
+  """Refuses, before any training, a check of a run on world `version` against a committed seed
+  of another world version, naming the setting that rebuilds it.
+
+  Raises:
+    UserError: naming the seed, DIR's version and the --set that matches it.
+  """
+  for seed, (folder, ref) in refs.items():
+    theirs = ref.get("world_version")
+    if theirs is not None and theirs != version:
+      raise UserError(
+        f"{folder}: seed {seed} ran on synthetic world v{theirs}, this run would build world "
+        f"v{version}; add --set=data.world_version={theirs}"
+      )
 
 
 def committed_seeds(directory: str, seeds: Sequence[int]) -> dict[int, tuple[str, dict]]:

@@ -402,7 +402,14 @@ def test_writing_modes_take_the_lock_before_any_work(tmp_path):
   from tlm.cli import data
 
   flags = SimpleNamespace(
-    mode="build", output_dir=out, facts="f.tsv", entities="e.tsv", news="n.jsonl", seed=0, scale=1.0
+    mode="build",
+    output_dir=out,
+    facts="f.tsv",
+    entities="e.tsv",
+    news="n.jsonl",
+    seed=0,
+    scale=1.0,
+    world_version=4,
   )
   for build in (data.build_templama, data.build_ssm, world.build_world):
     with WorkdirLock.beside(out, "build"):

@@ -11,10 +11,10 @@ whose consequence names that part (`parts`) for that protocol. The class an expl
 - `UNDECIDED` ("undecided at this size"): a registered interval or size check shows the
   miniature cannot resolve the part either way.
 
-`seeds` are the seeds whose models or worlds the measurement covered. `scope="claim"` marks a
-registration whose consequence, as first written, classifies the part on every seed of the
-protocol ("C4 is classified ..."); the table then names the seeds it did not measure.
-`scope="seeds"` covers only `seeds`. Nothing here is a threshold: each criterion is the one its
+`seeds` are the seeds whose models or worlds the measurement covered, and the only seeds it
+explains: a part failing on a seed no met measurement covered is "not explained" there, whatever
+the measurement found on other seeds (a registration's consequence written for the whole claim
+reaches no further than its data). Nothing here is a threshold: each criterion is the one its
 registration wrote; a registration that failed, or was weakened after a failure, explains
 nothing (C3), and its record is in `CLAIMS` (`met`).
 """
@@ -37,15 +37,11 @@ class Explanation(NamedTuple):
   parts: tuple[str, ...]  # component names as summary.json writes them
   protocols: tuple[str, ...]
   kind: str  # MEASURED, CANNOT or UNDECIDED
-  seeds: tuple[int, ...]
-  scope: str  # "claim" or "seeds"
+  seeds: tuple[int, ...]  # the seeds it measured: the only ones it explains
   reason: str
   registration: str
   result: str
   checks: tuple[tuple[str, str, object], ...]  # (JSON path in `result`, op, value)
-
-
-W_ALL = ("W1", "W2", "W3", "W4")
 
 
 def _world(claim, parts, kind, w, reason, protocols=(P2800, DEFAULT)):
@@ -56,7 +52,6 @@ def _world(claim, parts, kind, w, reason, protocols=(P2800, DEFAULT)):
     protocols,
     kind,
     (0, 1, 2),
-    "claim",
     reason,
     "research/world/PREREGISTRATION.md" if w != "W6" else "research/world/PREREGISTRATION_W6.md",
     "research/world/measure.json" if w != "W6" else "research/world/measure_w6.json",
@@ -91,7 +86,6 @@ def _world_seed(claim, parts, kind, w, reason, protocols, seed):
     protocols,
     kind,
     (seed,),
-    "seeds",
     reason,
     "research/world/PREREGISTRATION_seeds3456.md",
     "research/world/seeds3456/measure.json"
@@ -108,7 +102,6 @@ _CLAMP_2800 = tuple(
     (P2800,),
     MEASURED,
     (s,),
-    "claim",
     'the year inputs after 2018 were never trained: Temporal read "year: 2018" gains on '
     "2019-20 and then beats Uniform (the clamp check)",
     "research/fresh/PREREGISTRATION.md",
@@ -125,7 +118,6 @@ _CLAMP_2000 = (
     (DEFAULT,),
     MEASURED,
     (0, 1, 2, 6, 3),
-    "claim",
     'the year inputs after 2018 were never trained: Temporal read "year: 2018" gains on '
     "2019-20 and then beats Uniform (the clamp check, at 2000 steps)",
     "research/budget30/PREREGISTRATION_explanations.md",
@@ -143,7 +135,6 @@ _C13 = (
     (P2800,),
     MEASURED,
     (0, 1, 2),
-    "claim",
     "the adaptation's learning rate (3e-2, the miniature's; at 3e-3 Temporal reaches the "
     "retrained model)",
     "research/c13/PREREGISTRATION.md",
@@ -156,7 +147,6 @@ _C13 = (
     (DEFAULT,),
     MEASURED,
     (0, 1, 2, 6, 3),
-    "claim",
     "the adaptation's learning rate, measured again at 2000 steps",
     "research/budget30/PREREGISTRATION_c13.md",
     "research/budget30/result_c13.json",
@@ -174,7 +164,6 @@ def _cells(path, registration, protocol, cells):
       (protocol,),
       UNDECIDED,
       (seed,),
-      "seeds",
       f"cell {cell}: the evaluation's paired 95% interval contains zero",
       registration,
       path,
@@ -325,7 +314,9 @@ CLAIMS: tuple[Claim, ...] = (
     "C5",
     "TempLAMA 2019-20: Temporal > Uniform",
     {DEFAULT: "yes (clamp)", P2800: "yes (clamp)"},
-    "",
+    "the untrained year inputs after 2018: the clamp check met its criterion on the seeds it ran "
+    "on (2000 steps: 0, 1, 2, 6, 3; 2800: 3, 4), and never ran on the others (2000 steps: 5; "
+    "2800: 0, 1, 2, 5)",
     {
       DEFAULT: "after the clamp, Temporal - Uniform intervals contain zero on seeds 0, 1, 6",
       P2800: "the clamp ran on seeds 3 and 4; " + _SEED4,
@@ -398,8 +389,9 @@ CLAIMS: tuple[Claim, ...] = (
     "C13",
     "Figure 5: adapting to 2019 reaches retraining; Temporal loses less than Uniform",
     {DEFAULT: "yes (lever; cells)", P2800: "yes (lever; cells)"},
-    "small parts on seeds no interval check registered (2800: seeds 3, 5; 2000: seed 5): "
-    "the evaluation's sampling noise, not measured",
+    "the main part at 2800 steps on seeds 3, 4, 5: the learning rate, whose lever ran on seeds "
+    "0, 1, 2 only; small parts on seeds no interval check registered (2800: seeds 3, 5; 2000: "
+    "seed 5): the evaluation's sampling noise, not measured",
     {
       DEFAULT: "the lever also anneals a model trained at a constant 3e-2",
       P2800: "the lever also anneals a model trained at a constant 3e-2",

@@ -106,19 +106,21 @@ def check(expl: Explanation, root: str = REPO) -> list[str]:
   return problems
 
 
-def _covering(claim: str, part: str, protocol: str, seed: int) -> list[Explanation]:
+def _covering(
+  claim: str, part: str, protocol: str, seed: int, explanations=EXPLANATIONS
+) -> list[Explanation]:
+  """The explanations whose measurement covered `seed`: no other explains the part there."""
   return [
     e
-    for e in EXPLANATIONS
-    if e.claim == claim
-    and part in e.parts
-    and protocol in e.protocols
-    and (seed in e.seeds or e.scope == "claim")
+    for e in explanations
+    if e.claim == claim and part in e.parts and protocol in e.protocols and seed in e.seeds
   ]
 
 
-def classify(protocol: str, root: str = REPO, met=check) -> dict[str, dict]:
-  """{claim: {"held", "seeds", "class", "parts": [...], "unmeasured": {part: seeds}}}."""
+def classify(
+  protocol: str, root: str = REPO, met=check, explanations=EXPLANATIONS
+) -> dict[str, dict]:
+  """{claim: {"held", "seeds", "class", "parts": [...]}}, each part's class per seed."""
   out = {}
   for cid, records in per_seed(protocol, root).items():
     seeds = [r["seed"] for r in records]
@@ -129,25 +131,21 @@ def classify(protocol: str, root: str = REPO, met=check) -> dict[str, dict]:
           continue
         part = parts.setdefault(comp["name"], {"part": comp["name"], "failing": [], "by_seed": {}})
         part["failing"].append(rec["seed"])
-        covering = _covering(cid, comp["name"], protocol, rec["seed"])
+        covering = _covering(cid, comp["name"], protocol, rec["seed"], explanations)
         found = [e for e in covering if not met(e, root)]
-        # A measurement of this very seed decides it: one that missed its criterion leaves the
-        # part not explained there, whatever a claim-wide registration of other seeds said.
-        measured = [e for e in found if rec["seed"] in e.seeds]
-        missed = [e for e in covering if rec["seed"] in e.seeds and e not in found]
-        best = None if missed else (measured or found or [None])[0]
+        # A measurement of this seed that missed its criterion leaves the part not explained
+        # there, whatever another measurement of it found.
+        best = None if len(found) < len(covering) else (found or [None])[0]
         part["by_seed"][rec["seed"]] = {
           "class": best.kind if best else NOT_EXPLAINED,
-          "measured": bool(measured),
+          "measured": best is not None,
+          "measured_seeds": list(best.seeds) if best else [],
           "reason": best.reason if best else "",
           "registration": best.registration if best else "",
           "result": best.result if best else "",
         }
     for part in parts.values():
       part["class"] = min((s["class"] for s in part["by_seed"].values()), key=ORDER.index)
-      part["unmeasured"] = [
-        s for s, v in part["by_seed"].items() if v["class"] != NOT_EXPLAINED and not v["measured"]
-      ]
     held = [r["seed"] for r in records if r["holds"] is True]
     klass = min((p["class"] for p in parts.values()), key=ORDER.index) if parts else HOLDS
     out[cid] = {"held": held, "seeds": seeds, "class": klass, "parts": list(parts.values())}
@@ -167,17 +165,6 @@ def _held_text(verdict: Mapping) -> str:
   return f"{len(verdict['held'])}/{len(verdict['seeds'])}"
 
 
-def _caveat(claim, protocol: str, verdict: Mapping) -> str:
-  notes = [claim.caveat[protocol]] if protocol in claim.caveat else []
-  for part in verdict["parts"]:
-    if part["unmeasured"]:
-      seeds = ", ".join(map(str, part["unmeasured"]))
-      notes.append(
-        f"'{part['part']}' explained by a measurement that did not cover seed(s) {seeds}"
-      )
-  return "; ".join(notes)
-
-
 def build(root: str = REPO) -> dict:
   """The table's content: every claim at both protocols, the "not explained" counts."""
   by_protocol = {p: classify(p, root) for p in (DEFAULT, P2800)}
@@ -191,7 +178,7 @@ def build(root: str = REPO) -> dict:
         "seeds": v["seeds"],
         "class": _class_text(claim.id, v, claim),
         "met_as_first_written": claim.met[p],
-        "caveat": _caveat(claim, p, v),
+        "caveat": claim.caveat.get(p, ""),
         "parts": v["parts"],
       }
     row["candidate"] = claim.candidate

@@ -74,6 +74,79 @@ def test_a_result_that_misses_its_criterion_explains_nothing(tmp_path):
   assert c4["class"] == MEASURED and c4["held"] == [0, 1, 2]
 
 
+def _summary_root(tmp_path, failing):
+  """A repository root whose default summary has C5's one part failing on `failing` (seeds 0-5)
+  and every other claim holding."""
+  records = [
+    {
+      "seed": s,
+      "holds": s not in failing,
+      "components": [{"name": "temporal - uniform", "holds": s not in failing}],
+    }
+    for s in range(6)
+  ]
+  claims = [{"id": c.id, "per_seed": records if c.id == "C5" else []} for c in registry.CLAIMS]
+  doc = {"claims": [c for c in claims if not c["id"].startswith("M")]}
+  doc["mechanism"] = {c["id"]: c for c in claims if c["id"].startswith("M")}
+  path = tmp_path / table.SUMMARIES[DEFAULT][0]
+  path.parent.mkdir(parents=True)
+  path.write_text(json.dumps(doc))
+  return str(tmp_path)
+
+
+def test_a_measurement_explains_only_the_seeds_it_covered(tmp_path):
+  """C5 fails on seeds 0, 1, 2, 5; a met measurement of seeds 0 and 2 explains those two and no
+  other: seeds 1 and 5 are "not explained", and so is the claim. Covering every failing seed
+  explains the claim."""
+  root = _summary_root(tmp_path, failing=(0, 1, 2, 5))
+
+  def c5(seeds):
+    return registry.Explanation(
+      "C5", ("temporal - uniform",), (DEFAULT,), MEASURED, seeds, "r", "reg", "res", ()
+    )
+
+  partial = table.classify(DEFAULT, root, lambda e, r: [], (c5((0, 2)),))["C5"]
+  (part,) = partial["parts"]
+  assert {s: v["class"] for s, v in part["by_seed"].items()} == {
+    0: MEASURED,
+    1: NOT_EXPLAINED,
+    2: MEASURED,
+    5: NOT_EXPLAINED,
+  }
+  assert partial["class"] == NOT_EXPLAINED and partial["held"] == [3, 4]
+  full = table.classify(DEFAULT, root, lambda e, r: [], (c5((0, 2)), c5((1, 5, 6))))["C5"]
+  assert full["class"] == MEASURED
+  # A met measurement of seeds that do not fail explains nothing.
+  other = table.classify(DEFAULT, root, lambda e, r: [], (c5((3, 4, 6)),))["C5"]
+  assert other["class"] == NOT_EXPLAINED
+
+
+def test_no_seed_is_explained_by_a_measurement_that_did_not_cover_it():
+  """The committed verdicts.json: every seed classed by an explanation is one its measurement
+  covered (the issue-51 case: C5 on seed 5 at the default was classed by a clamp check run on
+  seeds 0, 1, 2, 6, 3)."""
+  with open(os.path.join(REPO, table.OUT, "verdicts.json"), encoding="utf-8") as f:
+    built = json.load(f)
+  explained = 0
+  for row in built["rows"]:
+    for protocol in (DEFAULT, P2800):
+      for part in row[protocol]["parts"]:
+        for seed, v in part["by_seed"].items():
+          if v["class"] == NOT_EXPLAINED:
+            continue
+          explained += 1
+          where = (row["claim"], protocol, part["part"], seed)
+          assert v["measured"] and int(seed) in v["measured_seeds"], where
+          assert any(
+            tuple(v["measured_seeds"]) == e.seeds and int(seed) in e.seeds
+            for e in table._covering(row["claim"], part["part"], protocol, int(seed))
+            if (e.registration, e.result) == (v["registration"], v["result"])
+          ), where
+  assert explained > 50
+  c5 = {r["claim"]: r for r in built["rows"]}["C5"][DEFAULT]
+  assert c5["class"].startswith(NOT_EXPLAINED)
+
+
 def _first_commit_time(path: str) -> int:
   out = subprocess.run(
     ["git", "-C", REPO, "log", "--follow", "--diff-filter=A", "--format=%ct", "--", path],

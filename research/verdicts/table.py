@@ -16,8 +16,8 @@ import sys
 from collections.abc import Iterable, Mapping
 
 from research.committed import read_json
+from research.verdicts.claims import CLAIMS
 from research.verdicts.registry import (
-  CLAIMS,
   DEFAULT,
   EXPLANATIONS,
   HOLDS,
@@ -87,22 +87,30 @@ _OPS = {
 }
 
 
+def result_files(expl: Explanation) -> list[str]:
+  """The result files `expl.checks` read: one per seed where `result` names "{seed}"."""
+  if "{seed}" not in expl.result:
+    return [expl.result]
+  return [expl.result.format(seed=s) for s in expl.seeds]
+
+
 def check(expl: Explanation, root: str = REPO) -> list[str]:
   """Why the recorded result does not meet the explanation's criterion: [] when it does."""
   problems = []
-  for name in (expl.registration, expl.result):
+  for name in (expl.registration, *result_files(expl)):
     if not os.path.isfile(os.path.join(root, name)):
       problems.append(f"{name} is missing")
   if problems:
     return problems
-  doc = read_json(os.path.join(root, expl.result))
-  for path, op, want in expl.checks:
-    if not _has(doc, path) and " - " not in path:
-      problems.append(f"{expl.result}: no {path}")
-      continue
-    got = value_at(doc, path)
-    if not _OPS[op](got, want):
-      problems.append(f"{expl.result}: {path} is {got!r}, the criterion needs {op} {want!r}")
+  for result in result_files(expl):
+    doc = read_json(os.path.join(root, result))
+    for path, op, want in expl.checks:
+      if not _has(doc, path) and " - " not in path:
+        problems.append(f"{result}: no {path}")
+        continue
+      got = value_at(doc, path)
+      if not _OPS[op](got, want):
+        problems.append(f"{result}: {path} is {got!r}, the criterion needs {op} {want!r}")
   return problems
 
 
@@ -142,7 +150,7 @@ def classify(
           "measured_seeds": list(best.seeds) if best else [],
           "reason": best.reason if best else "",
           "registration": best.registration if best else "",
-          "result": best.result if best else "",
+          "result": best.result.format(seed=rec["seed"]) if best else "",
         }
     for part in parts.values():
       part["class"] = min((s["class"] for s in part["by_seed"].values()), key=ORDER.index)

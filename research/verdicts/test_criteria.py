@@ -3,7 +3,8 @@ words are in the registration's text committed before every result file the chec
 each check (JSON path, op, value) says what the quoted words say.
 
 The history is read with git (`--follow`, so a registration moved since keeps its first text).
-A shallow clone has no history: there the quotes are checked against the current text only.
+A shallow clone (or a copy without git) has no history: there the quotes are checked against the
+current text only.
 """
 
 import functools
@@ -30,8 +31,13 @@ def _words(text: str) -> str:
   return " ".join(text.split())
 
 
+@functools.cache
 def _shallow() -> bool:
-  return _git("rev-parse", "--is-shallow-repository").strip() != "false"
+  """Whether the history is missing: a shallow clone, or no git repository at all."""
+  try:
+    return _git("rev-parse", "--is-shallow-repository").strip() != "false"
+  except (OSError, subprocess.CalledProcessError):
+    return True
 
 
 @functools.cache

@@ -2,6 +2,7 @@
 
 import json
 import os
+import re
 import shutil
 
 from research.verdicts import claims, registry, table
@@ -120,8 +121,8 @@ def test_a_measurement_explains_only_the_seeds_it_covered(tmp_path):
 
 def test_no_seed_is_explained_by_a_measurement_that_did_not_cover_it():
   """The committed verdicts.json: every seed classed by an explanation is one its measurement
-  covered (the issue-51 case: C5 on seed 5 at the default was classed by a clamp check run on
-  seeds 0, 1, 2, 6, 3)."""
+  covered (the case this rule was written for: C5 on seed 5 at the default was classed by a
+  clamp check run on seeds 0, 1, 2, 6, 3)."""
   with open(os.path.join(REPO, table.OUT, "verdicts.json"), encoding="utf-8") as f:
     built = json.load(f)
   explained = 0
@@ -153,3 +154,48 @@ def test_the_readme_shows_the_table_and_the_headline_as_the_results_give_them():
   assert table.headline() in readme.replace("\n", " ")
   ne = built["not_explained"]
   assert f"({len(ne[DEFAULT])} claims at the default, {len(ne[P2800])} at 2800 steps)" in readme
+
+
+def _results_readme() -> str:
+  with open(os.path.join(REPO, table.OUT, "README.md"), encoding="utf-8") as f:
+    return f.read()
+
+
+def _class_tables(text: str):
+  """(protocol, claim ids, class cell) of each row of the class tables under "Why each claim
+  fails" in docs/results/README.md: "| Claim | Class |" (2800 steps), "... | class at the
+  default |" (the default)."""
+  section = text.split("\n## Why each claim fails\n", 1)[1].split("\n## ", 1)[0]
+  protocol = column = None
+  for line in section.splitlines():
+    cells = [c.strip() for c in line.strip().strip("|").split("|")]
+    if line.startswith("| Claim |"):
+      protocol, column = (P2800, 1) if cells[1] == "Class" else (DEFAULT, len(cells) - 1)
+      assert cells[column] in ("Class", "class at the default"), line
+    elif re.match(r"\| [CM]\d", line) and protocol:
+      yield protocol, re.findall(r"\b[CM]\d+\b", cells[0]), cells[column]
+
+
+def test_the_results_readme_gives_each_claim_the_class_verdicts_md_gives():
+  """docs/results/README.md's class tables, one per protocol, name each claim once, and the
+  weakest class a row names is the claim's class in verdicts.md; its count of claims not
+  explained is the table's."""
+  built = table.build()
+  classes = {p: {r["claim"]: r[p]["class"] for r in built["rows"]} for p in (DEFAULT, P2800)}
+  named = {DEFAULT: [], P2800: []}
+  text = _results_readme()
+  for protocol, ids, cell in _class_tables(text):
+    said = [c for c in registry.ORDER if c in cell]
+    assert said, (protocol, ids, cell)
+    weakest = min(said, key=registry.ORDER.index)
+    for cid in ids:
+      assert classes[protocol][cid].startswith(weakest), (protocol, cid, weakest)
+    named[protocol] += ids
+  for protocol in (DEFAULT, P2800):
+    assert sorted(named[protocol]) == sorted(classes[protocol]), protocol
+  ne = built["not_explained"]
+  at_2800 = "(the same)" if ne[P2800] == ne[DEFAULT] else f"({', '.join(ne[P2800])})"
+  assert (
+    f"Not explained: {len(ne[DEFAULT])} claims at the default ({', '.join(ne[DEFAULT])}) and "
+    f"{len(ne[P2800])} at 2800 steps {at_2800}"
+  ) in " ".join(text.split())

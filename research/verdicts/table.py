@@ -4,9 +4,9 @@ committed summaries and the registered explanations (`research.verdicts.registry
   python -m research.verdicts.table            # writes docs/results/verdicts.md and .json
   python -m research.verdicts.table --check    # exits 1 if they differ from what it computes
 
-A claim part that fails on a seed is "not explained" unless a registered explanation covers it
-and its criterion, as first written, is met by the recorded result (`check`); a claim's class is
-the weakest of its failing parts'. Nothing is classified by hand in this file.
+A claim part that fails on a seed is "not explained" unless a registered explanation measured
+that seed and its criterion, as first written, is met by the recorded result (`check`); a
+claim's class is the weakest of its failing parts'. Nothing is classified by hand in this file.
 """
 
 import argparse
@@ -267,7 +267,8 @@ def markdown(table: Mapping) -> str:
     "protocol: `docs/results/summary.json`, `fresh/summary.json`, `fresh5/seed=5/summary.json`, "
     "seeds 0-5) and the registered explanations (`research/verdicts/registry.py`). "
     "A part failing on a seed is **not explained** unless a registration committed before its "
-    "result names the part and its criterion, as first written, is met by the recorded result; "
+    "result names the part, its measurement covered that seed, and its criterion, as first "
+    "written, is met by the recorded result; "
     "**undecided at this size** where a registered interval or size check shows the miniature "
     "cannot resolve it; **cannot be tested here** where a registered measurement shows the "
     "miniature lacks what it needs. A claim's class is the weakest of its parts'. "

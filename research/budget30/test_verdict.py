@@ -3,8 +3,10 @@ hand-made summaries (no model): P1 fails when one seed's C1 does, T1 on the time
 clock, adoption only with the required seeds."""
 
 import json
+import os
 
 from research.budget30 import verdict
+from research.lever_verdict import REPO
 
 TIME = """	User time (seconds): 3000.00
 	System time (seconds): 60.00
@@ -73,3 +75,13 @@ def test_timing_reads_the_log_and_the_time_report(tmp_path):
   assert t["wall_minutes"] == 27.6 and t["system_seconds"] == 60.0
   assert t["stage_starts_minutes"] == {"3 training 14 models": 0.5}
   json.dumps(t)
+
+
+def test_the_committed_verdict_is_the_committed_result_and_names_m2_reframed():
+  """verdict.md is what `markdown` writes from the committed verdict.json, M2 labelled as a
+  claim reframed after the results wherever it shows it holding."""
+  with open(os.path.join(REPO, "research/budget30/verdict.json"), encoding="utf-8") as f:
+    text = verdict.markdown(json.load(f))
+  with open(os.path.join(REPO, "research/budget30/verdict.md"), encoding="utf-8") as f:
+    assert f.read() == text
+  assert "| M2 (reframed after the results) |" in text and "| M2 |" not in text

@@ -15,7 +15,7 @@ import json
 import os
 
 from research.lever_verdict import write_result
-from research.pinned.compare import claims, wall_minutes
+from research.pinned.compare import claims, label, wall_minutes
 
 CENTRAL = ("C1", "M1")
 REQUIRED_SEEDS = (0, 1, 2, 6)  # the decision needs at least these
@@ -176,7 +176,7 @@ def markdown(result: dict) -> str:
       for v in r["seeds"].values()
     ]
     flipped = ", ".join(map(str, r["flipped_seeds"])) or "none"
-    lines.append(f"| {r['id']} | " + " | ".join(cells) + f" | {flipped} |")
+    lines.append(f"| {label(r['id'])} | " + " | ".join(cells) + f" | {flipped} |")
   return "\n".join(lines) + "\n"
 
 

@@ -2,8 +2,10 @@
 as registered (on hand-made summaries; no model)."""
 
 import json
+import os
 import shutil
 
+from research.lever_verdict import REPO
 from research.pinned import compare
 
 TIME_LOG = """=== [1/7] building the synthetic world (once; cached)  (elapsed 0.0 min)
@@ -61,3 +63,13 @@ def test_time_report_and_predictions(tmp_path, monkeypatch):
   result = compare.compare(str(tmp_path / "new"), str(log))
   assert result["P2_C1_M1_hold_C5_not"] and result["P3_changes_below_seed_sd"]
   assert result["flipped"] == [] and "| C1 | +7.80 | +6.00 | -1.80 |" in compare.markdown(result)
+
+
+def test_the_committed_table_is_the_committed_result_and_names_m2_reframed():
+  """result.md is what `markdown` writes from the committed result.json, M2 labelled as a claim
+  reframed after the results wherever it shows it holding."""
+  with open(os.path.join(REPO, "research/pinned/result.json"), encoding="utf-8") as f:
+    text = compare.markdown(json.load(f))
+  with open(os.path.join(REPO, "research/pinned/result.md"), encoding="utf-8") as f:
+    assert f.read() == text
+  assert "| M2 (reframed after the results) |" in text and "| M2 |" not in text

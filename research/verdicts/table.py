@@ -4,9 +4,9 @@ committed summaries and the registered explanations (`research.verdicts.registry
   python -m research.verdicts.table            # writes docs/results/verdicts.md and .json
   python -m research.verdicts.table --check    # exits 1 if they differ from what it computes
 
-A claim part that fails on a seed is "not explained" unless a registered explanation covers it
-and its criterion, as first written, is met by the recorded result (`check`); a claim's class is
-the weakest of its failing parts'. Nothing is classified by hand in this file.
+A claim part that fails on a seed is "not explained" unless a registered explanation measured
+that seed and its criterion, as first written, is met by the recorded result (`check`); a
+claim's class is the weakest of its failing parts'. Nothing is classified by hand in this file.
 """
 
 import argparse
@@ -16,8 +16,8 @@ import sys
 from collections.abc import Iterable, Mapping
 
 from research.committed import read_json
+from research.verdicts.claims import CLAIMS
 from research.verdicts.registry import (
-  CLAIMS,
   DEFAULT,
   EXPLANATIONS,
   HOLDS,
@@ -87,38 +87,48 @@ _OPS = {
 }
 
 
+def result_files(expl: Explanation) -> list[str]:
+  """The result files `expl.checks` read: one per seed where `result` names "{seed}"."""
+  if "{seed}" not in expl.result:
+    return [expl.result]
+  return [expl.result.format(seed=s) for s in expl.seeds]
+
+
 def check(expl: Explanation, root: str = REPO) -> list[str]:
   """Why the recorded result does not meet the explanation's criterion: [] when it does."""
   problems = []
-  for name in (expl.registration, expl.result):
+  for name in (expl.registration, *result_files(expl)):
     if not os.path.isfile(os.path.join(root, name)):
       problems.append(f"{name} is missing")
   if problems:
     return problems
-  doc = read_json(os.path.join(root, expl.result))
-  for path, op, want in expl.checks:
-    if not _has(doc, path) and " - " not in path:
-      problems.append(f"{expl.result}: no {path}")
-      continue
-    got = value_at(doc, path)
-    if not _OPS[op](got, want):
-      problems.append(f"{expl.result}: {path} is {got!r}, the criterion needs {op} {want!r}")
+  for result in result_files(expl):
+    doc = read_json(os.path.join(root, result))
+    for path, op, want in expl.checks:
+      if not _has(doc, path) and " - " not in path:
+        problems.append(f"{result}: no {path}")
+        continue
+      got = value_at(doc, path)
+      if not _OPS[op](got, want):
+        problems.append(f"{result}: {path} is {got!r}, the criterion needs {op} {want!r}")
   return problems
 
 
-def _covering(claim: str, part: str, protocol: str, seed: int) -> list[Explanation]:
+def _covering(
+  claim: str, part: str, protocol: str, seed: int, explanations=EXPLANATIONS
+) -> list[Explanation]:
+  """The explanations whose measurement covered `seed`: no other explains the part there."""
   return [
     e
-    for e in EXPLANATIONS
-    if e.claim == claim
-    and part in e.parts
-    and protocol in e.protocols
-    and (seed in e.seeds or e.scope == "claim")
+    for e in explanations
+    if e.claim == claim and part in e.parts and protocol in e.protocols and seed in e.seeds
   ]
 
 
-def classify(protocol: str, root: str = REPO, met=check) -> dict[str, dict]:
-  """{claim: {"held", "seeds", "class", "parts": [...], "unmeasured": {part: seeds}}}."""
+def classify(
+  protocol: str, root: str = REPO, met=check, explanations=EXPLANATIONS
+) -> dict[str, dict]:
+  """{claim: {"held", "seeds", "class", "parts": [...]}}, each part's class per seed."""
   out = {}
   for cid, records in per_seed(protocol, root).items():
     seeds = [r["seed"] for r in records]
@@ -129,25 +139,21 @@ def classify(protocol: str, root: str = REPO, met=check) -> dict[str, dict]:
           continue
         part = parts.setdefault(comp["name"], {"part": comp["name"], "failing": [], "by_seed": {}})
         part["failing"].append(rec["seed"])
-        covering = _covering(cid, comp["name"], protocol, rec["seed"])
+        covering = _covering(cid, comp["name"], protocol, rec["seed"], explanations)
         found = [e for e in covering if not met(e, root)]
-        # A measurement of this very seed decides it: one that missed its criterion leaves the
-        # part not explained there, whatever a claim-wide registration of other seeds said.
-        measured = [e for e in found if rec["seed"] in e.seeds]
-        missed = [e for e in covering if rec["seed"] in e.seeds and e not in found]
-        best = None if missed else (measured or found or [None])[0]
+        # A measurement of this seed that missed its criterion leaves the part not explained
+        # there, whatever another measurement of it found.
+        best = None if len(found) < len(covering) else (found or [None])[0]
         part["by_seed"][rec["seed"]] = {
           "class": best.kind if best else NOT_EXPLAINED,
-          "measured": bool(measured),
+          "measured": best is not None,
+          "measured_seeds": list(best.seeds) if best else [],
           "reason": best.reason if best else "",
           "registration": best.registration if best else "",
-          "result": best.result if best else "",
+          "result": best.result.format(seed=rec["seed"]) if best else "",
         }
     for part in parts.values():
       part["class"] = min((s["class"] for s in part["by_seed"].values()), key=ORDER.index)
-      part["unmeasured"] = [
-        s for s, v in part["by_seed"].items() if v["class"] != NOT_EXPLAINED and not v["measured"]
-      ]
     held = [r["seed"] for r in records if r["holds"] is True]
     klass = min((p["class"] for p in parts.values()), key=ORDER.index) if parts else HOLDS
     out[cid] = {"held": held, "seeds": seeds, "class": klass, "parts": list(parts.values())}
@@ -167,17 +173,6 @@ def _held_text(verdict: Mapping) -> str:
   return f"{len(verdict['held'])}/{len(verdict['seeds'])}"
 
 
-def _caveat(claim, protocol: str, verdict: Mapping) -> str:
-  notes = [claim.caveat[protocol]] if protocol in claim.caveat else []
-  for part in verdict["parts"]:
-    if part["unmeasured"]:
-      seeds = ", ".join(map(str, part["unmeasured"]))
-      notes.append(
-        f"'{part['part']}' explained by a measurement that did not cover seed(s) {seeds}"
-      )
-  return "; ".join(notes)
-
-
 def build(root: str = REPO) -> dict:
   """The table's content: every claim at both protocols, the "not explained" counts."""
   by_protocol = {p: classify(p, root) for p in (DEFAULT, P2800)}
@@ -191,7 +186,7 @@ def build(root: str = REPO) -> dict:
         "seeds": v["seeds"],
         "class": _class_text(claim.id, v, claim),
         "met_as_first_written": claim.met[p],
-        "caveat": _caveat(claim, p, v),
+        "caveat": claim.caveat.get(p, ""),
         "parts": v["parts"],
       }
     row["candidate"] = claim.candidate
@@ -272,7 +267,8 @@ def markdown(table: Mapping) -> str:
     "protocol: `docs/results/summary.json`, `fresh/summary.json`, `fresh5/seed=5/summary.json`, "
     "seeds 0-5) and the registered explanations (`research/verdicts/registry.py`). "
     "A part failing on a seed is **not explained** unless a registration committed before its "
-    "result names the part and its criterion, as first written, is met by the recorded result; "
+    "result names the part, its measurement covered that seed, and its criterion, as first "
+    "written, is met by the recorded result; "
     "**undecided at this size** where a registered interval or size check shows the miniature "
     "cannot resolve it; **cannot be tested here** where a registered measurement shows the "
     "miniature lacks what it needs. A claim's class is the weakest of its parts'. "

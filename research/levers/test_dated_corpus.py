@@ -14,7 +14,7 @@ from tlm.data.salient_spans import split_sentences
 @pytest.fixture(scope="module")
 def full(tmp_path_factory):
   path = str(tmp_path_factory.mktemp("full") / "world")
-  return path, synthetic.build_world(path, seed=0, scale=1.0)
+  return path, synthetic.build_world(path, seed=0, scale=1.0, version=3)  # the lever read v3
 
 
 def _news_sentences(path):

@@ -172,7 +172,7 @@ def test_verdict(differences, want):
 
 def test_the_script_writes_its_files(tmp_path, monkeypatch):
   world, docs = _world(2, distractor=True)
-  monkeypatch.setattr(measure_w6.world_lib, "generate", lambda seed: (world, docs))
+  monkeypatch.setattr(measure_w6.world_lib, "generate", lambda seed, version: (world, docs))
   monkeypatch.setattr("sys.argv", ["measure_w6", "--seeds=0,1", f"--out={tmp_path}"])
   measure_w6.main()
   out = json.loads((tmp_path / "measure_w6.json").read_text())

@@ -59,6 +59,19 @@ def initialize_distributed(
   return True
 
 
+def _evaluators(config: configs.Config) -> tuple:
+  """The paper's task metrics during training (`tlm.eval.during_training`) where the config
+  asks for them (`train.eval_every` and `train.eval_examples` > 0); the evaluations are
+  imported only then: a run without them never loads the decoder, the metrics or the data they
+  read."""
+  tc = config.train
+  if tc.eval_every <= 0 or tc.eval_examples <= 0:
+    return ()
+  from tlm.eval import during_training
+
+  return during_training.evaluators(config)
+
+
 def main(flags) -> None:
   """Entry point of `--mode=train` (`flags`: the parsed absl flags of run.py)."""
   if not flags.config:
@@ -75,7 +88,6 @@ def main(flags) -> None:
 
     dry_run(config)
     return
-  from tlm.eval import during_training
   from tlm.train import loop
   from tlm.workdir_lock import acquire_on_main
 
@@ -84,4 +96,4 @@ def main(flags) -> None:
       preflight.check_workdir(expert_config, expert_workdir)
   # One writer per workdir (process 0 of this job holds the lock; see tlm/workdir_lock.py).
   with acquire_on_main(flags.workdir, "train"):
-    loop.run(config, flags.workdir, make_evaluators=during_training.evaluators)
+    loop.run(config, flags.workdir, make_evaluators=_evaluators)

@@ -77,11 +77,12 @@ def main(flags) -> None:
   if not flags.config:
     raise ConfigError(f"--config is required; one of: {', '.join(configs.names())}")
   config = configs.override(configs.get(flags.config), flags.set)
+  runs = []
   if not flags.dry_run:
     if not flags.workdir:
       raise ConfigError("--workdir is required for --mode=train (checkpoints, metrics, config)")
-    configs.check_required(config)  # before jax starts: fail at once
-    preflight.check_workdir(config, flags.workdir)  # ... and before the lock creates it
+    # Before jax starts, and before the lock creates the workdir: fail at once.
+    runs = preflight.check_runs(config, flags.workdir)
   initialize_distributed(flags.coordinator_address, flags.num_processes, flags.process_id)
   if flags.dry_run:
     from tlm.train.train_dry_run import dry_run
@@ -91,9 +92,6 @@ def main(flags) -> None:
   from tlm.train import loop
   from tlm.workdir_lock import acquire_on_main
 
-  for expert_config, expert_workdir in configs.expert_runs(config, flags.workdir):
-    if expert_workdir != flags.workdir:  # Yearly: every expert's workdir, at once
-      preflight.check_workdir(expert_config, expert_workdir)
   # One writer per workdir (process 0 of this job holds the lock; see tlm/workdir_lock.py).
   with acquire_on_main(flags.workdir, "train"):
-    loop.run(config, flags.workdir, make_evaluators=_evaluators)
+    loop.train_runs(runs, make_evaluators=_evaluators)

@@ -1,9 +1,9 @@
-"""`--mode=train` imports what it runs and no more (DESIGN.md: "training never loads a builder,
-a table or a figure").
+"""What `--mode=train` runs: it imports what it runs and no more (DESIGN.md: "training never
+loads a builder, a table or a figure"), and checks each thing once.
 
 A training run is started as a user starts it (`python run.py --mode=train`, tiny_temporal on
 the committed fixture data, one step) in a child process, which writes the names of its modules
-as it exits. No builder (the SSM build, Beam, the store's shuffle and conversion), no table or
+as it exits, and how many times the preflight checks ran. No builder (the SSM build, Beam, the store's shuffle and conversion), no table or
 figure, no evaluation the config does not ask for, no synthetic world it does not use, and no
 torch (tensorboardX imports it where it is installed) may be among them; the tlm modules are
 counted against a bound, so that an import that drags in a package shows as a failing test.
@@ -47,11 +47,25 @@ NEVER = (
 # block sampler (this config samples per example) and the paper's configs (the registry).
 MAX_TLM_MODULES = 76
 
-_REPORT = (
-  "import atexit, json, runpy, sys; out = sys.argv[1]; "
-  "atexit.register(lambda: json.dump(sorted(sys.modules), open(out, 'w'))); "
-  "sys.argv = sys.argv[2:]; runpy.run_path(sys.argv[0], run_name='__main__')"
-)
+# The child: counts the calls of the two preflight checks, runs run.py, and writes its modules
+# and the counts as it exits.
+_REPORT = """
+import atexit, json, runpy, sys
+from tlm import configs
+from tlm.train import preflight
+out, calls = sys.argv[1], {"check_required": 0, "check_workdir": 0}
+def counted(module, name):
+  check = getattr(module, name)
+  def call(*args, **kwargs):
+    calls[name] += 1
+    return check(*args, **kwargs)
+  setattr(module, name, call)
+counted(configs, "check_required")
+counted(preflight, "check_workdir")
+atexit.register(lambda: json.dump({"modules": sorted(sys.modules), "calls": calls}, open(out, "w")))
+sys.argv = sys.argv[2:]
+runpy.run_path(sys.argv[0], run_name="__main__")
+"""
 
 
 def _matches(name: str, prefix: str) -> bool:
@@ -59,8 +73,8 @@ def _matches(name: str, prefix: str) -> bool:
 
 
 @pytest.fixture(scope="module")
-def train_modules(tmp_path_factory):
-  """The modules loaded by a one-step `--mode=train` run (its argv after `python`)."""
+def train_run(tmp_path_factory):
+  """{"modules": loaded by a one-step `--mode=train` run, "calls": of the preflight checks}."""
   tmp = tmp_path_factory.mktemp("train_imports")
   sets = [
     *FIXTURE_DATA_SETS,
@@ -80,8 +94,8 @@ def train_modules(tmp_path_factory):
     return json.load(f)
 
 
-def test_train_imports_no_builder_table_figure_or_torch(train_modules):
-  loaded = [p for p in NEVER if any(_matches(m, p) for m in train_modules)]
+def test_train_imports_no_builder_table_figure_or_torch(train_run):
+  loaded = [p for p in NEVER if any(_matches(m, p) for m in train_run["modules"])]
   assert loaded == []
 
 
@@ -99,6 +113,11 @@ def test_task_evaluators_import_no_table_or_figure():
   assert proc.stdout.strip() == "[]"
 
 
-def test_train_imports_a_bounded_number_of_tlm_modules(train_modules):
-  ours = [m for m in train_modules if _matches(m, "tlm")]
+def test_train_imports_a_bounded_number_of_tlm_modules(train_run):
+  ours = [m for m in train_run["modules"] if _matches(m, "tlm")]
   assert len(ours) <= MAX_TLM_MODULES, (len(ours), ours)
+
+
+def test_train_checks_the_config_and_the_workdir_once(train_run):
+  """Before jax starts (tlm.cli.train), not again in the trainer (tlm.train.loop)."""
+  assert train_run["calls"] == {"check_required": 1, "check_workdir": 1}

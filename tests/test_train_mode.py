@@ -3,10 +3,11 @@ loads a builder, a table or a figure"), and checks each thing once.
 
 A training run is started as a user starts it (`python run.py --mode=train`, tiny_temporal on
 the committed fixture data, one step) in a child process, which writes the names of its modules
-as it exits, and how many times the preflight checks ran. No builder (the SSM build, Beam, the store's shuffle and conversion), no table or
-figure, no evaluation the config does not ask for, no synthetic world it does not use, and no
-torch (tensorboardX imports it where it is installed) may be among them; the tlm modules are
-counted against a bound, so that an import that drags in a package shows as a failing test.
+as it exits, and how many times the preflight checks ran. No builder (the SSM build, Beam, the
+store's shuffle and conversion), no table or figure, no evaluation the config does not ask for,
+no synthetic world it does not use, and no torch (tensorboardX imports it where it is
+installed) may be among them; the tlm modules are counted against a bound, so that an import
+that drags in a package shows as a failing test.
 """
 
 import json
@@ -14,7 +15,8 @@ import os
 import sys
 
 import pytest
-from helpers import FIXTURE_DATA_SETS, ROOT, run_child, tiny_train_argv
+
+from tests.helpers import FIXTURE_DATA_SETS, ROOT, run_child, tiny_train_argv
 
 # What the train mode of a config without evaluators (train.eval_examples=0) never runs.
 NEVER = (

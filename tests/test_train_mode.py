@@ -12,6 +12,7 @@ that drags in a package shows as a failing test.
 
 import json
 import os
+import re
 import sys
 
 import pytest
@@ -80,6 +81,8 @@ def train_run(tmp_path_factory):
   tmp = tmp_path_factory.mktemp("train_imports")
   sets = [
     *FIXTURE_DATA_SETS,
+    "data.sampler=block",  # the paper's configs' sampler (the fixture store: in corpus order)
+    "data.allow_corpus_order=true",
     "train.steps=1",
     "train.batch_size=8",
     "train.eval_every=0",
@@ -118,6 +121,24 @@ def test_task_evaluators_import_no_table_or_figure():
 def test_train_imports_a_bounded_number_of_tlm_modules(train_run):
   ours = [m for m in train_run["modules"] if _matches(m, "tlm")]
   assert len(ours) <= MAX_TLM_MODULES, (len(ours), ours)
+
+
+def _reading_path() -> list[str]:
+  """The files of docs/paper.md's numbered path through the train mode, in order."""
+  with open(os.path.join(ROOT, "docs", "paper.md"), encoding="utf-8") as f:
+    text = f.read()
+  section = text[text.index("**How Temporal is trained") :]
+  section = section[: section.index("\n\n", section.index("\n1. "))]
+  return re.findall(r"^\d+\. `([\w/]+)\.py:", section, flags=re.M)
+
+
+def test_the_papers_reading_path_is_what_the_train_mode_loads(train_run):
+  """docs/paper.md's path for `--mode=train` names at most twelve files, each one the run
+  loads (this run samples as the paper's configs do: data.sampler=block)."""
+  path = _reading_path()
+  assert 10 <= len(path) <= 12 and len(set(path)) == len(path), path
+  modules = set(train_run["modules"])
+  assert [p for p in path if p.replace("/", ".") not in modules] == []
 
 
 def test_train_checks_the_config_and_the_workdir_once(train_run):

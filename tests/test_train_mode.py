@@ -1,5 +1,5 @@
-"""What `--mode=train` runs: it imports what it runs and no more (DESIGN.md: "training never
-loads a builder, a table or a figure"), and checks each thing once.
+"""What `--mode=train` runs: it imports what it runs and no more (the design's rule: "training
+never loads a builder, a table or a figure"), and checks each thing once.
 
 A training run is started as a user starts it (`python run.py --mode=train`, tiny_temporal on
 the committed fixture data, one step) in a child process, which writes the names of its modules

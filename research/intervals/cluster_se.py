@@ -52,7 +52,7 @@ def _add_answers(meas: dict, eval_json: str) -> None:
 def _news_dates(meas: dict, ssm_dir: str) -> list[str]:
   """The date of each evaluated news example, matched back to the SSM test files."""
   from tlm.data.vocab import Vocabulary
-  from tlm.eval.experiments import spread
+  from tlm.eval.heldout import spread
 
   news = next(iter(meas["models"].values()))["news"]
   years = news["year"]

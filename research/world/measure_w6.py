@@ -40,7 +40,7 @@ from tlm.data import fact_durations, templama
 from tlm.data.salient_spans import Gazetteer, find_spans, split_sentences
 from tlm.data.ssm import heldout_count, mask_examples
 from tlm.data.templama import TempLamaExample
-from tlm.eval.experiments import spread
+from tlm.eval.heldout import spread
 from tlm.eval.templama_eval import SHORT_LIVED_YEARS
 from tlm.synthetic import world as world_lib
 from tlm.synthetic.news import Document, Sentence

@@ -56,7 +56,7 @@ def _batcher(ssm_dir: str, vocab: Vocabulary, block: bool) -> Batcher:
   sources = datasets.load_sources(ssm_dir, years=YEARS, split="train")
   sampler = MixtureSampler(sources, seed=0, years=YEARS, source_weights={"news_ssm": 1.0})
   prefix = len(vocab.encode(prefix_text(2014, "temporal")))
-  draws = draws_per_row(sampler.slices, INPUT_LENGTH, TARGET_LENGTH, prefix) if block else 0
+  draws = draws_per_row(sampler.mean_lengths(), INPUT_LENGTH, TARGET_LENGTH, prefix) if block else 0
   return Batcher(
     sampler,
     vocab,

@@ -19,7 +19,7 @@ from tlm import configs
 from tlm.data import fact_durations, templama
 from tlm.data.formatting import TextExample, templama_query_input
 from tlm.data.future_relations import RESOURCES
-from tlm.eval import experiments
+from tlm.eval import experiments, heldout
 
 # ---- one compilation cache for the whole run ---------------------------------------------------
 
@@ -156,7 +156,7 @@ def data(tmp_path_factory):
     for y in NEWS_YEARS
   }
   durations = fact_durations.durations_from_facts(fact_durations.read_fact_spans(FACTS), examples)
-  return experiments.EvalData(examples, news, RESOURCES, durations)
+  return heldout.EvalData(examples, news, RESOURCES, durations)
 
 
 @pytest.fixture(scope="module")

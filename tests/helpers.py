@@ -12,7 +12,8 @@
   `mlp_names`), `write_hf_dir` (an HF model directory);
 - the synthetic world: `read_facts` (an independent reader of facts.tsv), `primaries`,
   `group`, `TEMPLAMA` (its relations), `WINDOW` (its change window);
-- training: `tiny_config` (tiny_temporal on the fixture data);
+- training: `tiny_config` (tiny_temporal on the fixture data), `SamplerFace` (a sampler seen
+  through its public methods alone);
 - the example store's builds: `STORE_FIXTURES` with `NEWS_SAMPLE` and `ENTITIES_SAMPLE` (every
   40th article of the world's news, its entities) and `SPIECE_MODEL` (the fixture vocabulary);
   `file_hashes` (every file under a directory with its SHA-256), `fail_on_call` (a function
@@ -284,6 +285,39 @@ def tiny_config(*overrides):
       *overrides,
     ],
   )
+
+
+# What a reader of the sampler (tlm.input.packing.Batcher, tlm.input.block_sampling.BlockSampler)
+# may ask of it: tlm/input/sampling.py's public methods.
+SAMPLER_METHODS = (
+  "flat_ids",
+  "flat_of",
+  "locate",
+  "slots",
+  "slot_probs",
+  "key",
+  "slice_count",
+  "slice_sizes",
+  "slice_year",
+  "is_tokenized",
+  "is_remote",
+  "read",
+  "read_run",
+  "check_vocabulary",
+)
+
+
+class SamplerFace:
+  """A `MixtureSampler` through `SAMPLER_METHODS` alone: reaching for anything else (its slices,
+  a table, a private field) is an AttributeError naming it."""
+
+  def __init__(self, sampler):
+    self._sampler = sampler
+
+  def __getattr__(self, name):
+    if name not in SAMPLER_METHODS:
+      raise AttributeError(f"the sampler's reader reached sampler.{name}")
+    return getattr(self._sampler, name)
 
 
 # ---- the example store's builds ----------------------------------------------------------------

@@ -1,6 +1,7 @@
 """Named configs carry the paper's settings; --set overrides parse by type; errors list keys."""
 
 import dataclasses
+import inspect
 import json
 import os
 import subprocess
@@ -9,6 +10,7 @@ import sys
 import pytest
 
 from tlm import configs
+from tlm.configs import schema
 from tlm.errors import ConfigError
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
@@ -54,6 +56,36 @@ def test_paper_settings():
   assert "google/t5-large-ssm" in configs.describe("large_cbqa_ft")  # T5-CBQA's checkpoint
   assert configs.get("large_temporal").adapt.steps == 50_000
   assert configs.get("large_temporal").adapt.new_year == 2019
+
+
+def _neutral_defaults(monkeypatch, cls, **values) -> None:
+  """Replaces defaults of a schema dataclass (its __init__'s) for the test."""
+  names = list(inspect.signature(cls.__init__).parameters)[1:]
+  defaults = list(cls.__init__.__defaults__)
+  names = names[len(names) - len(defaults) :]
+  for key, value in values.items():
+    defaults[names.index(key)] = value
+  monkeypatch.setattr(cls.__init__, "__defaults__", tuple(defaults))
+
+
+def test_paper_settings_are_set_where_its_runs_are_defined(monkeypatch):
+  """The paper's runs do not rest on the schema's defaults: with other defaults, they keep the
+  paper's values (tlm/configs/paper.py states them)."""
+  _neutral_defaults(
+    monkeypatch, schema.TrainConfig, steps=7, batch_size=8, learning_rate=0.5, schedule="rsqrt"
+  )
+  _neutral_defaults(monkeypatch, schema.ModelConfig, dropout_rate=0.0)
+  _neutral_defaults(monkeypatch, schema.DataConfig, news_to_templama=3.0, train_years=(2015,))
+  _neutral_defaults(monkeypatch, schema.AdaptConfig, steps=9, new_year=2020, match_alpha=0.3)
+  assert schema.TrainConfig().batch_size == 8  # the defaults are replaced
+  for name in ("small_temporal", "large_uniform", "xxl_yearly", "large_cbqa_ft"):
+    c = configs.get(name)
+    steps = 5000 if name.endswith("cbqa_ft") else 300_000
+    assert (c.train.steps, c.train.batch_size, c.train.learning_rate) == (steps, 2048, 1e-3)
+    assert c.train.schedule == "constant" and c.model.dropout_rate == 0.1
+    assert c.data.news_to_templama == (0.0 if name.endswith("cbqa_ft") else 1000.0)
+    assert c.data.train_years == tuple(range(2010, 2019))
+    assert (c.adapt.steps, c.adapt.new_year, c.adapt.match_alpha) == (50_000, 2019, 0.5)
 
 
 # Key values of some generated paper configs, written out by hand (§2.3 and the public

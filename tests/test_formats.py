@@ -1,7 +1,7 @@
 """Checkpoint file formats against their reference implementations.
 
-safetensors is checked both ways against the `safetensors` package (test-only; what it does that
-keeps tlm's own reader is pinned, tlm/models/formats/README.md), the torch pickle
+safetensors is checked both ways against the `safetensors` package (test-only; what it can and
+cannot do is pinned, tlm/models/formats/README.md says what that decides), the torch pickle
 reader against `torch.save` in the zip and legacy formats, the Flax msgpack reader against
 `flax.serialization.msgpack_serialize` in the HF Flax T5 layout (transformers 5 no longer ships
 Flax models, so no file written by `FlaxT5ForConditionalGeneration` can be made here), and the
@@ -26,7 +26,9 @@ import numpy as np
 import pytest
 import torch
 from flax import serialization
+from safetensors import deserialize as st_deserialize
 from safetensors import safe_open
+from safetensors.numpy import load as st_load_bytes
 from safetensors.numpy import load_file as st_load
 from safetensors.numpy import save as st_save_bytes
 from safetensors.numpy import save_file as st_save
@@ -204,21 +206,48 @@ def test_safetensors_reads_float8(tmp_path):
     _assert_same(got[name], value, name)
 
 
-# What the `safetensors` package (0.8.0) does with the files tlm must read: why tlm keeps its own
-# reader and writer (tlm/models/formats/README.md). Each test asserts the package's behaviour
-# today: one that gains what tlm needs fails here, and tlm's code can give way to the package.
+# What the `safetensors` package (0.8.0) can and cannot do with the files tlm must read
+# (tlm/models/formats/README.md). Each test asserts the package's behaviour today, so that a
+# change shows here. What it cannot do that tlm needs: read a file a tensor at a time without
+# holding the whole file (its bytes APIs hold the file and a copy of every tensor: twice the
+# tensors' bytes at the peak, benchmarks/safetensors_memory.py), and write the caller's order.
 
 
-def test_safetensors_library_opens_a_local_file_by_name_only(tmp_path):
-  data = st_save_bytes({"a": np.ones(2, np.float32)})
-  # No file object: neither the one tlm has vetted nor an object store's (ranged reads).
-  with pytest.raises(TypeError, match="filename"):
+def test_safetensors_library_reads_bytes_from_any_source(tmp_path):
+  """`safetensors.numpy.load(bytes)` and `safetensors.deserialize(bytes)` read a file from any
+  source (an object store's, or one tlm opened and vetted); `safe_open` and `load_file` take a
+  local file by name only."""
+  tensors = {"a": np.arange(6, dtype=np.float32).reshape(2, 3), "b": np.arange(3, dtype=np.int64)}
+  data = st_save_bytes(tensors)
+  got = st_load_bytes(data)
+  for name, value in tensors.items():
+    np.testing.assert_array_equal(got[name], value)
+  raw = {name: t for name, t in st_deserialize(data)}
+  assert {k: (t["dtype"], t["shape"]) for k, t in raw.items()} == {
+    "a": ("F32", [2, 3]),
+    "b": ("I64", [3]),
+  }
+  np.testing.assert_array_equal(np.frombuffer(raw["a"]["data"], "<f4").reshape(2, 3), tensors["a"])
+  with pytest.raises(TypeError, match="filename"):  # no file object
     safe_open(io.BytesIO(data), "np")
   with pytest.raises(FileNotFoundError):
     st_load("gs://bucket/model.safetensors")
 
 
-def test_safetensors_library_waits_on_a_fifo(tmp_path):
+def test_safetensors_librarys_bytes_apis_copy_every_tensor_out_of_the_file(tmp_path):
+  """What tlm's reader does better: the package's bytes APIs need the whole file in memory and
+  return each tensor as a copy of its bytes (deserialize: a bytearray per tensor), so the file
+  and the tensors are held at once; tlm reads each tensor straight into its array."""
+  data = st_save_bytes({"a": np.ones(1024, np.float32)})
+  whole = np.frombuffer(data, np.uint8)
+  assert not np.shares_memory(st_load_bytes(data)["a"], whole)
+  ((_, tensor),) = st_deserialize(data)
+  assert isinstance(tensor["data"], bytearray) and len(tensor["data"]) == 4096
+
+
+def test_safetensors_library_waits_on_a_fifo_given_its_name(tmp_path):
+  """The by-name API (`load_file`) opens a FIFO and waits for a writer; the bytes APIs leave
+  the opening to the caller (tlm's `open_regular` refuses a FIFO unopened, above)."""
   fifo = tmp_path / "model.safetensors"
   os.mkfifo(fifo)
   writer = _waiting_writer(fifo, 1)
@@ -232,13 +261,38 @@ def test_safetensors_library_waits_on_a_fifo(tmp_path):
     writer.wait()
 
 
-def test_safetensors_library_makes_no_float8_array_with_numpy(tmp_path):
+def test_safetensors_library_reads_float8_through_deserialize_only(tmp_path):
+  """float8 through `deserialize` and ml_dtypes; `load_file` and `safe_open` fail with numpy's
+  AttributeError (not the package's error type), `numpy.load(bytes)` with a KeyError."""
   path = str(tmp_path / "f8.safetensors")
-  safetensors.write(path, {"w": np.array([0.5, -2.0], ml_dtypes.float8_e4m3fn)})
-  with pytest.raises(AttributeError, match="float8_e4m3fn"):  # not even its own error type
+  value = np.array([0.5, -2.0, 448.0], ml_dtypes.float8_e4m3fn)
+  safetensors.write(path, {"w": value})
+  with pytest.raises(AttributeError, match="float8_e4m3fn"):
     st_load(path)
   with safe_open(path, "np") as f, pytest.raises(AttributeError, match="float8_e4m3fn"):
     f.get_tensor("w")
+  with open(path, "rb") as f:
+    data = f.read()
+  with pytest.raises(KeyError, match="F8_E4M3"):
+    st_load_bytes(data)
+  ((name, tensor),) = st_deserialize(data)
+  assert (name, tensor["dtype"], tensor["shape"]) == ("w", "F8_E4M3", [3])
+  _assert_same(np.frombuffer(tensor["data"], ml_dtypes.float8_e4m3fn), value, "w")
+
+
+def test_safetensors_librarys_numpy_load_of_bytes_fails_on_bfloat16(tmp_path):
+  """BF16, the dtype of most T5 checkpoints: `load_file` reads it (as ml_dtypes.bfloat16),
+  `numpy.load(bytes)` raises a KeyError; `deserialize` gives its bytes."""
+  path = str(tmp_path / "bf16.safetensors")
+  value = np.array([1.5, -2.0, 3.0], ml_dtypes.bfloat16)
+  safetensors.write(path, {"w": value})
+  _assert_same(st_load(path)["w"], value, "w")
+  with open(path, "rb") as f:
+    data = f.read()
+  with pytest.raises(KeyError, match="BF16"):
+    st_load_bytes(data)
+  ((_, tensor),) = st_deserialize(data)
+  _assert_same(np.frombuffer(tensor["data"], ml_dtypes.bfloat16), value, "w")
 
 
 def test_safetensors_library_writes_tensors_in_its_own_order(tmp_path):

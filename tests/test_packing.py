@@ -5,6 +5,8 @@ import zlib
 import numpy as np
 import pytest
 
+from tests.helpers import SamplerFace
+from tlm.data.conditioning import format_input
 from tlm.data.formatting import TextExample
 from tlm.data.vocab import Vocabulary, train_sentencepiece
 from tlm.errors import ConfigError
@@ -123,14 +125,14 @@ def test_pad_examples_one_per_row():
 # --- the batcher --------------------------------------------------------------------------
 
 
-def _reference_rows(sampler, vocab, step, rows, input_length, target_length):
+def _reference_rows(sampler, vocab, step, rows, input_length, target_length, cond="temporal"):
   """Row filling written out draw by draw: the specification the batcher must match."""
   out = []
   for r in rows:
     examples, used_in, used_tg, k = [], 0, 0, 0
     while True:
       d = sampler.draw(step, r, k)
-      i = with_eos(vocab.encode(d.inputs), input_length)[0].tolist()
+      i = with_eos(vocab.encode(format_input(d.inputs, d.year, cond)), input_length)[0].tolist()
       t = with_eos(vocab.encode(d.targets), target_length)[0].tolist()
       if used_in + len(i) > input_length or used_tg + len(t) > target_length:
         break
@@ -206,6 +208,30 @@ def test_long_examples_are_trimmed_keeping_eos_and_counted():
     assert len(inputs) == 16 and inputs[-1] == 1 and len(targets) == 5 and targets[-1] == 1
 
 
+def test_the_batcher_applies_the_time_conditioning_it_is_given():
+  sampler = _sampler()
+  b = Batcher(sampler, WordVocab(), conditioning="none", rows=8, input_length=48, target_length=12)
+  want = _reference_rows(sampler, b.vocab, 4, range(8), 48, 12, cond="none")
+  assert unpack(b.batch(4)) == want
+  assert want != _reference_rows(sampler, b.vocab, 4, range(8), 48, 12)  # "year: 2014 ..."
+  with pytest.raises(ConfigError, match="unknown time conditioning 'Temporal'"):
+    Batcher(
+      sampler, WordVocab(), conditioning="Temporal", rows=8, input_length=48, target_length=12
+    )
+
+
+def test_the_batcher_asks_the_sampler_through_its_public_methods():
+  """A batcher whose sampler shows only its public methods builds the same batches (text
+  slices: lists; tests/test_remote_input.py has a tokenized store, per block too)."""
+  direct = _batcher(rows=16)
+  faced = Batcher(
+    SamplerFace(direct.sampler), WordVocab(), rows=16, input_length=48, target_length=12
+  )
+  for step in (0, 5):
+    for key, value in direct.batch(step).items():
+      np.testing.assert_array_equal(faced.batch(step)[key], value, key)
+
+
 def test_unpacked_mode_is_draw_zero_of_each_row():
   sampler = _sampler()
   b = Batcher(sampler, WordVocab(), rows=8, input_length=48, target_length=12, packed=False)
@@ -245,5 +271,5 @@ def test_real_sentencepiece_vocabulary_round_trip():
   for (inputs, targets), f in zip(flat, ids.tolist()):
     draw = sampler.example(f)
     assert inputs[-1] == 1 and vocab.sentinel_id(0) in inputs
-    assert vocab.decode(inputs) == draw.inputs
+    assert vocab.decode(inputs) == format_input(draw.inputs, draw.year, "temporal")
     assert vocab.decode(targets) == draw.targets

@@ -15,7 +15,7 @@ import numpy as np
 import pytest
 
 from tests import objstore, remote_store
-from tests.helpers import DATA, FIXTURE_DATA_SETS, ROOT
+from tests.helpers import DATA, FIXTURE_DATA_SETS, ROOT, SamplerFace
 from tlm.data.vocab import Vocabulary
 from tlm.errors import DataError
 from tlm.input import datasets
@@ -86,6 +86,23 @@ def _batcher(ssm_dir, rows=32, block_draws=6, seed=0, **kw):
     block_draws=block_draws,
     **kw,
   )
+
+
+def test_the_batcher_asks_the_sampler_through_its_public_methods(local_store):
+  """Per example and per block, a batcher whose sampler shows only its public methods builds the
+  same batches (a tokenized store; tests/test_packing.py has the text slices)."""
+  for block_draws in (0, 6):
+    direct = _batcher(local_store, block_draws=block_draws)
+    faced = Batcher(
+      SamplerFace(direct.sampler),
+      Vocabulary(VOCAB),
+      rows=32,
+      input_length=32,
+      target_length=8,
+      block_draws=block_draws,
+    )
+    for step in (0, 17):
+      _equal(direct.batch(step), faced.batch(step), f"block_draws={block_draws} step {step}")
 
 
 def _hosts(batcher, step, hosts):
@@ -325,11 +342,13 @@ def test_window_order_is_a_counter_based_function_of_seed_slice_and_pass(local_s
 
 def test_draws_per_row_from_the_store(local_store):
   sources = datasets.load_sources(local_store, years=YEARS, split="train")
-  tables = list(sources["news_ssm"].values())
+  sampler = MixtureSampler(sources, seed=0, years=YEARS, source_weights={"news_ssm": 1.0})
+  means = sampler.mean_lengths()
+  assert len(means) == len(YEARS)
   # 11.5 input ids and 2.5 target ids on average, EOS each: 32 + 8 tokens hold 2.3 examples
   # (the decoder's 8 / 3.5 is the tighter), 128 + 32 with a 4-id prefix 7.8 (the encoder's).
-  assert draws_per_row(tables, 32, 8) == 4
-  assert draws_per_row(tables, 128, 32, prefix_ids=4) == 9
+  assert draws_per_row(means, 32, 8) == 4
+  assert draws_per_row(means, 128, 32, prefix_ids=4) == 9
   assert draws_per_row([], 128, 32) == 8
 
 

@@ -85,9 +85,7 @@ def test_templama_and_ssm_text():
 
 
 def test_years_uniform_not_proportional_to_slice_size():
-  sampler = MixtureSampler(
-    _sources(), seed=3, years=YEARS, source_weights={"news_ssm": 1.0}, conditioning="none"
-  )
+  sampler = MixtureSampler(_sources(), seed=3, years=YEARS, source_weights={"news_ssm": 1.0})
   n = 200_000
   ids = sampler.flat_ids(11, np.arange(n), 0)
   years = _years_of(sampler, ids)
@@ -97,9 +95,7 @@ def test_years_uniform_not_proportional_to_slice_size():
 
 
 def test_examples_uniform_within_a_year_slice():
-  sampler = MixtureSampler(
-    _sources(), seed=0, years=[2012], source_weights={"news_ssm": 1.0}, conditioning="none"
-  )
+  sampler = MixtureSampler(_sources(), seed=0, years=[2012], source_weights={"news_ssm": 1.0})
   n = 60_000
   ids = sampler.flat_ids(0, np.arange(n // 100)[:, None], np.arange(100)[None, :]).ravel()
   counts = np.bincount(ids - ids.min(), minlength=11)
@@ -163,7 +159,6 @@ def test_yearly_is_one_year_only():
     seed=0,
     years=[2014],
     source_weights={"news_ssm": 1000, "templama": 1},
-    conditioning="none",
   )
   ids = sampler.flat_ids(0, np.arange(2000)[:, None], np.arange(10)[None, :]).ravel()
   assert set(_years_of(sampler, ids).tolist()) == {2014}
@@ -171,7 +166,7 @@ def test_yearly_is_one_year_only():
   in_2014 = {(e.inputs, e.targets) for s in sources.values() for e in s[2014]}
   for i in ids[:200].tolist():
     draw = sampler.example(i)
-    assert draw.year == 2014 and (draw.inputs, draw.targets) in in_2014  # no prefix added
+    assert draw.year == 2014 and (draw.inputs, draw.targets) in in_2014  # as stored
 
 
 def test_draws_are_independent_across_k_rows_and_steps():
@@ -271,7 +266,7 @@ def test_hash_matches_pure_python_splitmix_reference():
     assert int(sampler.flat_ids(step, row, k)) == expected, (step, row, k)
     draw = sampler.draw(step, row, k)
     raw = sources[name][year][index]
-    assert draw == (f"year: {year} {raw.inputs}", raw.targets, year, name)
+    assert draw == (raw.inputs, raw.targets, year, name)  # as stored: the prefix is the batcher's
 
 
 # --- errors -------------------------------------------------------------------------------
@@ -294,8 +289,6 @@ def test_configuration_errors():
     MixtureSampler(s, **ok, new_year_prob=0.5)
   with pytest.raises(ConfigError, match="repeated year"):
     MixtureSampler(s, **ok, new_years=[2014], new_year_prob=0.5)
-  with pytest.raises(ConfigError, match="unknown time conditioning"):
-    MixtureSampler(s, **ok, conditioning="Temporal")
   sampler = MixtureSampler(s, **ok)
   with pytest.raises(ValueError, match="step must be non-negative"):
     sampler.flat_ids(-1, 0, 0)

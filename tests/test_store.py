@@ -47,7 +47,6 @@ def _batcher(ssm_dir, case, cache_size=1 << 17):
     sources,
     seed=seed,
     years=years,
-    conditioning=cond,
     source_weights={"news_ssm": 1000.0, "templama": 1.0},
     new_years=new_years,
     new_year_prob=alpha,
@@ -55,6 +54,7 @@ def _batcher(ssm_dir, case, cache_size=1 << 17):
   return Batcher(
     sampler,
     Vocabulary(VOCAB),
+    conditioning=cond,
     rows=8,
     input_length=32,
     target_length=8,

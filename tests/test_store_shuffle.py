@@ -35,7 +35,7 @@ from tests.helpers import (
 from tlm import configs
 from tlm.data import ssm
 from tlm.errors import ConfigError, DataError, UserError
-from tlm.input import block_sampling
+from tlm.input.sampling import MixtureSampler
 from tlm.store import store, store_build, store_reorder, store_shuffle
 from tlm.store.build_ssm import build_ssm
 
@@ -246,8 +246,12 @@ def test_block_sampler_refuses_a_store_in_corpus_order(shuffled_store, capsys):
   assert len(lines) == 1 and lines[0].startswith("warning: ") and "shuffle_store" in lines[0]
   assert start(corpus_dir, "example") == []
   assert start(shuffled_store, "block") == []
-  tables = [store.Store(shuffled_store).table("train", 2014)]
-  assert block_sampling.corpus_order_stores(tables) == []
+  sources = {"news_ssm": {2014: store.Store(shuffled_store).table("train", 2014)}}
+  sampler = MixtureSampler(sources, seed=0, years=[2014], source_weights={"news_ssm": 1})
+  assert sampler.corpus_order_stores() == []
+  corpus = {"news_ssm": {2014: store.Store(corpus_dir).table("train", 2014)}}
+  sampler = MixtureSampler(corpus, seed=0, years=[2014], source_weights={"news_ssm": 1})
+  assert sampler.corpus_order_stores() == [corpus_dir]
 
 
 def test_beam_writes_the_local_shuffled_store(tmp_path, monkeypatch, shuffled_store):

@@ -10,7 +10,7 @@ the bootstrap standard error of its margin with each pool resampled by its unit
 on its own (the claims' bootstrap before the cluster one), and their ratio. With `--ssm_dir`
 (the world's SSM directory), the news pools are also measured with the examples clustered by
 their article's date: per_query.json records no article, so the evaluated examples are matched
-back to the SSM test files by the evaluation's own rule (`experiments.spread`) and checked
+back to the SSM test files by the evaluation's own rule (`heldout.spread`) and checked
 against the recorded target lengths; a date's examples are a union of whole articles, so the
 date is a valid (slightly coarse) cluster.
 """
@@ -52,7 +52,7 @@ def _add_answers(meas: dict, eval_json: str) -> None:
 def _news_dates(meas: dict, ssm_dir: str) -> list[str]:
   """The date of each evaluated news example, matched back to the SSM test files."""
   from tlm.data.vocab import Vocabulary
-  from tlm.eval.experiments import spread
+  from tlm.eval.heldout import spread
 
   news = next(iter(meas["models"].values()))["news"]
   years = news["year"]

@@ -12,7 +12,7 @@ seeded with (seed, year) of the year's articles in corpus order, `tlm.data.ssm.h
 of them for validation, the next as many for test), split into sentences and salient spans with
 the world's entity names as gazetteer (as `tlm.input.datasets.ensure_synthetic_data` builds
 them), one example per span, then at most `eval.max_examples` of them per year, evenly spaced
-(`tlm.eval.experiments.spread`). Each example's span is traced back to the generator's sentence
+(`tlm.eval.heldout.spread`). Each example's span is traced back to the generator's sentence
 it lies in (`tlm.synthetic.news.Sentence`: its kind and the fact it states), so that its masked
 answer can be named: the subject or object of the sentence's fact, a date, or something else.
 `--check_store` compares these examples with a built SSM store (e.g. the reproduction's cache).
@@ -40,7 +40,7 @@ from tlm.data import fact_durations, templama
 from tlm.data.salient_spans import Gazetteer, find_spans, split_sentences
 from tlm.data.ssm import heldout_count, mask_examples
 from tlm.data.templama import TempLamaExample
-from tlm.eval.experiments import spread
+from tlm.eval.heldout import spread
 from tlm.eval.templama_eval import SHORT_LIVED_YEARS
 from tlm.synthetic import world as world_lib
 from tlm.synthetic.news import Document, Sentence

@@ -59,29 +59,39 @@ def initialize_distributed(
   return True
 
 
+def _evaluators(config: configs.Config) -> tuple:
+  """The paper's task metrics during training (`tlm.eval.during_training`) where the config
+  asks for them (`train.eval_every` and `train.eval_examples` > 0); the evaluations are
+  imported only then: a run without them never loads the decoder, the metrics or the data they
+  read."""
+  tc = config.train
+  if tc.eval_every <= 0 or tc.eval_examples <= 0:
+    return ()
+  from tlm.eval import during_training
+
+  return during_training.evaluators(config)
+
+
 def main(flags) -> None:
   """Entry point of `--mode=train` (`flags`: the parsed absl flags of run.py)."""
   if not flags.config:
     raise ConfigError(f"--config is required; one of: {', '.join(configs.names())}")
   config = configs.override(configs.get(flags.config), flags.set)
+  runs = []
   if not flags.dry_run:
     if not flags.workdir:
       raise ConfigError("--workdir is required for --mode=train (checkpoints, metrics, config)")
-    configs.check_required(config)  # before jax starts: fail at once
-    preflight.check_workdir(config, flags.workdir)  # ... and before the lock creates it
+    # Before jax starts, and before the lock creates the workdir: fail at once.
+    runs = preflight.check_runs(config, flags.workdir)
   initialize_distributed(flags.coordinator_address, flags.num_processes, flags.process_id)
   if flags.dry_run:
     from tlm.train.train_dry_run import dry_run
 
     dry_run(config)
     return
-  from tlm.eval import during_training
   from tlm.train import loop
   from tlm.workdir_lock import acquire_on_main
 
-  for expert_config, expert_workdir in configs.expert_runs(config, flags.workdir):
-    if expert_workdir != flags.workdir:  # Yearly: every expert's workdir, at once
-      preflight.check_workdir(expert_config, expert_workdir)
   # One writer per workdir (process 0 of this job holds the lock; see tlm/workdir_lock.py).
   with acquire_on_main(flags.workdir, "train"):
-    loop.run(config, flags.workdir, make_evaluators=during_training.evaluators)
+    loop.train_runs(runs, make_evaluators=_evaluators)

@@ -1,7 +1,8 @@
 """The config schema: one frozen dataclass per section, and the valid range of each number.
 
-Defaults are the paper's settings (§2.3) where the paper gives one; `tlm.configs.paper` says
-where each comes from, `tlm.configs.tiny` how the CPU miniature departs from them.
+Defaults are neutral or equal to the paper's values; the paper's settings themselves are
+stated, with the paper's words, where its runs are defined (`tlm.configs.paper`), and
+`tlm.configs.tiny` says how the CPU miniature departs from them.
 """
 
 import dataclasses

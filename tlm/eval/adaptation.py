@@ -29,7 +29,7 @@ from tlm import configs, storage
 from tlm.configs import Config
 from tlm.configs.years import FUTURE_SLICE, TRAIN_SLICE
 from tlm.errors import ConfigError, DataError
-from tlm.eval import experiments, figures
+from tlm.eval import experiments, figures, heldout
 from tlm.eval.results import has_news, news_f1, news_f1_by_year, templama_f1, templama_f1_by_year
 from tlm.files import write_json
 from tlm.infer.trained_models import load_model, require_model
@@ -142,7 +142,7 @@ def adapt(config: Config, workdir: str, log=print, data=None) -> dict:
   if a.new_year in config.data.train_years:
     raise ConfigError(f"adapt.new_year {a.new_year} is already in data.train_years")
   require_model(config, workdir)
-  data = data or experiments.eval_data(config)
+  data = data or heldout.eval_data(config)
   new = a.new_year
 
   def evaluate(path: str, label: str) -> dict:

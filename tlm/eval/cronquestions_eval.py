@@ -41,13 +41,13 @@ class QuestionAnsweringData:
       seed=config.data.seed,
       years=(0,),
       source_weights={_SOURCE: 1.0},
-      conditioning="none",
     )
     self.vocab = vocab
     self.eval_note = "no held-out loss during CronQuestions finetuning"
     self._batcher = Batcher(
       sampler,
       vocab,
+      conditioning="none",
       rows=config.train.batch_size,
       input_length=config.data.input_length,
       target_length=config.data.target_length,

@@ -21,7 +21,7 @@ import dataclasses
 
 from tlm import configs
 from tlm.configs import Config
-from tlm.eval import experiments
+from tlm.eval import heldout
 from tlm.eval.results import news_f1_overall, templama_em, templama_f1
 from tlm.infer.conditioned import TimeConditioned
 from tlm.infer.predictor import Predictor
@@ -31,7 +31,7 @@ FIELDS = ("templama_f1", "templama_em", "news_f1")
 
 
 def task_eval_data(config: Config):
-  """The fixed subset (`tlm.eval.experiments.EvalData`) evaluated during training.
+  """The fixed subset (`tlm.eval.heldout.EvalData`) evaluated during training.
 
   Raises:
     ConfigError: no TempLAMA directory (data.templama_dir / data.synthetic).
@@ -43,14 +43,14 @@ def task_eval_data(config: Config):
     config,
     {"eval.split": "val", "eval.years": years, "eval.max_examples": max(1, k // len(years))},
   )
-  data = experiments.eval_data(sub)
-  return dataclasses.replace(data, templama=experiments.spread(data.templama, k))
+  data = heldout.eval_data(sub)
+  return dataclasses.replace(data, templama=heldout.spread(data.templama, k))
 
 
 def task_results(model, data) -> dict:
   """{"templama": evaluate_templama(...), "news": evaluate_news(...) (if the subset has news)}:
-  what `--mode=eval` computes for `model` on `data` (`experiments.score`)."""
-  return experiments.score(model, data)
+  what `--mode=eval` computes for `model` on `data` (`heldout.score`)."""
+  return heldout.score(model, data)
 
 
 def task_metrics(results: dict) -> dict:

@@ -1,6 +1,7 @@
 """The paper's evaluations of trained models: Table 2 rows, Figures 2-4 (paper §3.1-§3.2).
 
-- `eval_data(config)`: the held-out TempLAMA and news data every experiment takes (`EvalData`).
+- `eval_data(config)`: the held-out TempLAMA and news data every experiment takes (`EvalData`),
+  and `score(model, data)`: one model's results on it (both `tlm.eval.heldout`'s).
 - `evaluate(config, workdir, log, data)`: TempLAMA and news F1 (and news perplexity, Table 7)
   of the model trained in `workdir` with `config`; writes `results/eval.json` and the model's
   Markdown row of Table 2.
@@ -14,8 +15,6 @@ The models are loaded, and queried as the paper queries each variant, by
 `tlm.infer.trained_models`; the results are read back through `tlm.eval.results`.
 """
 
-import dataclasses
-import os
 from collections.abc import Callable
 
 import numpy as np
@@ -23,80 +22,18 @@ import numpy as np
 from tlm import configs, safe_read, storage
 from tlm.configs import Config
 from tlm.configs.years import REFERENCE_YEAR, SLICES
-from tlm.data import fact_durations, metrics
+from tlm.data import metrics
 from tlm.data.formatting import templama_query_input
-from tlm.data.future_relations import RESOURCES, FutureRelations, load_future_relations
-from tlm.data.templama import load_templama
-from tlm.errors import ConfigError, DataError
+from tlm.data.future_relations import FutureRelations, load_future_relations
+from tlm.errors import DataError
 from tlm.eval import figures, future, results, tables
+from tlm.eval.heldout import EvalData, eval_data, score
 from tlm.eval.tables import MAX_EVAL_BYTES
-from tlm.eval.templama_eval import answer_baselines, evaluate_news, evaluate_templama
+from tlm.eval.templama_eval import answer_baselines
 from tlm.files import atomic_output_file, write_json
 from tlm.infer.trained_models import expert_dir, load_expert, load_model, require_model
-from tlm.input import datasets
-from tlm.input.sampling import NEWS_SSM
 
 Log = Callable[[str], None]
-
-
-# ---- data ------------------------------------------------------------------------------------
-
-
-@dataclasses.dataclass(frozen=True)
-class EvalData:
-  """Held-out data of an experiment.
-
-  Attributes:
-    templama: the TempLAMA split under evaluation, every year.
-    news: {year: held-out SSM examples}, at most `eval.max_examples` per year (evenly spaced).
-    future_relations_dir: the future-relations query sets (world's, or the shipped real ones).
-    durations: {TempLAMA id: years} from the facts' own dates (the synthetic world's facts.tsv;
-      `tlm.data.fact_durations`); empty: durations from the TempLAMA buckets.
-  """
-
-  templama: list
-  news: dict
-  future_relations_dir: str
-  durations: dict = dataclasses.field(default_factory=dict)
-
-
-def eval_data(config: Config) -> EvalData:
-  """Loads the config's held-out TempLAMA and news data (building the world if needed)."""
-  from tlm.input.locations import resolve_sources, synthetic_data
-
-  data, ec = config.data, config.eval
-  sources = resolve_sources(data)
-  future_dir = ec.future_relations or RESOURCES
-  facts = ""
-  if data.synthetic:
-    world = synthetic_data(data)
-    future_dir = ec.future_relations or world.future_relations_dir
-    facts = os.path.join(world.world_dir, "facts.tsv")
-  templama_dir = sources.templama_dir
-  if not templama_dir:
-    raise ConfigError("evaluation needs TempLAMA: set data.templama_dir (or data.synthetic)")
-  templama = load_templama(os.path.join(templama_dir, f"{ec.split}.json"))
-  templama = [ex for ex in templama if ex.year in ec.years]
-  news = {}
-  ssm_dir = sources.ssm_dir or (data.ssm_dir if storage.isdir(data.ssm_dir) else "")
-  if ssm_dir:
-    loaded = datasets.load_sources(ssm_dir, None, years=ec.years, split=ec.split)[NEWS_SSM]
-    news = {y: spread(rows, ec.max_examples) for y, rows in loaded.items()}
-  # Without a facts file (a released TempLAMA), durations come from the TempLAMA buckets.
-  durations = (
-    fact_durations.durations_from_facts(fact_durations.read_fact_spans(facts), templama)
-    if facts
-    else {}
-  )
-  return EvalData(templama, news, future_dir, durations)
-
-
-def spread(rows: list, k: int) -> list:
-  """At most k rows, evenly spaced (the files are in date order: a prefix would be January);
-  all of them if k is 0 or enough."""
-  if not k or len(rows) <= k:
-    return list(rows)
-  return [rows[i * len(rows) // k] for i in range(k)]
 
 
 # ---- experiments -----------------------------------------------------------------------------
@@ -121,15 +58,6 @@ def _log_slices(log: Log, label: str, result: dict) -> None:
   news = {s: results.news_f1(result, s) for s in SLICES}
   parts += [f"news F1 {s} {100 * f1:.1f}" for s, f1 in news.items() if f1 is not None]
   log(f"{label}: " + ", ".join(parts))
-
-
-def score(model, data: EvalData) -> dict:
-  """{"templama": ..., "news": ... (with news data)} of one model on `data`: the layout that
-  `tlm.eval.results` reads."""
-  result = {"templama": evaluate_templama(model, data.templama, durations=data.durations)}
-  if data.news:
-    result["news"] = evaluate_news(model, data.news)
-  return result
 
 
 def evaluate_model(model, data: EvalData, log: Log, label: str) -> dict:

@@ -41,7 +41,7 @@ The examples within a window keep the store's order. A store shuffled at build t
 (`--shuffle_seed`) or afterwards (`--mode=shuffle_store`: `tlm.store.store_shuffle`) holds
 each table in a seeded order, so a window is a uniform sample of its year; in corpus order (the
 default build, and every store built before the option) a window is a few hundred consecutive
-articles, which `tlm.input.mixture` refuses (`corpus_order_stores`) unless
+articles, which `tlm.input.mixture` refuses (`MixtureSampler.corpus_order_stores`) unless
 `data.allow_corpus_order` is set.
 """
 
@@ -72,16 +72,15 @@ _LANE_ORDER, _LANE_WINDOWS, _LANE_SHIFT = 11, 12, 13
 _CACHED_BLOCKS = 4  # a prefetcher builds steps of at most two blocks at once
 
 
-def draws_per_row(tables, input_length: int, target_length: int, prefix_ids: int = 0) -> int:
-  """Candidate draws per row: the examples of the tables' mean lengths (from a sample of each
-  table's first examples: `Table.mean_lengths`; EOS and the time prefix's `prefix_ids` added)
-  that a row holds, the tighter of the encoder and the decoder, rounded up, plus
-  `EXTRA_DRAWS`; within [2, 64]. Every host reads the same samples, so every host derives the
-  same number."""
-  sized = [t for t in tables if t.has_tokens and len(t)]
-  if not sized:
+def draws_per_row(means, input_length: int, target_length: int, prefix_ids: int = 0) -> int:
+  """Candidate draws per row: the examples of the tokenized slices' mean lengths (`means`:
+  (mean input ids, mean target ids, examples sampled) of each, from a sample of its first
+  examples: `MixtureSampler.mean_lengths`; EOS and the time prefix's `prefix_ids` added) that
+  a row holds, the tighter of the encoder and the decoder, rounded up, plus `EXTRA_DRAWS`;
+  within [2, 64] (`DEFAULT_DRAWS` without a tokenized slice). Every host reads the same
+  samples, so every host derives the same number."""
+  if not means:
     return DEFAULT_DRAWS
-  means = [t.mean_lengths() for t in sized]
   n = sum(m[2] for m in means)
   mean_in = sum(m[0] * m[2] for m in means) / n + 1 + prefix_ids
   mean_tg = sum(m[1] * m[2] for m in means) / n + 1
@@ -109,7 +108,7 @@ class BlockSampler:
     self.allot = np.where(
       p > 0, np.ceil(mean + SIGMAS * np.sqrt(mean * (1 - p))).astype(np.int64) + 1, 0
     )
-    self.sizes = np.array([len(s) for s in sampler.slices], np.int64)
+    self.sizes = sampler.slice_sizes()
     self._lock = threading.Lock()  # batches of several steps are built at once
     self._blocks: OrderedDict = OrderedDict()  # block -> (slot, index), [steps, rows, per_row]
     self._windows: dict[int, tuple[int, np.ndarray, int]] = {}  # slot -> (pass, order, shift)
@@ -181,8 +180,8 @@ class BlockSampler:
     """The slice and the example index of every candidate of the global batch at `step`.
 
     Returns:
-      (slot, index), each int64 `[rows, per_row]`: the candidate reads example `index` of
-      `sampler.slices[slot]`.
+      (slot, index), each int64 `[rows, per_row]`: the candidate reads example `index` of the
+      sampler's slice `slot`.
     """
     block, t = divmod(int(step), self.steps)
     slot, index = self._block(block)
@@ -200,12 +199,6 @@ class BlockSampler:
     return {
       int(s[0]): np.unique(i) for s, i in zip(np.split(slot, cut), np.split(index, cut)) if s.size
     }
-
-
-def corpus_order_stores(slices) -> list[str]:
-  """The stores in corpus order among `slices`, sorted: their windows would be runs of
-  consecutive articles (`--mode=shuffle_store` re-orders one)."""
-  return sorted({str(t.path) for t in slices if t.order == "corpus"})
 
 
 def runs(index: np.ndarray, max_gap: int) -> list[tuple[int, int]]:

@@ -27,7 +27,7 @@ from tlm.data.formatting import SPLITS, TextExample, templama_text
 from tlm.errors import ConfigError, DataError
 from tlm.files import write_json
 from tlm.input.sampling import NEWS_SSM, TEMPLAMA
-from tlm.store.build_ssm import build_ssm
+from tlm.store import store
 
 _BUILD_INFO = "tlm_build.json"
 
@@ -172,6 +172,7 @@ def _build_templama(world: str, out: str, seed: int) -> None:
 
 
 def _build_ssm(world: str, out: str, seed: int) -> None:
+  from tlm.store.build_ssm import build_ssm
 
   # The world's entity names as gazetteer: every generated name is a salient span, as the
   # paper's named-entity tagger would find them in real news.
@@ -181,6 +182,16 @@ def _build_ssm(world: str, out: str, seed: int) -> None:
     gazetteer=os.path.join(world, "entities.tsv"),
     seed=seed,
   )
+
+
+def _ssm_store(ssm_dir: str) -> store.Store:
+  """The example store of an SSM directory; a JSON-lines one is converted first, once (the
+  converter, a builder, is imported only then: training reads a store)."""
+  if store.is_store(ssm_dir):
+    return store.Store(ssm_dir)
+  from tlm.store.store_convert import open_ssm_store
+
+  return open_ssm_store(ssm_dir)
 
 
 def load_sources(
@@ -216,9 +227,7 @@ def load_sources(
   years = [int(y) for y in years]
   sources: dict[str, dict[int, list[TextExample]]] = {}
   if ssm_dir:
-    from tlm.store.store_convert import open_ssm_store
-
-    news = open_ssm_store(ssm_dir)
+    news = _ssm_store(ssm_dir)
     if storage.is_remote(news.path):  # a table's opening is a few requests: all years at once
       with ThreadPoolExecutor(len(years) or 1) as pool:
         tables = list(pool.map(lambda y: news.table(split, y), years))

@@ -22,7 +22,7 @@ from tlm.data.conditioning import prefix_ids
 from tlm.data.vocab import Vocabulary
 from tlm.errors import ConfigError, UserError
 from tlm.input import datasets
-from tlm.input.block_sampling import corpus_order_stores, draws_per_row
+from tlm.input.block_sampling import draws_per_row
 from tlm.input.locations import Sources, resolve_sources, synthetic_data
 from tlm.input.packing import Batcher, BatchStats
 from tlm.input.prefetch import Prefetcher
@@ -89,20 +89,20 @@ def make_batcher(
     seed=data.seed,
     years=years,
     source_weights=weights,
-    conditioning=data.conditioning,
     new_years=new_years,
     new_year_prob=data.new_year_prob,
   )
   block_draws = 0
   if data.sampler == "block":
-    _check_order(sampler.slices, data.allow_corpus_order)
+    _check_order(sampler.corpus_order_stores(), data.allow_corpus_order)
     prefix = prefix_ids(vocab, years[0] if years else 0, data.conditioning)
     block_draws = data.block_draws or draws_per_row(
-      sampler.slices, data.input_length, data.target_length, len(prefix)
+      sampler.mean_lengths(), data.input_length, data.target_length, len(prefix)
     )
   return Batcher(
     sampler,
     vocab,
+    conditioning=data.conditioning,
     rows=rows,
     input_length=data.input_length,
     target_length=data.target_length,
@@ -111,10 +111,9 @@ def make_batcher(
   )
 
 
-def _check_order(slices, allowed: bool) -> None:
-  """The block sampler on a store in corpus order: refused in one line naming the fix, or
+def _check_order(stores: list[str], allowed: bool) -> None:
+  """The block sampler on `stores` in corpus order: refused in one line naming the fix, or
   (data.allow_corpus_order) one warning per process."""
-  stores = corpus_order_stores(slices)
   if not stores:
     return
   where = ", ".join(stores)
@@ -169,7 +168,7 @@ class _Prefetched:
     if self._prefetch is None or self._rows != (start, stop):
       self.close()
       batcher, self._rows = self._train, (start, stop)
-      remote = any(t.remote for t in batcher.sampler.slices)
+      remote = batcher.sampler.reads_remotely()
       self._prefetch = Prefetcher(
         lambda s: local_batch(batcher, s, start, stop),
         depth=REMOTE_PREFETCH_DEPTH if remote else PREFETCH_DEPTH,
@@ -181,7 +180,7 @@ class _Prefetched:
   def stream_record(self) -> dict:
     """What a checkpoint records of the stream beyond the config (`tlm.train.data_state`): the
     example store read (its manifest's SHA-256; "" for none) and the sampler's parameters."""
-    stores = sorted({t.store_sha256 for t in self._train.sampler.slices if t.store_sha256})
+    stores = self._train.sampler.store_digests()
     return {"store": ",".join(stores), "sampler": self._train.record()}
 
   def close(self) -> None:
@@ -243,15 +242,12 @@ class PretrainingData(_Prefetched):
       gazetteer=os.path.join(paths.world_dir, "entities.tsv"),
     )
     sampler = MixtureSampler(
-      {"pretrain": {0: pairs}},
-      seed=data.seed,
-      years=(0,),
-      source_weights={"pretrain": 1.0},
-      conditioning="none",
+      {"pretrain": {0: pairs}}, seed=data.seed, years=(0,), source_weights={"pretrain": 1.0}
     )
     self._train = Batcher(
       sampler,
       self.vocab,
+      conditioning="none",
       rows=config.train.batch_size,
       input_length=data.input_length,
       target_length=data.target_length,

@@ -13,11 +13,12 @@ cost is a mild bias towards shorter examples among those trained on.
 
 import dataclasses
 from concurrent.futures import ThreadPoolExecutor
+from functools import partial
 
 import numpy as np
 
-from tlm.data.conditioning import format_input, prefix_ids
-from tlm.errors import ConfigError, DataError
+from tlm.data.conditioning import check_conditioning, format_input, prefix_ids
+from tlm.errors import ConfigError
 from tlm.input.block_sampling import BlockSampler, runs
 from tlm.input.caches import LRU, RunCache
 from tlm.input.packed_rows import pack_flat
@@ -133,17 +134,18 @@ class Batcher:
 
   Row r of step s holds draws (s, r, 0), (s, r, 1), ... up to, not including, the first that
   does not fit (packed), or draw (s, r, 0) alone (unpacked). A batch reads only the examples
-  it draws: from a tokenized table of the example store (`tlm.store.store.Table`) their ids,
-  with the time prefix's ids put in front (`tlm.data.conditioning.prefix_ids` says why that
-  equals tokenizing the prefixed text); otherwise their text, tokenized through a cache of at
-  most `cache_size` texts (least recently used out), and the ids of the last `cache_size`
-  text examples drawn. Nothing else is kept between batches, so memory does not grow with the
-  corpus or the steps.
+  it draws, asking the sampler for them (`MixtureSampler.read`): from a tokenized table of the
+  example store their ids, otherwise their text, tokenized through a cache of at most
+  `cache_size` texts (least recently used out), and the ids of the last `cache_size` text
+  examples drawn. The time prefix goes before every input in one function, `_input_ids`.
+  Nothing else is kept between batches, so memory does not grow with the corpus or the steps.
 
   Args:
     sampler: the example source.
     vocab: anything with `encode(text) -> list[int]` (tlm.data.vocab.Vocabulary); a
       Vocabulary whose fingerprint matches, for tokenized tables.
+    conditioning: the time input before every example ("temporal", "none", "in_text":
+      `tlm.data.conditioning`).
     rows: rows of the global batch.
     input_length: encoder length.
     target_length: decoder length.
@@ -167,6 +169,7 @@ class Batcher:
     rows: int,
     input_length: int,
     target_length: int,
+    conditioning: str = "temporal",
     packed: bool = True,
     cache_size: int = 1 << 17,
     block_draws: int = 0,
@@ -178,6 +181,7 @@ class Batcher:
       )
     self.sampler = sampler
     self.vocab = vocab
+    self.conditioning = check_conditioning(conditioning)
     self.rows = rows
     self.input_length = input_length
     self.target_length = target_length
@@ -190,11 +194,9 @@ class Batcher:
     # A block's runs, for its steps (a run per slice, two where it wraps at a table's end): the
     # prefetcher builds steps of two blocks at once; four blocks' worth are kept. And which
     # runs a block's steps read, per block and set of rows.
-    self._runs = RunCache(4 * len(sampler.slices))
+    self._runs = RunCache(4 * sampler.slice_count)
     self._block_runs = LRU(16)
-    for table in sampler.slices:
-      if table.has_tokens:
-        _check_vocab(table, vocab)
+    sampler.check_vocabulary(vocab)
 
   def record(self) -> dict:
     """The sampler and its derived parameters, as a checkpoint records them."""
@@ -209,10 +211,17 @@ class Batcher:
       self._text_cache.put(text, ids)
     return ids
 
-  def _prefix(self, year: int) -> np.ndarray:
-    if year not in self._prefix_ids:  # tokenized once per year
-      self._prefix_ids[year] = prefix_ids(self.vocab, year, self.sampler.conditioning)
-    return self._prefix_ids[year]
+  def _input_ids(self, year: int, inputs: str | np.ndarray) -> np.ndarray:
+    """The ids a model reads for an example's input of `year`: the time prefix before it, the
+    one place it is applied. A text is formatted (`format_input`) and tokenized; stored ids
+    get the prefix's ids in front (`prefix_ids`, tokenized once per year: the same ids, as
+    `tlm.data.conditioning` says)."""
+    if isinstance(inputs, str):
+      return self._encode(format_input(inputs, year, self.conditioning))
+    if year not in self._prefix_ids:
+      self._prefix_ids[year] = prefix_ids(self.vocab, year, self.conditioning)
+    prefix = self._prefix_ids[year]
+    return np.concatenate([prefix, inputs]) if prefix.size else inputs
 
   def _fetch(self, flat_ids: np.ndarray) -> list[tuple[np.ndarray, np.ndarray]]:
     """Per flat id: its input ids (time prefix included) and target ids, untrimmed."""
@@ -227,60 +236,31 @@ class Batcher:
     return out
 
   def _read(self, flat_ids: np.ndarray) -> list[tuple[tuple[np.ndarray, np.ndarray], bool]]:
-    """`_fetch` from the sampler's slices, and whether each came tokenized from a store."""
+    """`_fetch` from the sampler (`MixtureSampler.read`), and whether each came tokenized from
+    a store."""
     out: list = [None] * flat_ids.size
-    slots, index = self.sampler.locate(flat_ids)
+    sampler = self.sampler
+    slots, index = sampler.locate(flat_ids)
     unique = np.unique(slots).tolist()
     raw = {}
-    remote = [s for s in unique if self.sampler.slices[s].remote]
+    remote = [s for s in unique if sampler.is_remote(s)]
     if len(remote) > 1:  # the years' requests go out together
-      reads = {s: _READS.submit(self._raw_of, s, index[slots == s]) for s in remote}
+      reads = {s: _READS.submit(sampler.read, s, index[slots == s], self.vocab) for s in remote}
       raw = {s: f.result() for s, f in reads.items()}
     for slot in unique:
       sel = np.flatnonzero(slots == slot)
-      table, year = self.sampler.slices[slot], self.sampler.slice_year(slot)
-      got = raw[slot] if slot in raw else self._raw_of(slot, index[sel])
-      tokenized = table.has_tokens
-      if tokenized:
-        inputs, targets = got
-        prefix = self._prefix(year)
-        if prefix.size:
-          inputs = [np.concatenate([prefix, i]) for i in inputs]
-        pairs = zip(inputs, targets)
-      else:
-        conditioning, encode = self.sampler.conditioning, self._encode
-        pairs = [(encode(format_input(i, year, conditioning)), encode(t)) for i, t in got]
-      for j, pair in zip(sel.tolist(), pairs):
-        out[j] = (pair, tokenized)
+      got = raw[slot] if slot in raw else sampler.read(slot, index[sel], self.vocab)
+      year, tokenized = sampler.slice_year(slot), sampler.is_tokenized(slot)
+      for j, inputs, targets in zip(sel.tolist(), *got):
+        ids = (self._input_ids(year, inputs), targets if tokenized else self._encode(targets))
+        out[j] = (ids, tokenized)
     return out
-
-  def _raw_of(self, slot: int, index: np.ndarray):
-    """Examples `index` of a slice as stored: (input ids, target ids) of a tokenized table,
-    else their (inputs, targets) texts."""
-    table = self.sampler.slices[slot]
-    if table.has_tokens:
-      return self._tokens_of(slot, index)
-    return table.texts(index)
-
-  def _tokens_of(self, slot: int, index: np.ndarray):
-    """Stored ids of examples `index` of a tokenized slice, checked against the vocabulary."""
-    table = self.sampler.slices[slot]
-    inputs, targets = table.tokens(index)
-    _check_ids(inputs + targets, self.vocab, table)
-    return inputs, targets
 
   def _run(self, slot: int, lo: int, hi: int) -> tuple[np.ndarray, np.ndarray]:
     """Examples lo..hi-1 of a tokenized slice, read as one run (two requests) once for the
     steps of a block and checked against the vocabulary: their ids end to end and offsets
-    (`Table.token_block`), divided into examples only as steps draw them."""
-
-    def load():
-      table = self.sampler.slices[slot]
-      data, off = table.token_block(lo, hi)
-      _check_ids([data], self.vocab, table)
-      return data, off
-
-    return self._runs.get((slot, lo, hi), load)
+    (`MixtureSampler.read_run`), divided into examples only as steps draw them."""
+    return self._runs.get((slot, lo, hi), partial(self.sampler.read_run, slot, lo, hi, self.vocab))
 
   def _block_tokens(self, slot: int, index: np.ndarray, block: list[tuple[int, int]]):
     """Ids of examples `index` of a tokenized slice from the runs of its block."""
@@ -304,7 +284,7 @@ class Batcher:
     slots, index = self.sampler.locate(flat_ids)
     stored, other = [], []
     for slot in np.unique(slots).tolist():
-      (stored if self.sampler.slices[slot].has_tokens else other).append(slot)
+      (stored if self.sampler.is_tokenized(slot) else other).append(slot)
     reads = {s: _READS.submit(self._block_tokens, s, index[slots == s], block[s]) for s in stored}
     for slot in other:
       sel = np.flatnonzero(slots == slot)
@@ -312,9 +292,9 @@ class Batcher:
         out[j] = pair
     for slot, future in reads.items():
       inputs, targets = future.result()
-      prefix = self._prefix(self.sampler.slice_year(slot))
+      year = self.sampler.slice_year(slot)
       for j, i, t in zip(np.flatnonzero(slots == slot).tolist(), inputs, targets):
-        out[j] = (np.concatenate([prefix, i]) if prefix.size else i, t)
+        out[j] = (self._input_ids(year, i), t)
     return out
 
   def _select_blocks(self, step: int, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray, _Drawn]:
@@ -328,7 +308,7 @@ class Batcher:
       block = {
         j: runs(idx, _RUN_GAP)
         for j, idx in self._blocks.block_indices(step, rows).items()
-        if self.sampler.slices[j].has_tokens
+        if self.sampler.is_tokenized(j)
       }
       self._block_runs.put(key, block)
     drawn = _Drawn(lambda f: self._fetch_runs(f, block), self.input_length, self.target_length)
@@ -419,31 +399,3 @@ class Batcher:
   def batch(self, step: int, process_index: int = 0, process_count: int = 1) -> dict:
     """This process's rows of the global batch at `step` (see `batch_with_stats`)."""
     return self.batch_with_stats(step, process_index, process_count)[0]
-
-
-def _check_vocab(table, vocab) -> None:
-  """A tokenized table must hold ids of `vocab` (the same SentencePiece model's bytes)."""
-  from tlm.store.store import MANIFEST, vocab_fingerprint
-
-  have = vocab_fingerprint(vocab.serialized_model)
-  if have != table.vocab_sha256:
-    raise DataError(
-      f"tokenized with the vocabulary of SHA-256 {table.vocab_sha256[:16]}..., but the model's "
-      f"vocabulary (data.vocab) is {have[:16]}...; rebuild the store with --vocab set to the "
-      "model's spiece.model, or build it without --vocab (text)",
-      f"{table.path}/{MANIFEST}",
-    )
-
-
-def _check_ids(seqs: list[np.ndarray], vocab, table) -> None:
-  """Stored ids must be ids of the vocabulary, 0 <= id < size (a hostile file could hold
-  anything; a negative id would index the embedding from its end)."""
-  low = min((int(s.min()) for s in seqs if s.size), default=0)
-  if low < 0:
-    raise DataError(f"token id {low} is negative (a damaged file)", table.token_file)
-  top = max((int(s.max()) for s in seqs if s.size), default=-1)
-  if top >= vocab.vocab_size:
-    raise DataError(
-      f"token id {top} is not below the vocabulary's size {vocab.vocab_size} (a damaged file)",
-      table.token_file,
-    )

@@ -7,6 +7,12 @@ slice (2019) with probability alpha and the old slices (2010-2018) with probabil
 Every draw here is: choose the source at the configured ratio, choose the year (uniformly, or
 the adaptation mixture), then an example uniformly within that source's year slice.
 
+The sampler says which example each draw is, and answers for its (source, year) slices: their
+years, sizes, whether they hold token ids, and their examples as stored (`read`, `read_run`).
+Its readers (`tlm.input.packing.Batcher`, `tlm.input.block_sampling.BlockSampler`) ask through
+these methods and never hold a slice. The time conditioning is not the sampler's: the batcher
+puts the prefix before an example's input, in one function (`Batcher._input_ids`).
+
 Determinism: draw k of row r at step s is a pure function of (seed, s, r, k). Its random
 numbers come from a counter-based generator (`tlm.counter_hash`: SplitMix64's finaliser chained
 over the seed key, step, row, k and a lane number, as in Steele et al., "Fast splittable
@@ -22,9 +28,8 @@ from typing import NamedTuple
 import numpy as np
 
 from tlm.counter_hash import below, chain, unit
-from tlm.data.conditioning import check_conditioning, format_input
-from tlm.errors import ConfigError
-from tlm.store.store import Table
+from tlm.errors import ConfigError, DataError
+from tlm.store.store import MANIFEST, Table, vocab_fingerprint
 
 # Source names used by the glue (tlm.input.datasets) and the configs.
 NEWS_SSM = "news_ssm"
@@ -45,10 +50,10 @@ def _counter(values, name: str) -> np.ndarray:
 
 
 class Draw(NamedTuple):
-  """One sampled example, ready to tokenise.
+  """One sampled example, as stored.
 
   Attributes:
-    inputs: input text with the time conditioning applied.
+    inputs: input text, without the time prefix (`tlm.data.conditioning.format_input` adds it).
     targets: target text.
     year: the example's year bucket.
     source: the source name (e.g. "news_ssm", "templama").
@@ -64,9 +69,9 @@ class ExampleList(Sequence):
   """Examples held in memory (a list of `TextExample` or (inputs, targets) pairs), behind the
   interface of a store's `Table` that the input pipeline reads: text only, local, no order.
 
-  The sampler wraps every source slice that is not a store table in one, once, so that the
-  readers below (`Batcher`, `BlockSampler`) call one interface and never probe a slice for
-  what it is.
+  The sampler wraps every source slice that is not a store table in one, once, so that its
+  methods (`MixtureSampler.read` and the others) call one interface and never probe a slice
+  for what it is.
   """
 
   has_tokens = False  # a tokenized store table holds token ids; these are texts
@@ -105,7 +110,6 @@ class MixtureSampler:
     years: the year slices drawn uniformly (Yearly experts: a single year).
     source_weights: source name -> relative weight (1000:1 news to TempLAMA in the paper).
       Sources with weight 0 are never drawn and need not be present.
-    conditioning: time conditioning applied to every input ("temporal", "none", "in_text").
     new_years: the adaptation slices (the paper's 2019), drawn with probability
       `new_year_prob`, uniformly among themselves; `years` get the rest, uniformly.
     new_year_prob: the paper's alpha, in [0, 1].
@@ -123,11 +127,9 @@ class MixtureSampler:
     seed: int,
     years: Sequence[int],
     source_weights: Mapping[str, float],
-    conditioning: str = "temporal",
     new_years: Sequence[int] = (),
     new_year_prob: float = 0.0,
   ):
-    self.conditioning = check_conditioning(conditioning)
     self.years = tuple(int(y) for y in years)
     self.new_years = tuple(int(y) for y in new_years)
     self.new_year_prob = float(new_year_prob)
@@ -156,7 +158,7 @@ class MixtureSampler:
     self._all_years = self.years + self.new_years
     # The (source, year) slices in the order of the flat table, held as given: a list, or a
     # table of the example store read by index (nothing is copied per example).
-    self.slices: list[Table | ExampleList] = []
+    self._slices: list[Table | ExampleList] = []
     offsets, counts, total = [], [], 0
     for name in self.source_names:
       if name not in sources:
@@ -175,7 +177,7 @@ class MixtureSampler:
         row_off.append(total)
         row_cnt.append(len(examples))
         total += len(examples)
-        self.slices.append(examples)
+        self._slices.append(examples)
       offsets.append(row_off)
       counts.append(row_cnt)
     self._size = total
@@ -224,13 +226,13 @@ class MixtureSampler:
     return self._offsets[source, year] + index
 
   def slots(self, step: int, rows, ks) -> np.ndarray:
-    """The slice (index into `slices`) of each draw (step, row, k): its source and year as
+    """The slice of each draw (step, row, k): its source and year as
     `flat_ids` draws them (`tlm.input.block_sampling` then chooses the example)."""
     source, year, _ = self._draw_slices(step, rows, ks)
     return source * len(self._all_years) + year
 
   def slot_probs(self) -> np.ndarray:
-    """The probability that a draw falls in each slice (in the order of `slices`)."""
+    """The probability that a draw falls in each slice (in slice order)."""
     n_old, n_new = len(self.years), len(self.new_years)
     year = np.zeros(n_old + n_new)
     if n_old:
@@ -246,7 +248,7 @@ class MixtureSampler:
     return int(self._key)
 
   def locate(self, flat_ids) -> tuple[np.ndarray, np.ndarray]:
-    """The slice (index into `slices`) and the index within it of flat ids, vectorised."""
+    """The slice and the index within it of flat ids, vectorised (the inverse of `flat_of`)."""
     flat_ids = np.asarray(flat_ids, dtype=np.int64)
     # The last slice starting at or before the id: empty slices share their start with the
     # next one, and side="right" skips them.
@@ -262,14 +264,11 @@ class MixtureSampler:
     return self._all_years[int(slot) % len(self._all_years)]
 
   def example(self, flat_id: int) -> Draw:
-    """The draw with flat index `flat_id`, with the time conditioning applied."""
+    """The draw with flat index `flat_id`, as stored (no time prefix)."""
     slot, index = (int(x) for x in self.locate(int(flat_id)))
     source, year = divmod(slot, len(self._all_years))
-    inputs, targets = self.slices[slot][index][:2]
-    year = self._all_years[year]
-    return Draw(
-      format_input(inputs, year, self.conditioning), targets, year, self.source_names[source]
-    )
+    inputs, targets = self._slices[slot][index][:2]
+    return Draw(inputs, targets, self._all_years[year], self.source_names[source])
 
   def draw(self, step: int, row: int, k: int) -> Draw:
     """Draw k of row `row` at step `step`."""
@@ -280,3 +279,95 @@ class MixtureSampler:
     slot = np.searchsorted(self._slice_starts, np.asarray(flat_ids), side="right") - 1
     source, year = np.divmod(slot, len(self._all_years))
     return source, np.asarray(self._all_years, dtype=np.int64)[year]
+
+  # ---- the slices, as their readers ask for them ---------------------------------------------
+
+  @property
+  def slice_count(self) -> int:
+    """Number of (source, year) slices: the slice numbers are 0 .. slice_count - 1."""
+    return len(self._slices)
+
+  def slice_sizes(self) -> np.ndarray:
+    """Examples per slice, int64, in slice order."""
+    return np.array([len(s) for s in self._slices], np.int64)
+
+  def is_tokenized(self, slot: int) -> bool:
+    """Whether slice `slot` holds token ids (a tokenized table of the example store)."""
+    return bool(self._slices[slot].has_tokens)
+
+  def is_remote(self, slot: int) -> bool:
+    """Whether reading slice `slot` makes requests (an object store): read them concurrently."""
+    return bool(self._slices[slot].remote)
+
+  def reads_remotely(self) -> bool:
+    """Whether any slice is read from an object store."""
+    return any(s.remote for s in self._slices)
+
+  def read(self, slot: int, index: np.ndarray, vocab) -> tuple[list, list]:
+    """Examples `index` of slice `slot` as stored: (input ids, target ids) of a tokenized
+    slice, each id checked to be below `vocab.vocab_size`, else (input texts, target texts).
+
+    Raises:
+      DataError: a stored id outside the vocabulary (a damaged file), naming the file.
+    """
+    table = self._slices[slot]
+    if table.has_tokens:
+      inputs, targets = table.tokens(index)
+      _check_ids(inputs + targets, vocab.vocab_size, table)
+      return inputs, targets
+    pairs = table.texts(index)
+    return [i for i, _ in pairs], [t for _, t in pairs]
+
+  def read_run(self, slot: int, lo: int, hi: int, vocab):
+    """Examples lo..hi-1 of tokenized slice `slot`, read as one run (`Table.token_block`: two
+    requests): their ids end to end and, per example, (start, end of inputs, end), the ids
+    checked against `vocab.vocab_size`."""
+    table = self._slices[slot]
+    data, offsets = table.token_block(lo, hi)
+    _check_ids([data], vocab.vocab_size, table)
+    return data, offsets
+
+  def check_vocabulary(self, vocab) -> None:
+    """Every tokenized slice must hold ids of `vocab` (the same SentencePiece model's bytes).
+
+    Raises:
+      DataError: a table tokenized with another vocabulary, naming its store's manifest.
+    """
+    tokenized = [t for t in self._slices if t.has_tokens]
+    have = vocab_fingerprint(vocab.serialized_model) if tokenized else ""
+    for table in tokenized:
+      if have != table.vocab_sha256:
+        raise DataError(
+          f"tokenized with the vocabulary of SHA-256 {table.vocab_sha256[:16]}..., but the "
+          f"model's vocabulary (data.vocab) is {have[:16]}...; rebuild the store with --vocab "
+          "set to the model's spiece.model, or build it without --vocab (text)",
+          f"{table.path}/{MANIFEST}",
+        )
+
+  def mean_lengths(self) -> list[tuple[float, float, int]]:
+    """(mean input ids, mean target ids, examples sampled) of each non-empty tokenized slice
+    (`Table.mean_lengths`: its first examples), in slice order."""
+    return [t.mean_lengths() for t in self._slices if t.has_tokens and len(t)]
+
+  def corpus_order_stores(self) -> list[str]:
+    """The example stores in corpus order among the slices, sorted: a block of one would be a
+    run of consecutive articles (`--mode=shuffle_store` re-orders one)."""
+    return sorted({str(t.path) for t in self._slices if t.order == "corpus"})
+
+  def store_digests(self) -> list[str]:
+    """The SHA-256 of the manifest of every example store read, sorted (none for lists)."""
+    return sorted({t.store_sha256 for t in self._slices if t.store_sha256})
+
+
+def _check_ids(seqs: list[np.ndarray], vocab_size: int, table) -> None:
+  """Stored ids must be ids of the vocabulary, 0 <= id < size (a hostile file could hold
+  anything; a negative id would index the embedding from its end)."""
+  low = min((int(s.min()) for s in seqs if s.size), default=0)
+  if low < 0:
+    raise DataError(f"token id {low} is negative (a damaged file)", table.token_file)
+  top = max((int(s.max()) for s in seqs if s.size), default=-1)
+  if top >= vocab_size:
+    raise DataError(
+      f"token id {top} is not below the vocabulary's size {vocab_size} (a damaged file)",
+      table.token_file,
+    )

@@ -40,7 +40,7 @@ from tlm.configs import Config
 from tlm.configs.years import SLICES
 from tlm.data.future_relations import load_future_relations
 from tlm.errors import ConfigError
-from tlm.eval import adaptation, experiments, figures, tables
+from tlm.eval import adaptation, experiments, figures, heldout, tables
 from tlm.eval.results import (
   answer_baselines,
   future_entropy_by_set,
@@ -161,7 +161,7 @@ def _reproduce_seed(seed: int, overrides: list[str], workdir: str, log) -> dict:
 
   stage("building the synthetic world (once; cached)")
   resolve_sources(cfgs["temporal"].data)
-  data = experiments.eval_data(cfgs["temporal"])
+  data = heldout.eval_data(cfgs["temporal"])
   log(
     f"{len(data.templama)} TempLAMA test queries, "
     f"{sum(len(v) for v in data.news.values())} held-out news examples"

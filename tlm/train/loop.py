@@ -73,6 +73,9 @@ class Trainer:
   """One training run in one workdir: `__init__` builds the mesh, data, state (restored,
   imported or random) and the compiled steps; `fit` runs the loop.
 
+  The config's required keys and the workdir's layout are checked before, once, by the caller
+  (`tlm.train.preflight.check_run`: `train` and `run` do it; `--mode=train` before jax starts).
+
   Args:
     config: the resolved experiment config.
     workdir: where config.json, model_config.json, spiece.model, metrics.jsonl,
@@ -102,7 +105,6 @@ class Trainer:
   ):
     from tlm.input.mixture import training_data
 
-    configs.check_required(config)
     tc = config.train
     if min(tc.steps, tc.log_every, tc.checkpoint_every) < 1:
       raise ConfigError("train.steps, train.log_every and train.checkpoint_every must be >= 1")
@@ -119,7 +121,6 @@ class Trainer:
     check_metric(tc.keep_best, logged_fields(tc, evaluators))
     self.config, self.log = config, log
     self.workdir = storage.abspath(workdir)
-    preflight.check_workdir(config, self.workdir)
     self.main = jax.process_index() == 0
     self.metrics_path = self.workdir / "metrics.jsonl"
     # --- Mesh and data ---
@@ -429,7 +430,9 @@ def train(
   evaluators: Sequence[Evaluator] = (),
   log: Callable = log_line,
 ) -> dict:
-  """Trains (or resumes) one model in `workdir`; see `Trainer` and `Trainer.fit`."""
+  """Trains (or resumes) one model in `workdir`, checked first (`preflight.check_run`); see
+  `Trainer` and `Trainer.fit`."""
+  preflight.check_run(config, workdir)
   return Trainer(config, workdir, data=data, evaluators=evaluators, log=log).fit()
 
 
@@ -446,10 +449,23 @@ def run(
   `make_evaluators(config)` builds each model's evaluators from its own config: a Yearly
   expert is evaluated on its own year (`tlm.eval.during_training.evaluators`).
   """
+  runs = preflight.check_runs(config, workdir)
+  return train_runs(runs, make_evaluators=make_evaluators, log=log)
+
+
+def train_runs(
+  runs: Sequence[tuple[Config, str]],
+  *,
+  make_evaluators: Callable[[Config], Sequence[Evaluator]] = lambda config: (),
+  log: Callable[[str], None] = log_line,
+) -> list[dict]:
+  """Trains each (config, workdir) of `runs` in turn, as `preflight.check_runs` checked and
+  returned them; returns their summaries (see `run`)."""
   results = []
-  for sub_config, sub_workdir in configs.expert_runs(config, workdir):
-    if jax.process_index() == 0 and sub_workdir != workdir:
+  for sub_config, sub_workdir in runs:
+    if jax.process_index() == 0 and sub_config.variant == "yearly":
       log(f"Yearly expert {sub_config.data.year}: {sub_workdir}")
     evaluators = make_evaluators(sub_config)
-    results.append(train(sub_config, sub_workdir, evaluators=evaluators, log=log))
+    trainer = Trainer(sub_config, sub_workdir, evaluators=evaluators, log=log)
+    results.append(trainer.fit())
   return results

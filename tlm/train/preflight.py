@@ -4,6 +4,10 @@ the step compiled, so that a run that cannot work costs seconds, not a world bui
 The config's own limits (lengths, steps, seeds, tokens per step) are `tlm.configs.validate`'s,
 checked when the config is made; this module adds what needs the workdir and the devices:
 
+- `check_run` / `check_runs`: what a run needs before anything is built, each checked once:
+  the keys the config requires (`tlm.configs.check_required`) and the layout of every workdir
+  it trains in (`check_workdir`). `--mode=train` calls `check_runs` before jax starts;
+  `tlm.train.loop.train` and `tlm.train.loop.run` call them for their other callers.
 - `check_workdir`: the workdir's layout (`tlm.files.check_layout`): the workdir and its
   subdirectories (checkpoints/, tensorboard/, and as configured best/ and profile/) are
   writable directories, and the files it writes there (config.json, model_config.json,
@@ -21,7 +25,7 @@ checked when the config is made; this module adds what needs the workdir and the
 
 import os
 
-from tlm import files
+from tlm import configs, files
 from tlm.configs import Config
 from tlm.errors import ConfigError
 
@@ -42,6 +46,28 @@ def check_workdir(config: Config, workdir: str) -> None:
   dirs = WORKDIR_DIRS + ("best",) * bool(config.train.keep_best)
   dirs += ("profile",) * bool(config.train.profile_steps)
   files.check_layout(workdir, WORKDIR_FILES, dirs)
+
+
+def check_run(config: Config, workdir: str) -> None:
+  """Raises UserError unless the config has every key it requires and the run can write
+  `workdir` (one model: a Yearly expert's own workdir)."""
+  configs.check_required(config)
+  check_workdir(config, workdir)
+
+
+def check_runs(config: Config, workdir: str) -> list[tuple[Config, str]]:
+  """`check_run` of every model `config` trains (`tlm.configs.expert_runs`: one, or each Yearly
+  expert in WORKDIR/year=YYYY/), and of WORKDIR itself; returns those (config, workdir) pairs.
+
+  Raises:
+    UserError: the first unset required key or unwritable workdir, before anything is built.
+  """
+  check_run(config, workdir)
+  runs = configs.expert_runs(config, workdir)
+  for expert_config, expert_workdir in runs:
+    if expert_workdir != workdir:  # Yearly: every expert's workdir, at once
+      check_workdir(expert_config, expert_workdir)
+  return runs
 
 
 def _size(n: float) -> str:

@@ -2,7 +2,8 @@
 
 The writer is tensorboardX (numpy and protobuf only), an optional dependency like matplotlib:
 it is imported when a run starts, and without it one line says so and the run goes on with
-`metrics.jsonl` alone (whose content does not depend on it). Each `metrics.jsonl` record
+`metrics.jsonl` alone (whose content does not depend on it). It is imported without torch
+(`_summary_writer`). Each `metrics.jsonl` record
 becomes one scalar per numeric field at the record's step: `eval_loss` and the task metrics
 under `eval/`, the rest under `train/`. A Yearly expert trains in WORKDIR/year=YYYY/, so
 `tensorboard --logdir=WORKDIR` shows one run per expert. A resumed run purges the events at and
@@ -16,6 +17,7 @@ flush (the files are small: a few scalars per logged step).
 
 import os
 import shutil
+import sys
 import tempfile
 from collections.abc import Callable, Sequence
 
@@ -35,6 +37,31 @@ def tag(field: str, eval_fields: Sequence[str] = ("eval_loss",)) -> str:
   if field == "eval_loss":
     return "eval/loss"
   return f"eval/{field}" if field in eval_fields else f"train/{field}"
+
+
+def _summary_writer():
+  """tensorboardX's `SummaryWriter`, imported without torch.
+
+  tensorboardX's package imports its writer module, which imports torch where it is installed
+  (to accept torch tensors as values; about a second and a thousand modules, in a process that
+  never makes one). A `None` in `sys.modules` makes that import fail as if torch were absent,
+  which tensorboardX expects (`except ImportError`); the entry is removed again at once. Where
+  torch is already imported, nothing is hidden.
+
+  Raises:
+    ImportError: tensorboardX is not installed.
+  """
+  if "torch" in sys.modules:
+    from tensorboardX import SummaryWriter
+
+    return SummaryWriter
+  sys.modules["torch"] = None
+  try:
+    from tensorboardX import SummaryWriter
+  finally:
+    if "torch" in sys.modules and sys.modules["torch"] is None:
+      del sys.modules["torch"]
+  return SummaryWriter
 
 
 class ScalarWriter:
@@ -58,7 +85,7 @@ class ScalarWriter:
     self.eval_fields = tuple(eval_fields)
     self._staging = None
     try:
-      from tensorboardX import SummaryWriter
+      SummaryWriter = _summary_writer()
     except ImportError:
       self._writer = None
       log(f"tensorboardX is not installed: no TensorBoard events ({INSTALL}); metrics.jsonl only")

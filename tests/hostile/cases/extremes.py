@@ -92,7 +92,7 @@ TRAIN_SETS_OK = [
   ),
   ("batch_1", ("train.batch_size=1",), trained("w", 2)),
   ("profile_window", ("train.profile_steps=1,2",), files_exist("w/profile", "w/checkpoints/2")),
-  # train.eval_examples is "at most this many" (tlm.eval.experiments.spread: all of them if
+  # train.eval_examples is "at most this many" (tlm.eval.heldout.spread: all of them if
   # there are fewer): a huge one is a legitimate "every validation example", not a refusal.
   (
     "eval_examples_huge",

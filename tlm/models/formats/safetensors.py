@@ -6,9 +6,10 @@ unsigned header length N, N bytes of UTF-8 JSON
 "__metadata__": {str: str}}` (padded with spaces to a multiple of 8), then one byte buffer
 holding every tensor, C-ordered and little-endian, at those offsets (relative to the buffer).
 HF writes `model.safetensors` this way. bfloat16 and float8 come from ml_dtypes (a jax
-dependency). The `safetensors` package is the tests' independent reference, not the reader: it
-opens a local file by its name only, and makes no float8 array with numpy (README.md here says
-why that decides it, and tests/test_formats.py pins the package's behaviour).
+dependency). The `safetensors` package is the tests' independent reference, not the reader:
+`read` takes a file a tensor at a time, straight into each array, so its peak memory is the
+tensors' bytes, where every API of the package holds twice that (README.md here has the
+measurement and what the package can and cannot do; tests/test_formats.py pins it).
 """
 
 import json

@@ -204,7 +204,7 @@ def test_concurrent_first_use_builds_once(tmp_path, monkeypatch):
     * 4
   )
   assert sorted(os.listdir(cache)) == [".lock", "ssm", "templama", "world"]  # no temp dirs left
-  with pytest.raises(ConfigError, match=r"seed': 3, 'scale': 0.5}, not \{'seed': 4"):
+  with pytest.raises(ConfigError, match=r"seed': 3, 'scale': 0.5, 'version': 4}, not \{'seed': 4"):
     datasets.ensure_synthetic_data(cache, seed=4, scale=0.5)
 
 
